@@ -1,0 +1,142 @@
+//! One error category enum for the receivers and its mapping to HTTP status and gRPC code
+//! (OTLP specification, "Failures" of OTLP/HTTP and OTLP/gRPC), tested row by row.
+
+use std::time::Duration;
+
+/// Why a whole export request was refused.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum IngestError {
+    /// The body could not be decoded (bad protobuf, bad JSON, bad gzip, undecodable id):
+    /// HTTP 400, gRPC INVALID_ARGUMENT; not retryable.
+    #[error("{0}")]
+    BadData(String),
+    /// The body exceeds the size limit (after decompression): HTTP 413, gRPC RESOURCE_EXHAUSTED.
+    #[error("request body exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Content-Type or Content-Encoding not supported: HTTP 415, gRPC INVALID_ARGUMENT.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// The write path is full: HTTP 429 with Retry-After, gRPC UNAVAILABLE with RetryInfo.
+    #[error("write path saturated; retry later")]
+    Saturated {
+        /// Suggested delay.
+        retry_after: Duration,
+    },
+    /// The store cannot write now: HTTP 503 with Retry-After, gRPC UNAVAILABLE with RetryInfo.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Closed set of refusal reasons, used as the `reason` metric label.
+impl IngestError {
+    /// The metric label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::BadData(_) => "bad_data",
+            Self::TooLarge { .. } => "too_large",
+            Self::UnsupportedMediaType(_) => "unsupported_media_type",
+            Self::Saturated { .. } => "saturated",
+            Self::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// All label values.
+    pub const REASONS: [&'static str; 5] = [
+        "bad_data",
+        "too_large",
+        "unsupported_media_type",
+        "saturated",
+        "unavailable",
+    ];
+
+    /// The HTTP status of OTLP/HTTP.
+    pub fn http_status(&self) -> http::StatusCode {
+        use http::StatusCode as S;
+        match self {
+            Self::BadData(_) => S::BAD_REQUEST,
+            Self::TooLarge { .. } => S::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType(_) => S::UNSUPPORTED_MEDIA_TYPE,
+            Self::Saturated { .. } => S::TOO_MANY_REQUESTS,
+            Self::Unavailable(_) => S::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The gRPC code of OTLP/gRPC.
+    pub fn grpc_code(&self) -> tonic::Code {
+        use tonic::Code as C;
+        match self {
+            Self::BadData(_) | Self::UnsupportedMediaType(_) => C::InvalidArgument,
+            Self::TooLarge { .. } => C::ResourceExhausted,
+            Self::Saturated { .. } | Self::Unavailable(_) => C::Unavailable,
+        }
+    }
+
+    /// The delay a client should wait before retrying; `None` when not retryable.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Saturated { retry_after } => Some(*retry_after),
+            Self::Unavailable(_) => Some(Duration::from_secs(1)),
+            _ => None,
+        }
+    }
+}
+
+impl From<crate::sink::SinkError> for IngestError {
+    fn from(e: crate::sink::SinkError) -> Self {
+        match e {
+            crate::sink::SinkError::Saturated { retry_after } => Self::Saturated { retry_after },
+            crate::sink::SinkError::Unavailable(m) => Self::Unavailable(m),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_category_maps_to_its_otlp_status() {
+        let d = Duration::from_secs(2);
+        let rows = [
+            (
+                IngestError::BadData("x".into()),
+                400,
+                tonic::Code::InvalidArgument,
+                None,
+            ),
+            (
+                IngestError::TooLarge { limit: 1 },
+                413,
+                tonic::Code::ResourceExhausted,
+                None,
+            ),
+            (
+                IngestError::UnsupportedMediaType("x".into()),
+                415,
+                tonic::Code::InvalidArgument,
+                None,
+            ),
+            (
+                IngestError::Saturated { retry_after: d },
+                429,
+                tonic::Code::Unavailable,
+                Some(d),
+            ),
+            (
+                IngestError::Unavailable("x".into()),
+                503,
+                tonic::Code::Unavailable,
+                Some(Duration::from_secs(1)),
+            ),
+        ];
+        for (err, http, grpc, retry) in rows {
+            assert_eq!(err.http_status().as_u16(), http, "{err:?}");
+            assert_eq!(err.grpc_code(), grpc, "{err:?}");
+            assert_eq!(err.retry_after(), retry, "{err:?}");
+            assert!(IngestError::REASONS.contains(&err.reason()));
+        }
+    }
+}

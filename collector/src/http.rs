@@ -1,0 +1,327 @@
+//! OTLP/HTTP receiver: `POST /v1/traces` with `application/x-protobuf` or `application/json`
+//! bodies, optionally `Content-Encoding: gzip` (also `x-gzip`, multi-member) or `deflate`.
+//!
+//! Per the OTLP specification (OTLP/HTTP): the response uses the request's encoding; success is
+//! 200 with an `ExportTraceServiceResponse` (`partial_success` when spans were rejected); errors
+//! carry a `google.rpc.Status` body (protobuf or JSON, like the request) with status 400 (bad
+//! data), 413 (too large), 415 (unsupported type), 429 / 503 with `Retry-After` (retryable).
+
+use std::io::Read;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use prost::Message;
+
+use crate::error::IngestError;
+use crate::receiver::{Accepted, Receiver};
+
+/// Body encodings of OTLP/HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `application/x-protobuf` (also `application/protobuf`).
+    Protobuf,
+    /// `application/json`.
+    Json,
+}
+
+impl Format {
+    fn content_type(self) -> &'static str {
+        match self {
+            Self::Protobuf => "application/x-protobuf",
+            Self::Json => "application/json",
+        }
+    }
+    fn transport(self) -> &'static str {
+        match self {
+            Self::Protobuf => "http_protobuf",
+            Self::Json => "http_json",
+        }
+    }
+}
+
+/// `google.rpc.Status`, the error body of OTLP/HTTP.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+/// Reads the media type of a `Content-Type` value, ignoring parameters and case.
+///
+/// # Errors
+/// [`IngestError::UnsupportedMediaType`] for anything but the two OTLP types.
+pub fn parse_content_type(value: Option<&str>) -> Result<Format, IngestError> {
+    let media = value
+        .and_then(|v| v.split(';').next())
+        .map(|m| m.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    match media.as_str() {
+        "application/x-protobuf" | "application/protobuf" => Ok(Format::Protobuf),
+        "application/json" => Ok(Format::Json),
+        _ => Err(IngestError::UnsupportedMediaType(format!(
+            "unsupported Content-Type {:?}; OTLP/HTTP accepts application/x-protobuf or application/json",
+            value.unwrap_or("")
+        ))),
+    }
+}
+
+/// Inflates `body` according to `Content-Encoding`, never past `limit` bytes.
+///
+/// # Errors
+/// [`IngestError::BadData`] for a body that is not valid in the declared encoding,
+/// [`IngestError::TooLarge`] when the inflated body passes `limit`,
+/// [`IngestError::UnsupportedMediaType`] for an unknown encoding.
+pub fn decompress(encoding: Option<&str>, body: Bytes, limit: usize) -> Result<Bytes, IngestError> {
+    let enc = encoding
+        .map(|e| e.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    let read = match enc.as_str() {
+        "" | "identity" => return Ok(body),
+        "gzip" | "x-gzip" => flate2::read::MultiGzDecoder::new(&body[..])
+            .take(limit as u64 + 1)
+            .read_to_end(&mut out),
+        "deflate" => flate2::read::ZlibDecoder::new(&body[..])
+            .take(limit as u64 + 1)
+            .read_to_end(&mut out),
+        other => {
+            return Err(IngestError::UnsupportedMediaType(format!(
+                "unsupported Content-Encoding {other:?}; accepted: gzip, deflate, identity"
+            )));
+        }
+    };
+    match read {
+        Ok(_) if out.len() > limit => Err(IngestError::TooLarge { limit }),
+        Ok(_) => Ok(Bytes::from(out)),
+        Err(e) => Err(IngestError::BadData(format!(
+            "Content-Encoding {enc} declared but the body is not valid {enc}: {e}"
+        ))),
+    }
+}
+
+/// Decodes an export request in `format`.
+///
+/// # Errors
+/// [`IngestError::BadData`] naming the problem.
+pub fn decode(format: Format, body: &[u8]) -> Result<ExportTraceServiceRequest, IngestError> {
+    match format {
+        Format::Protobuf => ExportTraceServiceRequest::decode(body).map_err(|e| {
+            IngestError::BadData(format!("invalid protobuf ExportTraceServiceRequest: {e}"))
+        }),
+        Format::Json => crate::json::decode_export_request(body)
+            .map_err(|e| IngestError::BadData(format!("invalid OTLP/JSON: {e}"))),
+    }
+}
+
+/// The OTLP/HTTP router: `POST /v1/traces`. Body size is enforced by the handler, so axum's own
+/// default limit is lifted.
+pub fn router(receiver: Arc<Receiver>) -> Router {
+    Router::new()
+        .route("/v1/traces", post(export))
+        .layer(DefaultBodyLimit::disable())
+        .with_state(receiver)
+}
+
+async fn export(State(receiver): State<Arc<Receiver>>, headers: HeaderMap, body: Body) -> Response {
+    let header = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    let format = match parse_content_type(header(header::CONTENT_TYPE)) {
+        Ok(f) => f,
+        Err(e) => {
+            receiver.refused(&e);
+            return error_response(Format::Json, &e);
+        }
+    };
+    match handle(
+        &receiver,
+        format,
+        header(header::CONTENT_LENGTH),
+        header(header::CONTENT_ENCODING),
+        body,
+    )
+    .await
+    {
+        Ok(accepted) => success_response(format, &accepted),
+        Err(e) => {
+            if !matches!(
+                e,
+                IngestError::Saturated { .. } | IngestError::Unavailable(_)
+            ) {
+                receiver.refused(&e);
+            }
+            tracing::debug!(error = %e, status = e.http_status().as_u16(), "otlp/http export refused");
+            error_response(format, &e)
+        }
+    }
+}
+
+async fn handle(
+    receiver: &Receiver,
+    format: Format,
+    content_length: Option<&str>,
+    encoding: Option<&str>,
+    body: Body,
+) -> Result<Accepted, IngestError> {
+    let limit = receiver.limits().max_body_bytes;
+    if content_length
+        .and_then(|l| l.trim().parse::<u64>().ok())
+        .is_some_and(|l| l > limit as u64)
+    {
+        return Err(IngestError::TooLarge { limit });
+    }
+    let raw = axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&e);
+        while let Some(s) = source {
+            if s.is::<http_body_util::LengthLimitError>() {
+                return IngestError::TooLarge { limit };
+            }
+            source = s.source();
+        }
+        IngestError::BadData(format!("could not read the request body: {e}"))
+    })?;
+    let encoding = encoding.map(str::to_owned);
+    let decoded = tokio::task::spawn_blocking(move || {
+        let body = decompress(encoding.as_deref(), raw, limit)?;
+        if format == Format::Json && body.is_empty() {
+            return Err(IngestError::BadData(
+                "empty body: an OTLP/JSON request is a JSON object (send {} for no spans)".into(),
+            ));
+        }
+        decode(format, &body)
+    })
+    .await
+    .map_err(|e| IngestError::Unavailable(format!("decode task failed: {e}")))??;
+    receiver.export(decoded, format.transport()).await
+}
+
+/// The success body in the request's encoding.
+pub fn success_body(format: Format, accepted: &Accepted) -> Vec<u8> {
+    match format {
+        Format::Protobuf => ExportTraceServiceResponse {
+            partial_success: (accepted.rejected_spans > 0).then(|| ExportTracePartialSuccess {
+                rejected_spans: accepted.rejected_spans as i64,
+                error_message: accepted.error_message.clone(),
+            }),
+        }
+        .encode_to_vec(),
+        Format::Json => {
+            if accepted.rejected_spans == 0 {
+                b"{}".to_vec()
+            } else {
+                serde_json::json!({"partialSuccess": {
+                    "rejectedSpans": accepted.rejected_spans.to_string(),
+                    "errorMessage": accepted.error_message,
+                }})
+                .to_string()
+                .into_bytes()
+            }
+        }
+    }
+}
+
+fn success_response(format: Format, accepted: &Accepted) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, format.content_type())],
+        success_body(format, accepted),
+    )
+        .into_response()
+}
+
+fn error_response(format: Format, err: &IngestError) -> Response {
+    let status = RpcStatus {
+        code: err.grpc_code() as i32,
+        message: err.to_string(),
+    };
+    let body = match format {
+        Format::Protobuf => status.encode_to_vec(),
+        Format::Json => serde_json::json!({"code": status.code, "message": status.message})
+            .to_string()
+            .into_bytes(),
+    };
+    let mut resp = (
+        err.http_status(),
+        [(header::CONTENT_TYPE, format.content_type())],
+        body,
+    )
+        .into_response();
+    if let Some(after) = err.retry_after() {
+        if let Ok(v) = HeaderValue::from_str(&after.as_secs().max(1).to_string()) {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_types_compare_media_type_only() {
+        assert_eq!(
+            parse_content_type(Some("application/json; charset=utf-8")).unwrap(),
+            Format::Json
+        );
+        assert_eq!(
+            parse_content_type(Some("Application/X-Protobuf")).unwrap(),
+            Format::Protobuf
+        );
+        let e = parse_content_type(Some("text/plain")).unwrap_err();
+        assert_eq!(e.http_status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        assert!(e.to_string().contains("application/x-protobuf"));
+        assert!(parse_content_type(None).is_err());
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(data).unwrap();
+        enc.finish().unwrap()
+    }
+
+    #[test]
+    fn gzip_bodies_inflate_with_members_and_limits() {
+        let mut two = gzip(b"{\"resourceSpans\":");
+        two.extend(gzip(b"[]}"));
+        let out = decompress(Some("gzip"), Bytes::from(two), 1024).unwrap();
+        assert_eq!(&out[..], b"{\"resourceSpans\":[]}");
+        let lie = decompress(Some("gzip"), Bytes::from_static(b"{}"), 1024).unwrap_err();
+        assert_eq!(lie.http_status(), StatusCode::BAD_REQUEST);
+        let bomb = gzip(&vec![0u8; 10 * 1024 * 1024]);
+        assert!(bomb.len() < 100 * 1024);
+        let e = decompress(Some("x-gzip"), Bytes::from(bomb), 1024 * 1024).unwrap_err();
+        assert_eq!(e.http_status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let e = decompress(Some("br"), Bytes::from_static(b"x"), 10).unwrap_err();
+        assert_eq!(e.http_status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    }
+
+    #[test]
+    fn partial_success_is_encoded_like_the_request() {
+        let a = Accepted {
+            rejected_spans: 2,
+            error_message: "bad id".into(),
+        };
+        let json: serde_json::Value =
+            serde_json::from_slice(&success_body(Format::Json, &a)).unwrap();
+        assert_eq!(json["partialSuccess"]["rejectedSpans"], "2");
+        assert_eq!(success_body(Format::Json, &Accepted::default()), b"{}");
+        let pb =
+            ExportTraceServiceResponse::decode(&success_body(Format::Protobuf, &a)[..]).unwrap();
+        assert_eq!(pb.partial_success.unwrap().rejected_spans, 2);
+        assert!(success_body(Format::Protobuf, &Accepted::default()).is_empty());
+    }
+}

@@ -1,0 +1,43 @@
+//! The port the receivers write to: [`SpanSink`]. The store implements it (wired in `server`).
+//!
+//! A write resolves only when the rows are durable by the sink's policy (for the store: in its
+//! write-ahead log), so a receiver acknowledges a request only after that.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use crate::convert::SpanRows;
+
+/// What a sink did with one write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteReport {
+    /// Rows stored.
+    pub stored: u64,
+    /// Rows dropped because a span with the same (trace_id, span_id) was already stored.
+    pub duplicates: u64,
+}
+
+/// Why a sink could not take a write. Both are retryable by the client.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SinkError {
+    /// The write path is full; retry after the given delay (HTTP 429, gRPC UNAVAILABLE).
+    #[error("write path saturated, retry after {}s", retry_after.as_secs().max(1))]
+    Saturated {
+        /// Suggested delay before retrying.
+        retry_after: Duration,
+    },
+    /// The sink cannot write now (shutting down, disk failure) (HTTP 503, gRPC UNAVAILABLE).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Destination of converted spans.
+pub trait SpanSink: Send + Sync + 'static {
+    /// Writes `rows` (whose `batch` is `Some`); resolves once they are durable.
+    ///
+    /// # Errors
+    /// [`SinkError::Saturated`] at once when the write queue is full (never waits unboundedly);
+    /// [`SinkError::Unavailable`] when the write failed or the sink is closing.
+    fn write(&self, rows: SpanRows) -> BoxFuture<'static, Result<WriteReport, SinkError>>;
+}

@@ -1,0 +1,240 @@
+//! The per-channel colour decision carried in baggage (domain §2) and its codec.
+//!
+//! This module owns the grammar of the `x-deploy-channel-type` value ([`Decisions::parse`],
+//! [`Decisions::encode`]), the lookup of that member in a whole W3C baggage header
+//! ([`baggage_member`]) and the choice of where on a span the decision is read
+//! ([`DecisionSource`], [`read_decision`]). Nothing here fails: malformed text is skipped and
+//! counted, never refused.
+
+use std::borrow::Cow;
+
+use percent_encoding::percent_decode_str;
+
+use crate::Color;
+
+/// The baggage key that carries the decisions (domain §2).
+pub const BAGGAGE_KEY: &str = "x-deploy-channel-type";
+
+/// Decisions read from one `x-deploy-channel-type` value: channel → colour, first pair wins
+/// (domain §2), with the count of malformed pairs and the channels decided twice differently.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Decisions {
+    entries: Vec<(String, Color)>,
+    malformed_pairs: u32,
+    conflicting: Vec<String>,
+}
+
+impl Decisions {
+    /// Parses a value such as `trade=blue&pay=green` (domain §2). Never fails.
+    ///
+    /// In order: the value is percent-decoded (`trade%3Dblue%26pay%3Dgreen`; invalid escapes
+    /// are kept as text, invalid UTF-8 replaced); W3C properties are dropped (everything from
+    /// the first `;`, as in `ch1=blue&ch2=green;ttl=30`); the rest is split on `&`. Pieces
+    /// empty after trimming whitespace are ignored and not counted. A piece splits on its
+    /// first `=` into channel and colour, each trimmed; it is skipped and counted in
+    /// [`Decisions::malformed_pairs`] when it has no `=`, an empty channel, or a colour other
+    /// than `blue` / `green` (case-insensitive). The first pair for a channel wins; a later pair
+    /// with another colour lists the channel (once) in [`Decisions::conflicting`]; an identical
+    /// repeat is harmless. Channel names are kept as written (case-sensitive).
+    pub fn parse(value: &str) -> Self {
+        let decoded: Cow<'_, str> = if value.contains('%') {
+            percent_decode_str(value).decode_utf8_lossy()
+        } else {
+            Cow::Borrowed(value)
+        };
+        let body = decoded.split(';').next().unwrap_or_default();
+        let mut out = Self::default();
+        for piece in body.split('&') {
+            let piece = piece.trim();
+            if piece.is_empty() {
+                continue;
+            }
+            let Some((channel, color)) = piece.split_once('=') else {
+                out.malformed_pairs += 1;
+                continue;
+            };
+            let channel = channel.trim();
+            let Some(color) = Color::parse(color).filter(|_| !channel.is_empty()) else {
+                out.malformed_pairs += 1;
+                continue;
+            };
+            match out.get(channel) {
+                None => out.entries.push((channel.to_owned(), color)),
+                Some(kept) if kept != color && !out.conflicting.iter().any(|c| c == channel) => {
+                    out.conflicting.push(channel.to_owned());
+                }
+                Some(_) => {}
+            }
+        }
+        out
+    }
+
+    /// Records `color` for `channel` when the channel has no decision yet (first decision
+    /// wins, domain §2: "one blue to the end"), appending it after the existing ones.
+    ///
+    /// Returns `true` when appended; `false` when the channel is already decided or when the
+    /// pair could not be written and read back by [`Decisions::encode`] / [`Decisions::parse`]:
+    /// `color` is [`Color::Unknown`], or `channel` is empty, has surrounding whitespace, or
+    /// contains `&`, `=`, `;` or `%`.
+    pub fn insert(&mut self, channel: &str, color: Color) -> bool {
+        let encodable = !channel.is_empty()
+            && channel.trim() == channel
+            && !channel.contains(['&', '=', ';', '%']);
+        if color == Color::Unknown || !encodable || self.get(channel).is_some() {
+            return false;
+        }
+        self.entries.push((channel.to_owned(), color));
+        true
+    }
+
+    /// The value a traffic SDK writes: `channel=color` pairs joined by `&` in first-seen
+    /// order, colours lower-case (`trade=blue&pay=green`); empty when no channel is decided.
+    /// Not percent-encoded (encode it when placing it in a baggage header). Malformed-pair
+    /// counts and conflicts are not written: `Decisions::parse(&d.encode())` gives back the
+    /// channels and colours of `d`.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(self.entries.iter().map(|(c, _)| c.len() + 7).sum());
+        for (i, (channel, color)) in self.entries.iter().enumerate() {
+            if i > 0 {
+                out.push('&');
+            }
+            out.push_str(channel);
+            out.push('=');
+            out.push_str(color.as_str());
+        }
+        out
+    }
+
+    /// The colour decided for `channel` (exact, case-sensitive name), `None` when undecided.
+    pub fn get(&self, channel: &str) -> Option<Color> {
+        self.entries
+            .iter()
+            .find(|(c, _)| c == channel)
+            .map(|(_, col)| *col)
+    }
+    /// Channel → colour in first-seen order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Color)> {
+        self.entries.iter().map(|(c, col)| (c.as_str(), *col))
+    }
+    /// Number of channels decided.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    /// True when no channel is decided.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    /// Pairs skipped as malformed (no `=`, empty channel, colour not blue/green).
+    pub fn malformed_pairs(&self) -> u32 {
+        self.malformed_pairs
+    }
+    /// Channels that appeared again with a different colour, each once, in first-conflict order.
+    pub fn conflicting(&self) -> &[String] {
+        &self.conflicting
+    }
+    /// True when the value held no non-empty piece at all: no decision and no malformed pair
+    /// (e.g. ``, `  `, `&&`). [`read_decision`] treats such a source as absent.
+    pub fn is_blank(&self) -> bool {
+        self.entries.is_empty() && self.malformed_pairs == 0
+    }
+}
+
+/// The value of member `key` in a W3C baggage header (e.g. `a=1, x-deploy-channel-type =
+/// ch1=blue%26ch2=green ; ttl=30`), percent-decoded (invalid UTF-8 replaced); `None` when no
+/// member has that key.
+///
+/// Members are split on `,`; each is `key = value ; properties` with optional whitespace
+/// around each part. The key is everything before the member's first `=` (trimmed, compared
+/// exactly); the value runs to the first `;` (properties dropped) and is trimmed. Members
+/// without `=` are skipped; the first member with the key wins. Never fails.
+pub fn baggage_member(header: &str, key: &str) -> Option<String> {
+    header.split(',').find_map(|member| {
+        let (k, rest) = member.split_once('=')?;
+        if k.trim() != key {
+            return None;
+        }
+        let value = rest.split(';').next().unwrap_or_default().trim();
+        Some(percent_decode_str(value).decode_utf8_lossy().into_owned())
+    })
+}
+
+/// Where a decision was read from (domain §2), in the default order of precedence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecisionSource {
+    /// Span attribute `x-deploy-channel-type`.
+    Attribute,
+    /// Span attribute `baggage.x-deploy-channel-type`.
+    BaggageAttribute,
+    /// Member `x-deploy-channel-type` of span attribute `http.request.header.baggage`.
+    BaggageHeader,
+}
+
+impl DecisionSource {
+    /// The attribute key.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Attribute => "x-deploy-channel-type",
+            Self::BaggageAttribute => "baggage.x-deploy-channel-type",
+            Self::BaggageHeader => "http.request.header.baggage",
+        }
+    }
+    /// The default order.
+    pub const DEFAULT_ORDER: [DecisionSource; 3] =
+        [Self::Attribute, Self::BaggageAttribute, Self::BaggageHeader];
+
+    /// The source whose attribute key is `key` (the inverse of [`DecisionSource::as_str`]).
+    pub fn from_key(key: &str) -> Option<Self> {
+        Self::DEFAULT_ORDER.into_iter().find(|s| s.as_str() == key)
+    }
+}
+
+/// A decision as found on a span by [`read_decision`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadDecision {
+    /// The attribute it came from.
+    pub source: DecisionSource,
+    /// The raw attribute text: the attribute's value as found (an array's values joined by
+    /// `&`), or for [`DecisionSource::BaggageHeader`] the member's value (percent-decoded,
+    /// properties dropped).
+    pub text: String,
+    /// The parsed decisions ([`Decisions::parse`] of `text`).
+    pub decisions: Decisions,
+}
+
+/// Finds the decision on a span (domain §2): the first source of `order` that is present
+/// gives it; `get(key)` returns the string values of a span attribute (one for a string,
+/// several for an array; `None` when absent).
+///
+/// For [`DecisionSource::Attribute`] and [`DecisionSource::BaggageAttribute`] the values are
+/// joined by `&`; for [`DecisionSource::BaggageHeader`] they are one header (joined by `,`, as
+/// W3C combines repeated headers) and the `x-deploy-channel-type` member is looked up with
+/// [`baggage_member`]. A source counts as present only when its text holds at least one
+/// non-empty piece ([`Decisions::is_blank`] is false): an absent attribute, a header without
+/// the member, and a blank value such as `` or `&` fall through to the next source. A value
+/// whose pieces are all malformed (`,`, `trade=purple`) is present: it is returned with no
+/// decisions and its malformed count. `None` when no source is present.
+pub fn read_decision<'a>(
+    order: &[DecisionSource],
+    get: impl Fn(&str) -> Option<Vec<&'a str>>,
+) -> Option<ReadDecision> {
+    order.iter().find_map(|&source| {
+        let values = get(source.as_str())?;
+        let text = match source {
+            DecisionSource::Attribute | DecisionSource::BaggageAttribute => match values.as_slice()
+            {
+                [one] => (*one).to_owned(),
+                many => many.join("&"),
+            },
+            DecisionSource::BaggageHeader => baggage_member(&values.join(","), BAGGAGE_KEY)?,
+        };
+        let decisions = Decisions::parse(&text);
+        (!decisions.is_blank()).then_some(ReadDecision {
+            source,
+            text,
+            decisions,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,19 @@
+//! Dyeline's vocabulary, with no I/O.
+//!
+//! This crate owns the words every other crate speaks (`../shared/docs/domain.md` §1–§5):
+//! trace and span ids ([`ids`]), span kinds, statuses and traffic kinds ([`kinds`]), instance
+//! colours and the configurable rules that resolve them ([`color`]), the per-channel decisions
+//! carried in baggage and their codec ([`decision`]), instance weights ([`weights`]) and the Arrow
+//! schema of the `spans` table ([`schema`]). It does not own transport, storage or analysis.
+
+pub mod color;
+pub mod decision;
+pub mod ids;
+pub mod kinds;
+pub mod schema;
+pub mod weights;
+
+pub use color::{Color, ColorRule, ColorRules, ResolvedColor};
+pub use decision::{DecisionSource, Decisions, ReadDecision};
+pub use ids::{ChannelId, IdError, SpanId, SpanKey, TraceId};
+pub use kinds::{SpanKind, StatusCode, TrafficKind};

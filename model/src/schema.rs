@@ -1,0 +1,185 @@
+//! The Arrow schema of the `spans` table: one row per (trace_id, span_id).
+//!
+//! `docs/schema.md` of the repository describes every column; this module is the single
+//! definition the collector (which builds rows), the store (which persists them) and the queries
+//! (which read them) share. Ids are lower-case hex text so SQL shows and compares them as users
+//! write them; enums are their upper-case OTLP short names; times are `Int64` Unix nanoseconds.
+
+use std::sync::{Arc, OnceLock};
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+
+/// Column names, in schema order.
+pub mod col {
+    /// Lower-case hex, 32 characters.
+    pub const TRACE_ID: &str = "trace_id";
+    /// Lower-case hex, 16 characters.
+    pub const SPAN_ID: &str = "span_id";
+    /// Lower-case hex, 16 characters; null for a root span.
+    pub const PARENT_SPAN_ID: &str = "parent_span_id";
+    /// W3C tracestate, null when empty.
+    pub const TRACE_STATE: &str = "trace_state";
+    /// Span name.
+    pub const NAME: &str = "name";
+    /// `SERVER`, `CLIENT`, `PRODUCER`, `CONSUMER`, `INTERNAL`, `UNSPECIFIED`.
+    pub const SPAN_KIND: &str = "span_kind";
+    /// `RPC`, `MQ`, `JOB` or null (domain §3).
+    pub const TRAFFIC_KIND: &str = "traffic_kind";
+    /// Unix nanoseconds.
+    pub const START_TIME_UNIX_NANO: &str = "start_time_unix_nano";
+    /// Unix nanoseconds.
+    pub const END_TIME_UNIX_NANO: &str = "end_time_unix_nano";
+    /// end − start in nanoseconds (0 when end precedes start).
+    pub const DURATION_NS: &str = "duration_ns";
+    /// `UNSET`, `OK`, `ERROR`.
+    pub const STATUS_CODE: &str = "status_code";
+    /// Status message, null when empty.
+    pub const STATUS_MESSAGE: &str = "status_message";
+    /// True when the span is an error by domain §6.6.
+    pub const IS_ERROR: &str = "is_error";
+    /// Resource `service.name` (`unknown_service` when absent).
+    pub const SERVICE_NAME: &str = "service_name";
+    /// Resource `service.version`.
+    pub const SERVICE_VERSION: &str = "service_version";
+    /// First present of `service.instance.id`, `host.name`, `k8s.pod.name` (domain §1).
+    pub const INSTANCE_ID: &str = "instance_id";
+    /// Resource `host.name`.
+    pub const HOST_NAME: &str = "host_name";
+    /// `blue`, `green`, `unknown`.
+    pub const COLOR: &str = "color";
+    /// The rule that decided `color`, or `none`.
+    pub const COLOR_RULE: &str = "color_rule";
+    /// Map channel → `blue`/`green` (domain §2); null when no source attribute.
+    pub const DECISIONS: &str = "decisions";
+    /// The attribute the decision was read from.
+    pub const DECISION_SOURCE: &str = "decision_source";
+    /// The raw decision text.
+    pub const DECISION_TEXT: &str = "decision_text";
+    /// Pairs skipped as malformed.
+    pub const MALFORMED_PAIRS: &str = "malformed_pairs";
+    /// Channels decided twice with different colours.
+    pub const CONFLICTING_CHANNELS: &str = "conflicting_channels";
+    /// `messaging.system`.
+    pub const MESSAGING_SYSTEM: &str = "messaging_system";
+    /// `messaging.consumer.group.name`, else `messaging.rocketmq.client_group`.
+    pub const CONSUMER_GROUP: &str = "consumer_group";
+    /// `job.name`.
+    pub const JOB_NAME: &str = "job_name";
+    /// `http.response.status_code`, else `http.status_code`.
+    pub const HTTP_STATUS_CODE: &str = "http_status_code";
+    /// `rpc.grpc.status_code`.
+    pub const RPC_GRPC_STATUS_CODE: &str = "rpc_grpc_status_code";
+    /// Instrumentation scope name.
+    pub const SCOPE_NAME: &str = "scope_name";
+    /// Instrumentation scope version.
+    pub const SCOPE_VERSION: &str = "scope_version";
+    /// The resource attributes not promoted to columns, as a JSON object.
+    pub const RESOURCE_ATTRIBUTES: &str = "resource_attributes";
+    /// The span attributes not promoted to columns, as a JSON object.
+    pub const ATTRIBUTES: &str = "attributes";
+    /// Span events as a JSON array of `{time_unix_nano, name, attributes}`; null when none.
+    pub const EVENTS: &str = "events";
+}
+
+/// The `spans` schema (see [`col`] for each column's meaning).
+pub fn spans_schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            use DataType::*;
+            let s = |n: &str, null: bool| Field::new(n, Utf8, null);
+            Arc::new(Schema::new(vec![
+                s(col::TRACE_ID, false),
+                s(col::SPAN_ID, false),
+                s(col::PARENT_SPAN_ID, true),
+                s(col::TRACE_STATE, true),
+                s(col::NAME, false),
+                s(col::SPAN_KIND, false),
+                s(col::TRAFFIC_KIND, true),
+                Field::new(col::START_TIME_UNIX_NANO, Int64, false),
+                Field::new(col::END_TIME_UNIX_NANO, Int64, false),
+                Field::new(col::DURATION_NS, Int64, false),
+                s(col::STATUS_CODE, false),
+                s(col::STATUS_MESSAGE, true),
+                Field::new(col::IS_ERROR, Boolean, false),
+                s(col::SERVICE_NAME, false),
+                s(col::SERVICE_VERSION, true),
+                s(col::INSTANCE_ID, false),
+                s(col::HOST_NAME, true),
+                s(col::COLOR, false),
+                s(col::COLOR_RULE, false),
+                Field::new_map(
+                    col::DECISIONS,
+                    "entries",
+                    Arc::new(Field::new("keys", Utf8, false)),
+                    Arc::new(Field::new("values", Utf8, true)),
+                    false,
+                    true,
+                ),
+                s(col::DECISION_SOURCE, true),
+                s(col::DECISION_TEXT, true),
+                Field::new(col::MALFORMED_PAIRS, UInt32, false),
+                Field::new(
+                    col::CONFLICTING_CHANNELS,
+                    List(Arc::new(Field::new("item", Utf8, true))),
+                    true,
+                ),
+                s(col::MESSAGING_SYSTEM, true),
+                s(col::CONSUMER_GROUP, true),
+                s(col::JOB_NAME, true),
+                Field::new(col::HTTP_STATUS_CODE, Int32, true),
+                Field::new(col::RPC_GRPC_STATUS_CODE, Int32, true),
+                s(col::SCOPE_NAME, true),
+                s(col::SCOPE_VERSION, true),
+                s(col::RESOURCE_ATTRIBUTES, false),
+                s(col::ATTRIBUTES, false),
+                s(col::EVENTS, true),
+            ]))
+        })
+        .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_has_the_issue_columns_with_their_names() {
+        let schema = spans_schema();
+        for name in [
+            "trace_id",
+            "span_id",
+            "parent_span_id",
+            "name",
+            "span_kind",
+            "traffic_kind",
+            "start_time_unix_nano",
+            "end_time_unix_nano",
+            "duration_ns",
+            "status_code",
+            "service_name",
+            "instance_id",
+            "host_name",
+            "color",
+            "color_rule",
+            "decisions",
+            "decision_source",
+            "decision_text",
+            "malformed_pairs",
+            "conflicting_channels",
+            "messaging_system",
+            "consumer_group",
+            "job_name",
+            "http_status_code",
+            "rpc_grpc_status_code",
+            "resource_attributes",
+            "attributes",
+        ] {
+            assert!(
+                schema.field_with_name(name).is_ok(),
+                "missing column {name}"
+            );
+        }
+        assert_eq!(schema.fields().len(), 34);
+    }
+}

@@ -1,0 +1,216 @@
+//! Layered configuration: built-in defaults < TOML file (`--config`) < `DYELINE_*` environment
+//! variables (nested keys with `__`, e.g. `DYELINE_STORE__FSYNC=never`) < command-line flags.
+//! Unknown keys are refused; values are validated after loading.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytesize::ByteSize;
+use dyeline_model::ColorRule;
+use dyeline_store::FsyncPolicy;
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// The whole configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Data directory (WAL, Parquet, databases). Default `./data`.
+    pub data_dir: PathBuf,
+    /// OTLP/gRPC listen address. Default `127.0.0.1:4317`.
+    pub otlp_grpc_addr: SocketAddr,
+    /// OTLP/HTTP listen address. Default `127.0.0.1:4318`.
+    pub otlp_http_addr: SocketAddr,
+    /// API and UI listen address. Default `127.0.0.1:8080`.
+    pub api_addr: SocketAddr,
+    /// Receiver settings.
+    pub receiver: ReceiverConfig,
+    /// Store settings.
+    pub store: StoreSettings,
+    /// SQL endpoint settings.
+    pub sql: SqlSettings,
+    /// Colour rules run after the defaults of domain §1 (`deploy.color`, then `blue`/`green`
+    /// tokens in `host.name`, `k8s.pod.name`, `k8s.deployment.name`).
+    pub color_rules: Vec<ColorRule>,
+    /// Log format: `text` or `json`.
+    pub log_format: LogFormat,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per event.
+    Json,
+}
+
+/// Receiver limits.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReceiverConfig {
+    /// Largest request body after decompression. Default 16 MiB.
+    pub max_body_size: ByteSize,
+}
+
+/// Store settings (see `dyeline_store::StoreConfig`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSettings {
+    /// `always` (group commit fsync before acknowledging; default) or `never`.
+    pub fsync: FsyncPolicy,
+    /// Flush memory to Parquet at least this often. Default `60s`.
+    #[serde(with = "humantime_serde")]
+    pub flush_interval: Duration,
+    /// … or once memory holds this many rows. Default 500000.
+    pub flush_max_rows: usize,
+    /// Delete Parquet files this long after they were written. Default `7days`.
+    #[serde(with = "humantime_serde")]
+    pub retention: Duration,
+    /// Writes queued before new ones get 429 / UNAVAILABLE. Default 256.
+    pub queue_capacity: usize,
+    /// Write nothing to disk (benchmarks only). Default false.
+    pub in_memory_only: bool,
+}
+
+/// SQL endpoint limits.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SqlSettings {
+    /// Rows returned at most. Default 10000.
+    pub max_rows: usize,
+    /// Cancel after. Default `30s`.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./data"),
+            otlp_grpc_addr: ([127, 0, 0, 1], 4317).into(),
+            otlp_http_addr: ([127, 0, 0, 1], 4318).into(),
+            api_addr: ([127, 0, 0, 1], 8080).into(),
+            receiver: ReceiverConfig::default(),
+            store: StoreSettings::default(),
+            sql: SqlSettings::default(),
+            color_rules: Vec::new(),
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+impl Default for ReceiverConfig {
+    fn default() -> Self {
+        Self {
+            max_body_size: ByteSize::mib(16),
+        }
+    }
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        let d = dyeline_store::StoreConfig::new(".");
+        Self {
+            fsync: d.fsync,
+            flush_interval: d.flush_interval,
+            flush_max_rows: d.flush_max_rows,
+            retention: d.retention,
+            queue_capacity: d.queue_capacity,
+            in_memory_only: false,
+        }
+    }
+}
+
+impl Default for SqlSettings {
+    fn default() -> Self {
+        let d = dyeline_queries::SqlLimits::default();
+        Self {
+            max_rows: d.max_rows,
+            timeout: d.timeout,
+        }
+    }
+}
+
+/// Errors loading the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A file, variable or value could not be read.
+    #[error("configuration: {0}")]
+    Load(#[from] Box<figment::Error>),
+    /// A value is out of range.
+    #[error("configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Loads defaults < `file` < environment, then `overrides` (the flags given).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the key at fault.
+    pub fn load(file: Option<&Path>, overrides: Figment) -> Result<Self, ConfigError> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(f) = file {
+            if !f.exists() {
+                return Err(ConfigError::Invalid(format!(
+                    "config file {} not found",
+                    f.display()
+                )));
+            }
+            fig = fig.merge(Toml::file(f));
+        }
+        fig = fig.merge(Env::prefixed("DYELINE_").split("__"));
+        let cfg: Config = fig.merge(overrides).extract().map_err(Box::new)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.receiver.max_body_size.as_u64() < 1024 {
+            return Err(ConfigError::Invalid(
+                "receiver.max_body_size must be at least 1 KiB".into(),
+            ));
+        }
+        if self.store.queue_capacity == 0 || self.store.flush_max_rows == 0 {
+            return Err(ConfigError::Invalid(
+                "store.queue_capacity and store.flush_max_rows must be positive".into(),
+            ));
+        }
+        if self.sql.max_rows == 0 {
+            return Err(ConfigError::Invalid("sql.max_rows must be positive".into()));
+        }
+        dyeline_model::ColorRules::with_user_rules(self.color_rules.clone())
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_apply_in_order_and_unknown_keys_fail() {
+        let dir = std::env::temp_dir().join(format!("dyeline-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(
+            &file,
+            "data_dir = \"/tmp/x\"\n[store]\nfsync = \"never\"\nretention = \"2days\"\n[receiver]\nmax_body_size = \"1 MiB\"\n",
+        )
+        .unwrap();
+        let flags = Figment::new().merge(Serialized::default("data_dir", "/tmp/flag"));
+        let cfg = Config::load(Some(&file), flags).unwrap();
+        assert_eq!(cfg.data_dir, PathBuf::from("/tmp/flag"));
+        assert_eq!(cfg.store.fsync, FsyncPolicy::Never);
+        assert_eq!(cfg.store.retention, Duration::from_secs(2 * 86400));
+        assert_eq!(cfg.receiver.max_body_size, ByteSize::mib(1));
+        assert_eq!(cfg.otlp_grpc_addr, "127.0.0.1:4317".parse().unwrap());
+        std::fs::write(&file, "nonsense = 1\n").unwrap();
+        let err = Config::load(Some(&file), Figment::new()).unwrap_err();
+        assert!(err.to_string().contains("nonsense"), "{err}");
+    }
+}

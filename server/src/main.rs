@@ -1,0 +1,156 @@
+//! `dyeline`: the command line. `serve` runs the collector, store and API; `sql` queries a data
+//! directory; `import` loads OTLP/JSON Lines captures into one.
+
+mod api;
+mod config;
+mod import;
+mod serve;
+mod sink;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use figment::Figment;
+use figment::providers::Serialized;
+
+use crate::config::{Config, LogFormat};
+
+/// Blue-green release observability: OTLP collector, span store and analyzer.
+#[derive(Parser)]
+#[command(name = "dyeline", version, about)]
+struct Cli {
+    /// TOML configuration file (layered under DYELINE_* variables and flags).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the OTLP receivers, the store and the API.
+    Serve(ServeArgs),
+    /// Run one read-only SQL query on a data directory's `spans` table.
+    Sql(SqlArgs),
+    /// Load OTLP/JSON Lines files (`.jsonl`, `.jsonl.gz`) into a data directory (offline).
+    Import(ImportArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct ServeArgs {
+    /// Data directory.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// OTLP/gRPC listen address.
+    #[arg(long)]
+    otlp_grpc_addr: Option<String>,
+    /// OTLP/HTTP listen address.
+    #[arg(long)]
+    otlp_http_addr: Option<String>,
+    /// API and dashboard listen address.
+    #[arg(long)]
+    api_addr: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OutputFormat {
+    Table,
+    Json,
+}
+
+#[derive(clap::Args)]
+struct SqlArgs {
+    /// Data directory.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: OutputFormat,
+    /// The query, e.g. "SELECT service_name, count(*) FROM spans GROUP BY 1".
+    query: String,
+}
+
+#[derive(clap::Args)]
+struct ImportArgs {
+    /// Data directory.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Files to load: one OTLP/JSON ExportTraceServiceRequest per line; `.gz` is inflated.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+}
+
+fn overrides(data_dir: Option<&PathBuf>, serve: Option<&ServeArgs>) -> Figment {
+    let mut f = Figment::new();
+    if let Some(d) = data_dir {
+        f = f.merge(Serialized::default("data_dir", d));
+    }
+    if let Some(s) = serve {
+        for (key, v) in [
+            ("otlp_grpc_addr", &s.otlp_grpc_addr),
+            ("otlp_http_addr", &s.otlp_http_addr),
+            ("api_addr", &s.api_addr),
+        ] {
+            if let Some(v) = v {
+                f = f.merge(Serialized::default(key, v));
+            }
+        }
+    }
+    f
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DYELINE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (data_dir, serve_args) = match &cli.command {
+        Command::Serve(a) => (a.data_dir.as_ref(), Some(a)),
+        Command::Sql(a) => (a.data_dir.as_ref(), None),
+        Command::Import(a) => (a.data_dir.as_ref(), None),
+    };
+    let config = match Config::load(cli.config.as_deref(), overrides(data_dir, serve_args)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dyeline: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logs(config.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("dyeline: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(_) => serve::run(config).await,
+            Command::Sql(a) => {
+                serve::sql(config, &a.query, matches!(a.format, OutputFormat::Json)).await
+            }
+            Command::Import(a) => import::run(config, &a.files).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dyeline: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

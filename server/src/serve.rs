@@ -1,0 +1,198 @@
+//! `dyeline serve` (receivers + store + API, graceful shutdown on Ctrl-C / SIGTERM) and
+//! `dyeline sql`.
+
+use std::sync::Arc;
+
+use dyeline_collector::metrics::ReceiverMetrics;
+use dyeline_collector::{ConvertOptions, Limits, Receiver};
+use dyeline_model::ColorRules;
+use dyeline_queries::{SqlEngine, SqlLimits, render};
+use dyeline_store::{Store, StoreConfig};
+use parking_lot::Mutex;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::api::{self, ApiState};
+use crate::config::Config;
+use crate::sink::StoreSink;
+
+/// Errors that end a command.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The store settings of `config`.
+pub fn store_config(config: &Config) -> StoreConfig {
+    let mut s = StoreConfig::new(&config.data_dir);
+    s.fsync = config.store.fsync;
+    s.flush_interval = config.store.flush_interval;
+    s.flush_max_rows = config.store.flush_max_rows;
+    s.retention = config.store.retention;
+    s.queue_capacity = config.store.queue_capacity;
+    s.persist = !config.store.in_memory_only;
+    s
+}
+
+/// The conversion settings of `config`.
+///
+/// # Errors
+/// Invalid colour rules.
+pub fn convert_options(config: &Config) -> Result<ConvertOptions, BoxError> {
+    Ok(ConvertOptions {
+        color_rules: Arc::new(ColorRules::with_user_rules(config.color_rules.clone())?),
+        decision_sources: Vec::new(),
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// Runs the server until Ctrl-C or SIGTERM, then flushes the store.
+///
+/// # Errors
+/// A port that cannot be bound, a data directory that cannot be opened.
+pub async fn run(config: Config) -> Result<(), BoxError> {
+    let store = Arc::new(
+        tokio::task::spawn_blocking({
+            let c = store_config(&config);
+            move || Store::open(c)
+        })
+        .await??,
+    );
+    let mut registry = Registry::default();
+    let receiver_metrics = ReceiverMetrics::default();
+    receiver_metrics.register(&mut registry);
+    store.metrics().register(&mut registry);
+    let receiver = Arc::new(Receiver::new(
+        Arc::new(StoreSink(Arc::clone(&store))),
+        convert_options(&config)?,
+        receiver_metrics,
+        Limits {
+            max_body_bytes: usize::try_from(config.receiver.max_body_size.as_u64())
+                .unwrap_or(usize::MAX),
+        },
+    ));
+    let sql = SqlEngine::new(store.table())?;
+    let api_state = Arc::new(ApiState {
+        sql,
+        sql_limits: SqlLimits {
+            max_rows: config.sql.max_rows,
+            timeout: config.sql.timeout,
+        },
+        registry: Mutex::new(registry),
+    });
+
+    let grpc_listener = TcpListener::bind(config.otlp_grpc_addr)
+        .await
+        .map_err(|e| format!("binding OTLP/gRPC {}: {e}", config.otlp_grpc_addr))?;
+    let http_listener = TcpListener::bind(config.otlp_http_addr)
+        .await
+        .map_err(|e| format!("binding OTLP/HTTP {}: {e}", config.otlp_http_addr))?;
+    let api_listener = TcpListener::bind(config.api_addr)
+        .await
+        .map_err(|e| format!("binding API {}: {e}", config.api_addr))?;
+    // One machine-readable line on stdout with the bound addresses (ports may be 0 = chosen by
+    // the OS), for scripts and tests.
+    println!(
+        "dyeline listening otlp_grpc={} otlp_http={} api={}",
+        grpc_listener.local_addr()?,
+        http_listener.local_addr()?,
+        api_listener.local_addr()?
+    );
+    tracing::info!(
+        otlp_grpc = %grpc_listener.local_addr()?,
+        otlp_http = %http_listener.local_addr()?,
+        api = %api_listener.local_addr()?,
+        data_dir = %config.data_dir.display(),
+        "dyeline serving"
+    );
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let grpc = tokio::spawn(dyeline_collector::grpc::serve(
+        grpc_listener,
+        Arc::clone(&receiver),
+        stopped(stop_rx.clone()),
+    ));
+    let http = tokio::spawn(
+        axum::serve(
+            http_listener,
+            dyeline_collector::http::router(Arc::clone(&receiver)),
+        )
+        .with_graceful_shutdown(stopped(stop_rx.clone()))
+        .into_future(),
+    );
+    let api = tokio::spawn(
+        axum::serve(api_listener, api::router(api_state))
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
+    );
+    shutdown_signal().await;
+    tracing::info!("shutting down: draining requests and flushing the store");
+    let _ = stop_tx.send(true);
+    let _ = tokio::join!(grpc, http, api);
+    tokio::task::spawn_blocking(move || store.close()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// `dyeline sql`: opens the data directory read-only and prints the result.
+///
+/// # Errors
+/// The store cannot be read; the query fails.
+pub async fn sql(config: Config, query: &str, json: bool) -> Result<(), BoxError> {
+    let mut sc = store_config(&config);
+    sc.read_only = true;
+    if !config.data_dir.exists() {
+        return Err(format!(
+            "data directory {} does not exist",
+            config.data_dir.display()
+        )
+        .into());
+    }
+    let store = tokio::task::spawn_blocking(move || Store::open(sc)).await??;
+    let engine = SqlEngine::new(store.table())?;
+    let limits = SqlLimits {
+        max_rows: config.sql.max_rows,
+        timeout: config.sql.timeout,
+    };
+    let result = engine.query(query, limits).await?;
+    if json {
+        let out = serde_json::json!({
+            "columns": result.columns,
+            "rows": render::rows(&result.batches),
+            "truncated": result.truncated,
+        });
+        println!("{out}");
+    } else {
+        println!("{}", render::table(&result.batches)?);
+        if result.truncated {
+            eprintln!(
+                "(cut at {} rows; set sql.max_rows to see more)",
+                limits.max_rows
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,41 @@
+//! The adapter that makes the store the collector's [`SpanSink`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dyeline_collector::{SinkError, SpanRows, SpanSink, WriteReport};
+use dyeline_store::{Store, StoreError};
+use futures::future::BoxFuture;
+
+/// The store as a span sink.
+pub struct StoreSink(pub Arc<Store>);
+
+fn map(e: StoreError) -> SinkError {
+    match e {
+        StoreError::Saturated => SinkError::Saturated {
+            retry_after: Duration::from_secs(1),
+        },
+        other => SinkError::Unavailable(other.to_string()),
+    }
+}
+
+impl SpanSink for StoreSink {
+    fn write(&self, rows: SpanRows) -> BoxFuture<'static, Result<WriteReport, SinkError>> {
+        let Some(batch) = rows.batch else {
+            return Box::pin(async { Ok(WriteReport::default()) });
+        };
+        match self.0.try_write(batch, rows.keys) {
+            Ok(rx) => Box::pin(async move {
+                match rx.await {
+                    Ok(Ok(r)) => Ok(WriteReport {
+                        stored: r.stored,
+                        duplicates: r.duplicates,
+                    }),
+                    Ok(Err(e)) => Err(map(e)),
+                    Err(_) => Err(SinkError::Unavailable("store stopped".into())),
+                }
+            }),
+            Err(e) => Box::pin(async move { Err(map(e)) }),
+        }
+    }
+}

@@ -1,0 +1,784 @@
+//! The span store: write-ahead log → Arrow batches in memory → hourly zstd Parquet files, and
+//! the DataFusion table `spans` over memory ∪ Parquet ([`table::SpansTable`]).
+//!
+//! ```text
+//! write(batch, keys) ─▶ queue (bounded: full → Saturated) ─▶ writer thread:
+//!     duplicate filter ─▶ WAL append ─▶ group commit (fsync by policy) ─▶ memory ─▶ ack
+//! writer: every flush interval or row cap ─▶ rotate WAL, freeze memory ─▶ flusher thread:
+//!     Parquet per hour ─▶ register files, drop frozen memory (one lock) ─▶ delete old WAL
+//! open: replay WAL segments through the duplicate filter ─▶ memory (then flushed)
+//! ```
+//!
+//! Owns durability, the one-row-per-span rule (domain §1), retention and the table provider.
+//! Does not own decoding or analysis.
+
+pub mod dedupe;
+pub mod files;
+pub mod table;
+pub mod wal;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arrow::array::RecordBatch;
+use dyeline_model::SpanKey;
+use dyeline_model::schema::spans_schema;
+use parking_lot::{Mutex, RwLock};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use tokio::sync::oneshot;
+
+use crate::dedupe::Dedupe;
+use crate::files::FileMeta;
+use crate::wal::Wal;
+
+/// When the WAL is fsynced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FsyncPolicy {
+    /// fsync once per commit group, before the group is acknowledged (default).
+    Always,
+    /// Leave it to the OS: acknowledged data survives a process crash, not a power loss.
+    Never,
+}
+
+/// Store settings.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Root data directory (`wal/` and `spans/` are created under it).
+    pub data_dir: PathBuf,
+    /// WAL fsync policy.
+    pub fsync: FsyncPolicy,
+    /// Memory is flushed to Parquet at least this often.
+    pub flush_interval: Duration,
+    /// … or once it holds this many rows.
+    pub flush_max_rows: usize,
+    /// Parquet files are deleted this long after they were written (default 7 days).
+    pub retention: Duration,
+    /// Writes waiting for the writer thread before new ones are refused as saturated.
+    pub queue_capacity: usize,
+    /// zstd level of Parquet files.
+    pub zstd_level: i32,
+    /// When false, nothing is written to disk (WAL and Parquet off; for benchmarks only).
+    pub persist: bool,
+    /// Open for reading only (`dyeline sql`, `analyze` beside a running server): the WAL is
+    /// replayed into memory but nothing is written, flushed or deleted; writes are refused.
+    pub read_only: bool,
+}
+
+impl StoreConfig {
+    /// Defaults for `data_dir`: fsync always, flush every 60 s or 500,000 rows, 7 days
+    /// retention, 256 queued writes, zstd level 3.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            fsync: FsyncPolicy::Always,
+            flush_interval: Duration::from_secs(60),
+            flush_max_rows: 500_000,
+            retention: Duration::from_secs(7 * 24 * 3600),
+            queue_capacity: 256,
+            zstd_level: 3,
+            persist: true,
+            read_only: false,
+        }
+    }
+}
+
+/// Store errors.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The write queue is full; retry later.
+    #[error("write queue full")]
+    Saturated,
+    /// The store is closed.
+    #[error("store is closed")]
+    Closed,
+    /// An I/O or encoding failure.
+    #[error("store I/O error: {0}")]
+    Io(String),
+}
+
+/// What a write did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteReport {
+    /// Rows stored.
+    pub stored: u64,
+    /// Rows dropped as already stored.
+    pub duplicates: u64,
+}
+
+/// The store's own metrics.
+#[derive(Debug, Clone)]
+pub struct StoreMetrics {
+    /// `dyeline_store_wal_bytes_total`.
+    pub wal_bytes: Counter,
+    /// `dyeline_store_rows_written_total`.
+    pub rows_written: Counter,
+    /// `dyeline_store_duplicate_rows_total`.
+    pub duplicate_rows: Counter,
+    /// `dyeline_store_flush_seconds`.
+    pub flush_seconds: Histogram,
+    /// `dyeline_store_memory_rows`.
+    pub memory_rows: Gauge,
+    /// `dyeline_store_parquet_files`.
+    pub parquet_files: Gauge,
+    /// `dyeline_store_parquet_bytes`.
+    pub parquet_bytes: Gauge,
+    /// `dyeline_store_wal_replayed_rows_total`.
+    pub wal_replayed_rows: Counter,
+    /// `dyeline_store_wal_torn_tails_total`.
+    pub wal_torn_tails: Counter,
+    /// `dyeline_store_flush_errors_total`.
+    pub flush_errors: Counter,
+}
+
+impl Default for StoreMetrics {
+    fn default() -> Self {
+        Self {
+            wal_bytes: Counter::default(),
+            rows_written: Counter::default(),
+            duplicate_rows: Counter::default(),
+            flush_seconds: Histogram::new([0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
+            memory_rows: Gauge::default(),
+            parquet_files: Gauge::default(),
+            parquet_bytes: Gauge::default(),
+            wal_replayed_rows: Counter::default(),
+            wal_torn_tails: Counter::default(),
+            flush_errors: Counter::default(),
+        }
+    }
+}
+
+impl StoreMetrics {
+    /// Registers every metric.
+    pub fn register(&self, r: &mut Registry) {
+        r.register(
+            "dyeline_store_wal_bytes",
+            "Bytes appended to the WAL",
+            self.wal_bytes.clone(),
+        );
+        r.register(
+            "dyeline_store_rows_written",
+            "Rows stored",
+            self.rows_written.clone(),
+        );
+        r.register(
+            "dyeline_store_duplicate_rows",
+            "Rows dropped as already stored",
+            self.duplicate_rows.clone(),
+        );
+        r.register(
+            "dyeline_store_flush_seconds",
+            "Time to flush memory to Parquet",
+            self.flush_seconds.clone(),
+        );
+        r.register(
+            "dyeline_store_memory_rows",
+            "Rows held in memory",
+            self.memory_rows.clone(),
+        );
+        r.register(
+            "dyeline_store_parquet_files",
+            "Parquet files",
+            self.parquet_files.clone(),
+        );
+        r.register(
+            "dyeline_store_parquet_bytes",
+            "Bytes in Parquet files",
+            self.parquet_bytes.clone(),
+        );
+        r.register(
+            "dyeline_store_wal_replayed_rows",
+            "Rows recovered from the WAL at start",
+            self.wal_replayed_rows.clone(),
+        );
+        r.register(
+            "dyeline_store_wal_torn_tails",
+            "WAL segments that ended in a torn record",
+            self.wal_torn_tails.clone(),
+        );
+        r.register(
+            "dyeline_store_flush_errors",
+            "Failed flushes (retried)",
+            self.flush_errors.clone(),
+        );
+    }
+}
+
+/// Memory frozen for a flush, with the last WAL segment holding its rows.
+#[derive(Clone)]
+struct Frozen {
+    wal_segment: u64,
+    batches: Vec<RecordBatch>,
+}
+
+/// What queries see; one lock so a flush swaps memory for files atomically.
+#[derive(Default)]
+pub(crate) struct State {
+    active: Vec<RecordBatch>,
+    active_rows: usize,
+    frozen: Vec<Frozen>,
+    files: Vec<FileMeta>,
+}
+
+/// A consistent view for one query.
+pub struct Snapshot {
+    /// In-memory batches.
+    pub batches: Vec<RecordBatch>,
+    /// Parquet files.
+    pub files: Vec<FileMeta>,
+}
+
+pub(crate) struct Shared {
+    state: RwLock<State>,
+    metrics: StoreMetrics,
+    spans_dir: PathBuf,
+    wal_dir: PathBuf,
+}
+
+impl Shared {
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let s = self.state.read();
+        let mut batches = s.active.clone();
+        for f in &s.frozen {
+            batches.extend(f.batches.iter().cloned());
+        }
+        Snapshot {
+            batches,
+            files: s.files.clone(),
+        }
+    }
+}
+
+type Ack<T> = oneshot::Sender<Result<T, StoreError>>;
+
+enum Msg {
+    Write {
+        batch: RecordBatch,
+        keys: Vec<SpanKey>,
+        ack: Ack<WriteReport>,
+    },
+    Flush {
+        ack: Ack<()>,
+    },
+}
+
+struct FlushJob {
+    acks: Vec<Ack<()>>,
+}
+
+/// The span store. Cheap to share behind an `Arc`; [`Store::close`] flushes and stops it.
+pub struct Store {
+    shared: Arc<Shared>,
+    tx: Mutex<Option<SyncSender<Msg>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Store {
+    /// Opens (or creates) the store in `config.data_dir`, replaying its WAL.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] when the directories cannot be created or read.
+    pub fn open(config: StoreConfig) -> Result<Self, StoreError> {
+        let io = |e: std::io::Error| StoreError::Io(e.to_string());
+        let spans_dir = config.data_dir.join("spans");
+        let wal_dir = config.data_dir.join("wal");
+        if config.persist && !config.read_only {
+            std::fs::create_dir_all(&spans_dir).map_err(io)?;
+        }
+        let files = if config.persist {
+            files::list_files(&spans_dir, !config.read_only).map_err(io)?
+        } else {
+            Vec::new()
+        };
+        let metrics = StoreMetrics::default();
+        metrics.parquet_files.set(files.len() as i64);
+        metrics
+            .parquet_bytes
+            .set(files.iter().map(|f| f.size as i64).sum());
+        let shared = Arc::new(Shared {
+            state: RwLock::new(State {
+                files,
+                ..State::default()
+            }),
+            metrics,
+            spans_dir,
+            wal_dir: wal_dir.clone(),
+        });
+        let mut dedupe = Dedupe::new(Duration::from_secs(3600).max(config.flush_interval * 4));
+        if config.read_only {
+            replay(&shared, &wal_dir, &mut dedupe).map_err(io)?;
+            return Ok(Self {
+                shared,
+                tx: Mutex::new(None),
+                threads: Mutex::new(Vec::new()),
+            });
+        }
+        let wal = if config.persist {
+            replay(&shared, &wal_dir, &mut dedupe).map_err(io)?;
+            Some(Wal::open(&wal_dir).map_err(io)?)
+        } else {
+            None
+        };
+        let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
+        let (flush_tx, flush_rx) = mpsc::channel::<FlushJob>();
+        let mut threads = Vec::new();
+        {
+            let shared = Arc::clone(&shared);
+            let config = config.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("dyeline-flusher".into())
+                    .spawn(move || flusher_loop(&shared, &config, &flush_rx))
+                    .map_err(io)?,
+            );
+        }
+        {
+            let shared = Arc::clone(&shared);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("dyeline-writer".into())
+                    .spawn(move || writer_loop(&shared, &config, &rx, wal, dedupe, &flush_tx))
+                    .map_err(io)?,
+            );
+        }
+        let store = Self {
+            shared,
+            tx: Mutex::new(Some(tx)),
+            threads: Mutex::new(threads),
+        };
+        Ok(store)
+    }
+
+    /// The store's metrics.
+    pub fn metrics(&self) -> &StoreMetrics {
+        &self.shared.metrics
+    }
+
+    /// The DataFusion table over this store.
+    pub fn table(&self) -> Arc<table::SpansTable> {
+        Arc::new(table::SpansTable::new(Arc::clone(&self.shared)))
+    }
+
+    /// A consistent view of memory and files.
+    pub fn snapshot(&self) -> Snapshot {
+        self.shared.snapshot()
+    }
+
+    /// Queues a write of `batch` (rows in the `spans` schema; `keys[i]` is row i's key) and
+    /// returns a receiver that resolves once it is durable by the fsync policy and visible to
+    /// queries.
+    ///
+    /// # Errors
+    /// [`StoreError::Saturated`] at once when the queue is full, [`StoreError::Closed`].
+    pub fn try_write(
+        &self,
+        batch: RecordBatch,
+        keys: Vec<SpanKey>,
+    ) -> Result<oneshot::Receiver<Result<WriteReport, StoreError>>, StoreError> {
+        let (ack, rx) = oneshot::channel();
+        let guard = self.tx.lock();
+        let tx = guard.as_ref().ok_or(StoreError::Closed)?;
+        match tx.try_send(Msg::Write { batch, keys, ack }) {
+            Ok(()) => Ok(rx),
+            Err(TrySendError::Full(_)) => Err(StoreError::Saturated),
+            Err(TrySendError::Disconnected(_)) => Err(StoreError::Closed),
+        }
+    }
+
+    /// Writes and waits, blocking while the queue is full (for offline import).
+    ///
+    /// # Errors
+    /// [`StoreError::Closed`] or the write's own error.
+    pub async fn write_waiting(
+        &self,
+        batch: RecordBatch,
+        keys: Vec<SpanKey>,
+    ) -> Result<WriteReport, StoreError> {
+        let (ack, rx) = oneshot::channel();
+        let tx = self.tx.lock().clone().ok_or(StoreError::Closed)?;
+        tokio::task::spawn_blocking(move || tx.send(Msg::Write { batch, keys, ack }))
+            .await
+            .map_err(|e| StoreError::Io(e.to_string()))?
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Flushes memory to Parquet now and waits for it.
+    ///
+    /// # Errors
+    /// [`StoreError::Closed`], or the flush's I/O error.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let (ack, rx) = oneshot::channel();
+        let tx = self.tx.lock().clone().ok_or(StoreError::Closed)?;
+        tokio::task::spawn_blocking(move || tx.send(Msg::Flush { ack }))
+            .await
+            .map_err(|e| StoreError::Io(e.to_string()))?
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Stops accepting writes, flushes memory to Parquet and joins the threads (blocking).
+    pub fn close(&self) {
+        let tx = self.tx.lock().take();
+        if let Some(tx) = tx {
+            let (ack, rx) = oneshot::channel();
+            if tx.send(Msg::Flush { ack }).is_ok() {
+                let _ = rx.blocking_recv();
+            }
+            drop(tx);
+        }
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // Without close(), the WAL still holds everything acknowledged; just stop the threads.
+        self.tx.lock().take();
+    }
+}
+
+fn files_of_hour(shared: &Shared) -> impl Fn(i64) -> Vec<FileMeta> + '_ {
+    move |hour| {
+        shared
+            .state
+            .read()
+            .files
+            .iter()
+            .filter(|f| f.hour_start_unix_nano == hour)
+            .cloned()
+            .collect()
+    }
+}
+
+/// Replays WAL segments into memory (through the duplicate filter, so rows already flushed
+/// before a crash are not doubled) and freezes them for the flusher.
+fn replay(shared: &Shared, wal_dir: &Path, dedupe: &mut Dedupe) -> std::io::Result<()> {
+    if !wal_dir.exists() {
+        return Ok(());
+    }
+    let segments = wal::list_segments(wal_dir)?;
+    let Some(&last) = segments.last() else {
+        return Ok(());
+    };
+    let files = files_of_hour(shared);
+    let mut batches = Vec::new();
+    let mut rows = 0usize;
+    for id in segments {
+        let r = wal::replay_segment(wal_dir, id)?;
+        if r.torn_tail {
+            shared.metrics.wal_torn_tails.inc();
+            tracing::warn!(
+                segment = id,
+                "WAL segment ends in a torn record; replayed up to it"
+            );
+        }
+        for batch in r.batches {
+            let keys = keys_of(&batch);
+            let f = dedupe
+                .filter(batch, &keys, &files)
+                .map_err(std::io::Error::other)?;
+            if let Some(b) = f.batch {
+                rows += b.num_rows();
+                batches.push(b);
+            }
+        }
+    }
+    shared.metrics.wal_replayed_rows.inc_by(rows as u64);
+    shared.metrics.memory_rows.set(rows as i64);
+    tracing::info!(rows, segments = last, "replayed the WAL");
+    shared.state.write().frozen.push(Frozen {
+        wal_segment: last,
+        batches,
+    });
+    Ok(())
+}
+
+/// Reads the keys of a stored batch back from its id columns.
+pub fn keys_of(batch: &RecordBatch) -> Vec<SpanKey> {
+    use arrow::array::AsArray;
+    use dyeline_model::schema::col;
+    use dyeline_model::{SpanId, TraceId};
+    let (Some(t), Some(s)) = (
+        batch.column_by_name(col::TRACE_ID),
+        batch.column_by_name(col::SPAN_ID),
+    ) else {
+        return Vec::new();
+    };
+    let (t, s) = (t.as_string::<i32>(), s.as_string::<i32>());
+    (0..batch.num_rows())
+        .filter_map(|i| {
+            Some(SpanKey {
+                trace_id: TraceId::from_hex(t.value(i)).ok()?,
+                span_id: SpanId::from_hex(s.value(i)).ok()?,
+            })
+        })
+        .collect()
+}
+
+fn writer_loop(
+    shared: &Shared,
+    config: &StoreConfig,
+    rx: &Receiver<Msg>,
+    mut wal: Option<Wal>,
+    mut dedupe: Dedupe,
+    flush_tx: &mpsc::Sender<FlushJob>,
+) {
+    let fsync = config.fsync == FsyncPolicy::Always;
+    let mut last_flush = Instant::now();
+    let mut closing = false;
+    while !closing {
+        let mut group = Vec::new();
+        match rx.recv_timeout(Duration::from_millis(250)) {
+            Ok(m) => group.push(m),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => closing = true,
+        }
+        while group.len() < 512 {
+            match rx.try_recv() {
+                Ok(m) => group.push(m),
+                Err(_) => break,
+            }
+        }
+        let mut acks: Vec<(Ack<WriteReport>, WriteReport, Vec<(i64, SpanKey)>)> = Vec::new();
+        let mut fresh = Vec::new();
+        let mut flush_acks = Vec::new();
+        let files = files_of_hour(shared);
+        let mut wal_failed: Option<String> = None;
+        for msg in group {
+            match msg {
+                Msg::Write { batch, keys, ack } => {
+                    let f = match dedupe.filter(batch, &keys, &files) {
+                        Ok(f) => f,
+                        Err(e) => {
+                            let _ = ack.send(Err(StoreError::Io(e.to_string())));
+                            continue;
+                        }
+                    };
+                    let report = WriteReport {
+                        stored: f.batch.as_ref().map_or(0, |b| b.num_rows() as u64),
+                        duplicates: f.duplicates,
+                    };
+                    if let Some(b) = f.batch {
+                        if let Some(w) = wal.as_mut().filter(|_| wal_failed.is_none()) {
+                            match w.append(&b) {
+                                Ok(n) => {
+                                    shared.metrics.wal_bytes.inc_by(n);
+                                }
+                                Err(e) => wal_failed = Some(e.to_string()),
+                            }
+                        }
+                        fresh.push(b);
+                    }
+                    acks.push((ack, report, f.inserted));
+                }
+                Msg::Flush { ack } => flush_acks.push(ack),
+            }
+        }
+        if let (Some(w), None) = (wal.as_mut(), &wal_failed) {
+            if !acks.is_empty() {
+                if let Err(e) = w.commit(fsync) {
+                    wal_failed = Some(e.to_string());
+                }
+            }
+        }
+        if let Some(err) = wal_failed {
+            tracing::error!(error = %err, "WAL write failed; refusing the group");
+            for (ack, _, inserted) in acks {
+                dedupe.roll_back(&inserted);
+                let _ = ack.send(Err(StoreError::Io(err.clone())));
+            }
+        } else if !acks.is_empty() {
+            let rows: usize = fresh.iter().map(RecordBatch::num_rows).sum();
+            {
+                let mut s = shared.state.write();
+                s.active.extend(fresh);
+                s.active_rows += rows;
+                shared.metrics.memory_rows.set(memory_rows(&s) as i64);
+            }
+            for (ack, report, _) in acks {
+                shared.metrics.rows_written.inc_by(report.stored);
+                shared.metrics.duplicate_rows.inc_by(report.duplicates);
+                let _ = ack.send(Ok(report));
+            }
+        }
+        dedupe.sweep();
+        let due = {
+            let s = shared.state.read();
+            s.active_rows >= config.flush_max_rows
+                || (s.active_rows > 0 && last_flush.elapsed() >= config.flush_interval)
+                || !s.frozen.is_empty() && last_flush.elapsed() >= config.flush_interval
+        };
+        if due || !flush_acks.is_empty() || closing {
+            last_flush = Instant::now();
+            if !config.persist {
+                // Nothing to write: memory is simply dropped at the row cap.
+                let mut s = shared.state.write();
+                if s.active_rows >= config.flush_max_rows {
+                    s.active.clear();
+                    s.active_rows = 0;
+                }
+                for a in flush_acks {
+                    let _ = a.send(Ok(()));
+                }
+                continue;
+            }
+            let segment = match wal.as_mut().map(Wal::rotate) {
+                Some(Ok(id)) => id,
+                Some(Err(e)) => {
+                    tracing::error!(error = %e, "WAL rotation failed; flush postponed");
+                    for a in flush_acks {
+                        let _ = a.send(Err(StoreError::Io(e.to_string())));
+                    }
+                    continue;
+                }
+                None => 0,
+            };
+            {
+                let mut s = shared.state.write();
+                let batches = std::mem::take(&mut s.active);
+                s.active_rows = 0;
+                if !batches.is_empty() {
+                    s.frozen.push(Frozen {
+                        wal_segment: segment,
+                        batches,
+                    });
+                }
+            }
+            let _ = flush_tx.send(FlushJob { acks: flush_acks });
+        }
+    }
+}
+
+fn memory_rows(s: &State) -> usize {
+    s.active_rows
+        + s.frozen
+            .iter()
+            .flat_map(|f| &f.batches)
+            .map(RecordBatch::num_rows)
+            .sum::<usize>()
+}
+
+fn now_unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn flusher_loop(shared: &Shared, config: &StoreConfig, rx: &Receiver<FlushJob>) {
+    let mut seq = 0u64;
+    let mut last_retention = Instant::now() - Duration::from_secs(3600);
+    loop {
+        let job = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(j) => Some(j),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if config.persist && last_retention.elapsed() >= Duration::from_secs(60) {
+            last_retention = Instant::now();
+            apply_retention(shared, config.retention);
+        }
+        let Some(job) = job else { continue };
+        let result = if config.persist {
+            flush_frozen(shared, config, &mut seq)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = &result {
+            shared.metrics.flush_errors.inc();
+            tracing::error!(error = %e, "flush to Parquet failed; the rows stay in memory and the WAL");
+        }
+        for a in job.acks {
+            let _ = a.send(result.clone().map_err(|e| StoreError::Io(e.clone())));
+        }
+    }
+}
+
+fn flush_frozen(shared: &Shared, config: &StoreConfig, seq: &mut u64) -> Result<(), String> {
+    let frozen: Vec<Frozen> = shared.state.read().frozen.clone();
+    let Some(upto) = frozen.iter().map(|f| f.wal_segment).max() else {
+        return Ok(());
+    };
+    let started = Instant::now();
+    let batches: Vec<RecordBatch> = frozen
+        .iter()
+        .flat_map(|f| f.batches.iter().cloned())
+        .collect();
+    let mut new_files = Vec::new();
+    if !batches.is_empty() {
+        let all =
+            arrow::compute::concat_batches(&spans_schema(), &batches).map_err(|e| e.to_string())?;
+        let written = now_unix_ms();
+        for (hour, rows) in files::split_by_hour(&all).map_err(|e| e.to_string())? {
+            *seq += 1;
+            let meta = files::write_file(
+                &shared.spans_dir,
+                hour,
+                &rows,
+                written,
+                *seq,
+                config.zstd_level,
+            )
+            .map_err(|e| e.to_string())?;
+            new_files.push(meta);
+        }
+    }
+    let n = frozen.len();
+    {
+        let mut s = shared.state.write();
+        s.files.extend(new_files);
+        s.frozen.drain(..n);
+        shared.metrics.parquet_files.set(s.files.len() as i64);
+        shared
+            .metrics
+            .parquet_bytes
+            .set(s.files.iter().map(|f| f.size as i64).sum());
+        shared.metrics.memory_rows.set(memory_rows(&s) as i64);
+    }
+    if upto > 0 {
+        Wal::delete_through(&shared.wal_dir, upto).map_err(|e| e.to_string())?;
+    }
+    shared
+        .metrics
+        .flush_seconds
+        .observe(started.elapsed().as_secs_f64());
+    tracing::info!(
+        rows = batches.iter().map(RecordBatch::num_rows).sum::<usize>(),
+        seconds = started.elapsed().as_secs_f64(),
+        "flushed to Parquet"
+    );
+    Ok(())
+}
+
+fn apply_retention(shared: &Shared, retention: Duration) {
+    let cutoff = now_unix_ms() - retention.as_millis() as i64;
+    let expired: Vec<FileMeta> = {
+        let mut s = shared.state.write();
+        let (old, keep): (Vec<_>, Vec<_>) =
+            s.files.drain(..).partition(|f| f.written_unix_ms < cutoff);
+        s.files = keep;
+        shared.metrics.parquet_files.set(s.files.len() as i64);
+        shared
+            .metrics
+            .parquet_bytes
+            .set(s.files.iter().map(|f| f.size as i64).sum());
+        old
+    };
+    for f in expired {
+        tracing::info!(path = %f.path.display(), "retention: deleting partition file");
+        if let Err(e) = std::fs::remove_file(&f.path) {
+            tracing::warn!(path = %f.path.display(), error = %e, "retention: cannot delete");
+        }
+        if let Some(dir) = f.path.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}

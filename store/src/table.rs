@@ -1,0 +1,240 @@
+//! The DataFusion table `spans`: the store's memory batches ∪ its Parquet files.
+//!
+//! Filters on `start_time_unix_nano` (`=`, `<`, `<=`, `>`, `>=`, `BETWEEN`, with integer
+//! literals) prune Parquet files by hour partition before the scan; every filter is also handed
+//! to the Parquet reader for row-group pruning. Filters are reported as inexact, so DataFusion
+//! still applies them to every row.
+
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::catalog::TableProvider;
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::datasource::TableType;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::error::Result;
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::union::UnionExec;
+use dyeline_model::schema::{col, spans_schema};
+
+use crate::Shared;
+use crate::files::{FileMeta, HOUR_NS};
+
+/// The `spans` table provider.
+pub struct SpansTable {
+    shared: Arc<Shared>,
+    schema: SchemaRef,
+}
+
+impl std::fmt::Debug for SpansTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SpansTable")
+    }
+}
+
+impl SpansTable {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            schema: spans_schema(),
+        }
+    }
+}
+
+/// Inclusive bounds on `start_time_unix_nano` implied by `filters` (a conjunction).
+pub fn start_time_bounds(filters: &[Expr]) -> (i64, i64) {
+    let mut lo = i64::MIN;
+    let mut hi = i64::MAX;
+    for f in filters {
+        bound(f, &mut lo, &mut hi);
+    }
+    (lo, hi)
+}
+
+fn literal_i64(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Literal(ScalarValue::Int64(Some(v)), _) => Some(*v),
+        Expr::Literal(ScalarValue::Int32(Some(v)), _) => Some(i64::from(*v)),
+        Expr::Literal(ScalarValue::UInt64(Some(v)), _) => i64::try_from(*v).ok(),
+        Expr::Cast(c) => literal_i64(&c.expr),
+        _ => None,
+    }
+}
+
+fn is_start_col(e: &Expr) -> bool {
+    match e {
+        Expr::Column(c) => c.name == col::START_TIME_UNIX_NANO,
+        Expr::Cast(c) => is_start_col(&c.expr),
+        _ => false,
+    }
+}
+
+fn bound(e: &Expr, lo: &mut i64, hi: &mut i64) {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            if *op == Operator::And {
+                bound(left, lo, hi);
+                bound(right, lo, hi);
+                return;
+            }
+            let (op, v) = if is_start_col(left) {
+                match literal_i64(right) {
+                    Some(v) => (*op, v),
+                    None => return,
+                }
+            } else if is_start_col(right) {
+                match (literal_i64(left), op.swap()) {
+                    (Some(v), Some(op)) => (op, v),
+                    _ => return,
+                }
+            } else {
+                return;
+            };
+            match op {
+                Operator::Eq => {
+                    *lo = (*lo).max(v);
+                    *hi = (*hi).min(v);
+                }
+                Operator::Gt => *lo = (*lo).max(v.saturating_add(1)),
+                Operator::GtEq => *lo = (*lo).max(v),
+                Operator::Lt => *hi = (*hi).min(v.saturating_sub(1)),
+                Operator::LtEq => *hi = (*hi).min(v),
+                _ => {}
+            }
+        }
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) if is_start_col(expr) => {
+            if let (Some(l), Some(h)) = (literal_i64(low), literal_i64(high)) {
+                *lo = (*lo).max(l);
+                *hi = (*hi).min(h);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// True when a file of hour `f` may hold starts in `[lo, hi]`.
+fn overlaps(f: &FileMeta, lo: i64, hi: i64) -> bool {
+    let start = f.hour_start_unix_nano;
+    let end = start.saturating_add(HOUR_NS - 1);
+    start <= hi && end >= lo
+}
+
+#[async_trait]
+impl TableProvider for SpansTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let snap = self.shared.snapshot();
+        let (lo, hi) = start_time_bounds(filters);
+        let mut inputs: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
+        let batches: Vec<_> = snap
+            .batches
+            .into_iter()
+            .filter(|b| {
+                crate::files::start_range(b).is_some_and(|(min, max)| min <= hi && max >= lo)
+            })
+            .collect();
+        if !batches.is_empty() {
+            // Two partitions so both cores work on memory too.
+            let half = batches.len().div_ceil(2);
+            let parts: Vec<Vec<_>> = batches.chunks(half).map(<[_]>::to_vec).collect();
+            let mem =
+                MemorySourceConfig::try_new(&parts, Arc::clone(&self.schema), projection.cloned())?
+                    .with_limit(limit);
+            inputs.push(DataSourceExec::from_data_source(mem));
+        }
+        let files: Vec<FileMeta> = snap
+            .files
+            .into_iter()
+            .filter(|f| overlaps(f, lo, hi))
+            .collect();
+        if !files.is_empty() {
+            let mut source = ParquetSource::new(Arc::clone(&self.schema));
+            if let Some(pred) = conjunction(filters.to_vec()) {
+                let df_schema = DFSchema::try_from(Arc::clone(&self.schema))?;
+                if let Ok(p) = state.create_physical_expr(pred, &df_schema) {
+                    source = source.with_predicate(p);
+                }
+            }
+            let n = state.config().target_partitions().max(1);
+            let mut groups: Vec<Vec<PartitionedFile>> = vec![Vec::new(); n.min(files.len())];
+            let groups_len = groups.len();
+            for (i, f) in files.iter().enumerate() {
+                let path = f.path.to_string_lossy();
+                groups[i % groups_len]
+                    .push(PartitionedFile::new(path.trim_start_matches('/'), f.size));
+            }
+            let config =
+                FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
+                    .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
+                    .with_projection_indices(projection.cloned())?
+                    .with_limit(limit)
+                    .build();
+            inputs.push(DataSourceExec::from_data_source(config));
+        }
+        match inputs.len() {
+            0 => {
+                let schema = match projection {
+                    Some(p) => Arc::new(self.schema.project(p)?),
+                    None => Arc::clone(&self.schema),
+                };
+                Ok(Arc::new(EmptyExec::new(schema)))
+            }
+            _ => UnionExec::try_new(inputs),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::logical_expr::{col as c, lit};
+
+    #[test]
+    fn time_filters_become_bounds() {
+        let f = [
+            c(col::START_TIME_UNIX_NANO).gt_eq(lit(100i64)),
+            c(col::START_TIME_UNIX_NANO).lt(lit(200i64)),
+            c("name").eq(lit("x")),
+        ];
+        assert_eq!(start_time_bounds(&f), (100, 199));
+        let f = [lit(150i64).lt(c(col::START_TIME_UNIX_NANO))];
+        assert_eq!(start_time_bounds(&f), (151, i64::MAX));
+        let f = [c(col::START_TIME_UNIX_NANO).between(lit(5i64), lit(9i64))];
+        assert_eq!(start_time_bounds(&f), (5, 9));
+        assert_eq!(start_time_bounds(&[]), (i64::MIN, i64::MAX));
+    }
+}

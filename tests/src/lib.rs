@@ -1,0 +1,209 @@
+//! Support for the end-to-end tests: build and start the real `dyeline` binary on ports chosen at
+//! run time, query it, stop or kill it; paths to the shared fixtures and cases.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// `../shared` beside the repository.
+pub fn shared_dir() -> PathBuf {
+    workspace_root().join("../shared")
+}
+
+/// The `dyeline` binary, built once per test process (`cargo build --bin dyeline`, a no-op when
+/// fresh). `DYELINE_BIN` overrides it.
+pub fn dyeline_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(p) = std::env::var("DYELINE_BIN") {
+            return PathBuf::from(p);
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "--bin", "dyeline"])
+            .current_dir(workspace_root())
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build --bin dyeline failed");
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| workspace_root().join("target"));
+        target.join("debug").join("dyeline")
+    })
+    .clone()
+}
+
+/// A running `dyeline serve`.
+pub struct Server {
+    child: Option<Child>,
+    /// OTLP/gRPC address.
+    pub grpc: SocketAddr,
+    /// OTLP/HTTP address.
+    pub http: SocketAddr,
+    /// API address.
+    pub api: SocketAddr,
+    /// Its data directory.
+    pub data_dir: PathBuf,
+}
+
+impl Server {
+    /// Starts `dyeline serve` on `data_dir` with ports chosen by the OS and extra environment
+    /// variables (e.g. `DYELINE_STORE__FLUSH_INTERVAL`).
+    pub fn start(data_dir: &Path, env: &[(&str, &str)]) -> Self {
+        Self::start_with(data_dir, env, &[])
+    }
+
+    /// As [`Server::start`], with extra global arguments before `serve` (e.g. `--config F`).
+    pub fn start_with(data_dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Self {
+        let mut cmd = Command::new(dyeline_bin());
+        cmd.args(args)
+            .args([
+                "serve",
+                "--otlp-grpc-addr",
+                "127.0.0.1:0",
+                "--otlp-http-addr",
+                "127.0.0.1:0",
+                "--api-addr",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
+            .arg(data_dir)
+            .env("DYELINE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn dyeline serve");
+        let stdout = child.stdout.take().expect("stdout piped");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the listening line");
+        let addr = |key: &str| -> SocketAddr {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("no {key} in {line:?}"))
+                .parse()
+                .expect("socket address")
+        };
+        let server = Self {
+            grpc: addr("otlp_grpc"),
+            http: addr("otlp_http"),
+            api: addr("api"),
+            child: Some(child),
+            data_dir: data_dir.to_path_buf(),
+        };
+        server.wait_healthy();
+        server
+    }
+
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let client = reqwest::blocking::Client::new();
+        while Instant::now() < deadline {
+            if client
+                .get(format!("http://{}/healthz", self.api))
+                .send()
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("dyeline did not become healthy");
+    }
+
+    /// `POST /api/v1/sql`; returns (status, body).
+    pub fn sql_raw(&self, sql: &str) -> (u16, serde_json::Value) {
+        let resp = reqwest::blocking::Client::new()
+            .post(format!("http://{}/api/v1/sql", self.api))
+            .json(&serde_json::json!({ "sql": sql }))
+            .send()
+            .expect("sql request");
+        let status = resp.status().as_u16();
+        (status, resp.json().expect("json body"))
+    }
+
+    /// Runs a query that must succeed; returns its rows.
+    pub fn sql(&self, sql: &str) -> Vec<Vec<serde_json::Value>> {
+        let (status, body) = self.sql_raw(sql);
+        assert_eq!(status, 200, "{sql}: {body}");
+        serde_json::from_value(body["rows"].clone()).expect("rows")
+    }
+
+    /// The `/metrics` text.
+    pub fn metrics(&self) -> String {
+        reqwest::blocking::get(format!("http://{}/metrics", self.api))
+            .and_then(|r| r.text())
+            .expect("metrics")
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
+    /// SIGKILL, no chance to flush.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit; returns whether it exited successfully.
+    pub fn stop(&mut self) -> bool {
+        let Some(mut c) = self.child.take() else {
+            return false;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = c.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        false
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs `dyeline` with `args`; returns (success, stdout, stderr).
+pub fn run_cli(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(dyeline_bin())
+        .args(args)
+        .env("DYELINE_LOG", "warn")
+        .output()
+        .expect("run dyeline");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

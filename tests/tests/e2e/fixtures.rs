@@ -1,0 +1,142 @@
+//! Both fixtures of `../shared/fixtures/analysis` import with `dyeline import`; the resolved
+//! per-instance colours and rules equal `instances` of their expected.json, and the per-span
+//! decisions of release-small equal its `decisions` list.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::util::*;
+
+fn import(fixture: &str, file: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let path = shared_dir()
+        .join("fixtures/analysis")
+        .join(fixture)
+        .join(file);
+    let (ok, _out, err) = run_cli(&[
+        "import",
+        "--data-dir",
+        data.to_str().unwrap(),
+        path.to_str().unwrap(),
+    ]);
+    assert!(ok, "import failed: {err}");
+    assert!(err.contains("imported"), "{err}");
+    (dir, data)
+}
+
+fn expected(fixture: &str) -> Value {
+    let p = shared_dir()
+        .join("fixtures/analysis")
+        .join(fixture)
+        .join("expected.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn sql_json(data: &std::path::Path, q: &str) -> Vec<Vec<Value>> {
+    let (ok, out, err) = run_cli(&[
+        "sql",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--format",
+        "json",
+        q,
+    ]);
+    assert!(ok, "{q}: {err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    serde_json::from_value(v["rows"].clone()).unwrap()
+}
+
+fn instances(data: &std::path::Path) -> Vec<Value> {
+    sql_json(
+        data,
+        "SELECT DISTINCT instance_id, service_name, color, color_rule FROM spans ORDER BY instance_id",
+    )
+    .into_iter()
+    .map(|r| serde_json::json!({"instance": r[0], "app": r[1], "color": r[2], "rule": r[3]}))
+    .collect()
+}
+
+fn sorted(mut v: Vec<Value>) -> Vec<Value> {
+    v.sort_by_key(|x| x.to_string());
+    v
+}
+
+#[test]
+fn release_small_imports_with_exact_instances_and_decisions() {
+    let (_dir, data) = import("release-small", "spans.jsonl");
+    let exp = expected("release-small");
+    assert_eq!(
+        sql_json(
+            &data,
+            "SELECT count(*), count(DISTINCT trace_id) FROM spans"
+        )[0],
+        vec![
+            exp["counts"]["spans"].clone(),
+            exp["counts"]["traces"].clone()
+        ]
+    );
+    assert_eq!(
+        sorted(instances(&data)),
+        sorted(exp["instances"].as_array().unwrap().clone())
+    );
+    let rows = sql_json(
+        &data,
+        "SELECT trace_id, span_id, service_name, decision_source, decisions, malformed_pairs, conflicting_channels \
+         FROM spans WHERE decision_source IS NOT NULL",
+    );
+    let got: Vec<Value> = rows
+        .into_iter()
+        .map(|r| {
+            let decisions: BTreeMap<String, Value> = serde_json::from_value(if r[4].is_null() {
+                serde_json::json!({})
+            } else {
+                r[4].clone()
+            })
+            .unwrap();
+            serde_json::json!({
+                "trace_id": r[0], "span_id": r[1], "app": r[2], "source": r[3],
+                "decisions": decisions, "malformed_pairs": r[5],
+                "conflicting": if r[6].is_null() { serde_json::json!([]) } else { r[6].clone() },
+            })
+        })
+        .collect();
+    assert_eq!(
+        sorted(got),
+        sorted(exp["decisions"].as_array().unwrap().clone())
+    );
+}
+
+#[test]
+fn release_walk_imports_with_exact_instances_and_stays_queryable() {
+    let (_dir, data) = import("release-walk", "spans.jsonl.gz");
+    let exp = expected("release-walk");
+    let counts = sql_json(
+        &data,
+        "SELECT count(*), count(DISTINCT trace_id) FROM spans",
+    );
+    assert_eq!(counts[0][0], exp["counts"]["spans"]);
+    assert_eq!(counts[0][1], exp["counts"]["traces"]);
+    assert_eq!(
+        sorted(instances(&data)),
+        sorted(exp["instances"].as_array().unwrap().clone())
+    );
+    // Importing the same capture again adds nothing (one row per span).
+    let path = shared_dir().join("fixtures/analysis/release-walk/spans.jsonl.gz");
+    let (ok, _, err) = run_cli(&[
+        "import",
+        "--data-dir",
+        data.to_str().unwrap(),
+        path.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains(&format!("{} duplicates", exp["counts"]["spans"])),
+        "{err}"
+    );
+    assert_eq!(
+        sql_json(&data, "SELECT count(*) FROM spans")[0][0],
+        exp["counts"]["spans"]
+    );
+}

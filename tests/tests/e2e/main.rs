@@ -1,0 +1,11 @@
+//! End-to-end tests against the real `dyeline` binary: real OpenTelemetry exporters (Rust and
+//! Python), the field cases of `../shared/cases`, bad input, durability, the fixtures, SQL.
+
+mod bad_input;
+mod cases;
+mod durability;
+mod fixtures;
+mod otlp_python;
+mod otlp_rust;
+mod sql;
+mod util;
