@@ -3,5 +3,4 @@
 # Needs: mold (apt), the pip packages of tests/requirements.txt — `.ci/run` installs both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --locked --bin dyeline
 cargo test --locked --workspace --no-fail-fast

@@ -162,7 +162,8 @@ impl Config {
             }
             fig = fig.merge(Toml::file(f));
         }
-        fig = fig.merge(Env::prefixed("DYELINE_").split("__"));
+        // `DYELINE_LOG` is the log filter, read by the logger, not a configuration key.
+        fig = fig.merge(Env::prefixed("DYELINE_").ignore(&["log"]).split("__"));
         let cfg: Config = fig.merge(overrides).extract().map_err(Box::new)?;
         cfg.validate()?;
         Ok(cfg)

@@ -1,7 +1,29 @@
 //! Bad input: each gets its documented status and message, the server keeps serving, and the
 //! valid requests sent around them are all stored.
 
+use prost::Message;
+
 use crate::util::*;
+
+/// `google.rpc.Status`, the OTLP/HTTP error body when the request was protobuf.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+/// The error message, decoded in the response's encoding (the request's).
+fn error_message(r: &Resp) -> String {
+    if r.content_type == "application/x-protobuf" {
+        let st = RpcStatus::decode(&r.body[..]).expect("a protobuf google.rpc.Status body");
+        assert_eq!(st.code, 3, "INVALID_ARGUMENT");
+        st.message
+    } else {
+        r.json()["message"].as_str().unwrap_or_default().to_owned()
+    }
+}
 
 fn valid(i: usize) -> String {
     format!(
@@ -27,7 +49,7 @@ fn nested(depth: usize) -> String {
 #[test]
 fn bad_input_is_refused_with_its_status_and_costs_nothing_else() {
     let dir = temp_dir();
-    let s = Server::start(&dir.path().join("data"), &[]);
+    let mut s = Server::start(&dir.path().join("data"), &[]);
     let json = [("content-type", "application/json")];
     let pb = [("content-type", "application/x-protobuf")];
     let mut sent_valid = 0;
@@ -133,7 +155,7 @@ fn bad_input_is_refused_with_its_status_and_costs_nothing_else() {
         send_valid(&s);
         let r = post_traces(&s, &headers, body);
         assert_eq!(r.status, status, "{what}: {}", r.text());
-        let msg = r.json()["message"].as_str().unwrap_or_default().to_owned();
+        let msg = error_message(&r);
         assert!(
             msg.to_lowercase().contains(&needle.to_lowercase()),
             "{what}: message {msg:?} should mention {needle:?}"

@@ -8,4 +8,5 @@ mod fixtures;
 mod otlp_python;
 mod otlp_rust;
 mod sql;
+mod support;
 mod util;

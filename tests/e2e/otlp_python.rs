@@ -6,7 +6,7 @@ use std::process::Command;
 use crate::util::*;
 
 fn run_python(protocol: &str, endpoint: &str) -> Vec<serde_json::Value> {
-    let script = dyeline_tests::workspace_root().join("tests/python/export_spans.py");
+    let script = crate::support::workspace_root().join("tests/python/export_spans.py");
     let out = Command::new("python3")
         .arg(script)
         .args([

@@ -1,18 +1,17 @@
-//! Support for the end-to-end tests: build and start the real `dyeline` binary on ports chosen at
+//! Support for the end-to-end tests: start the real `dyeline` binary on ports chosen at
 //! run time, query it, stop or kill it; paths to the shared fixtures and cases.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("tests/ has a parent")
+        .expect("server/ has a parent")
         .to_path_buf()
 }
 
@@ -21,27 +20,9 @@ pub fn shared_dir() -> PathBuf {
     workspace_root().join("../shared")
 }
 
-/// The `dyeline` binary, built once per test process (`cargo build --bin dyeline`, a no-op when
-/// fresh). `DYELINE_BIN` overrides it.
+/// The `dyeline` binary cargo built for this test target.
 pub fn dyeline_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Ok(p) = std::env::var("DYELINE_BIN") {
-            return PathBuf::from(p);
-        }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "--bin", "dyeline"])
-            .current_dir(workspace_root())
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build --bin dyeline failed");
-        let target = std::env::var("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| workspace_root().join("target"));
-        target.join("debug").join("dyeline")
-    })
-    .clone()
+    PathBuf::from(env!("CARGO_BIN_EXE_dyeline"))
 }
 
 /// A running `dyeline serve`.
@@ -53,8 +34,6 @@ pub struct Server {
     pub http: SocketAddr,
     /// API address.
     pub api: SocketAddr,
-    /// Its data directory.
-    pub data_dir: PathBuf,
 }
 
 impl Server {
@@ -104,7 +83,6 @@ impl Server {
             http: addr("otlp_http"),
             api: addr("api"),
             child: Some(child),
-            data_dir: data_dir.to_path_buf(),
         };
         server.wait_healthy();
         server
