@@ -102,12 +102,12 @@ impl UnaryService<Bytes> for ExportSvc {
             };
             match result {
                 Ok(accepted) => Ok(tonic::Response::new(ExportTraceServiceResponse {
-                    partial_success: (accepted.rejected_spans > 0).then(|| {
+                    partial_success: (accepted.rejected_spans > 0).then_some(
                         ExportTracePartialSuccess {
                             rejected_spans: accepted.rejected_spans as i64,
                             error_message: accepted.error_message,
-                        }
-                    }),
+                        },
+                    ),
                 })),
                 Err(e) => Err(to_status(&e)),
             }

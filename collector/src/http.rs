@@ -258,10 +258,11 @@ fn error_response(format: Format, err: &IngestError) -> Response {
         body,
     )
         .into_response();
-    if let Some(after) = err.retry_after() {
-        if let Ok(v) = HeaderValue::from_str(&after.as_secs().max(1).to_string()) {
-            resp.headers_mut().insert(header::RETRY_AFTER, v);
-        }
+    if let Some(v) = err
+        .retry_after()
+        .and_then(|after| HeaderValue::from_str(&after.as_secs().max(1).to_string()).ok())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
     }
     resp
 }

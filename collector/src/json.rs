@@ -608,7 +608,7 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
         .strip_suffix(b"==")
         .or_else(|| b.strip_suffix(b"="))
         .unwrap_or(b);
-    if data.len() != b.len() && b.len() % 4 != 0 {
+    if data.len() != b.len() && !b.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(data.len() / 4 * 3 + 2);

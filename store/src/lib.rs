@@ -257,6 +257,9 @@ impl Shared {
 
 type Ack<T> = oneshot::Sender<Result<T, StoreError>>;
 
+/// A write waiting for its group's commit: its ack, its report, the keys it inserted.
+type PendingAck = (Ack<WriteReport>, WriteReport, Vec<(i64, SpanKey)>);
+
 enum Msg {
     Write {
         batch: RecordBatch,
@@ -548,7 +551,7 @@ fn writer_loop(
                 Err(_) => break,
             }
         }
-        let mut acks: Vec<(Ack<WriteReport>, WriteReport, Vec<(i64, SpanKey)>)> = Vec::new();
+        let mut acks: Vec<PendingAck> = Vec::new();
         let mut fresh = Vec::new();
         let mut flush_acks = Vec::new();
         let files = files_of_hour(shared);
@@ -583,12 +586,10 @@ fn writer_loop(
                 Msg::Flush { ack } => flush_acks.push(ack),
             }
         }
-        if let (Some(w), None) = (wal.as_mut(), &wal_failed) {
-            if !acks.is_empty() {
-                if let Err(e) = w.commit(fsync) {
-                    wal_failed = Some(e.to_string());
-                }
-            }
+        if let (Some(w), None, false) = (wal.as_mut(), &wal_failed, acks.is_empty())
+            && let Err(e) = w.commit(fsync)
+        {
+            wal_failed = Some(e.to_string());
         }
         if let Some(err) = wal_failed {
             tracing::error!(error = %err, "WAL write failed; refusing the group");

@@ -77,7 +77,9 @@ fn bad_input_is_refused_with_its_status_and_costs_nothing_else() {
         1,
     );
     let short_id = valid(9996).replacen(&format!("{:016x}", 0xbeef_0000_u64 + 9996), "abcd", 1);
-    let cases: Vec<(&str, Vec<(&str, &str)>, Vec<u8>, u16, &str)> = vec![
+    // (what, headers, body, status, a word the message must contain)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case> = vec![
         (
             "truncated protobuf",
             pb.to_vec(),
@@ -196,6 +198,7 @@ fn bad_input_is_refused_with_its_status_and_costs_nothing_else() {
             assert!(r.body.is_empty());
         }
     }
+    assert!(s.is_running(), "the server survived every bad request");
     assert_eq!(
         count_all(&s),
         sent_valid as i64,
