@@ -100,9 +100,10 @@ fn overrides(data_dir: Option<&PathBuf>, serve: Option<&ServeArgs>) -> Figment {
     f
 }
 
-fn init_logs(format: LogFormat) {
+/// Logs go to stderr; `DYELINE_LOG` (an env-filter, e.g. `debug`) overrides `default_level`.
+fn init_logs(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DYELINE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -126,7 +127,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logs(config.log_format);
+    // A query's output should not drown in the store's start-up logs.
+    let level = if matches!(cli.command, Command::Sql(_)) {
+        "warn"
+    } else {
+        "info"
+    };
+    init_logs(config.log_format, level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -289,6 +289,14 @@ impl Store {
     /// [`StoreError::Io`] when the directories cannot be created or read.
     pub fn open(config: StoreConfig) -> Result<Self, StoreError> {
         let io = |e: std::io::Error| StoreError::Io(e.to_string());
+        let mut config = config;
+        if !config.read_only {
+            std::fs::create_dir_all(&config.data_dir).map_err(io)?;
+        }
+        // Absolute paths: the Parquet reader addresses files from the filesystem root.
+        config.data_dir = std::fs::canonicalize(&config.data_dir).map_err(|e| {
+            StoreError::Io(format!("data directory {}: {e}", config.data_dir.display()))
+        })?;
         let spans_dir = config.data_dir.join("spans");
         let wal_dir = config.data_dir.join("wal");
         if config.persist && !config.read_only {
@@ -497,7 +505,7 @@ fn replay(shared: &Shared, wal_dir: &Path, dedupe: &mut Dedupe) -> std::io::Resu
     }
     shared.metrics.wal_replayed_rows.inc_by(rows as u64);
     shared.metrics.memory_rows.set(rows as i64);
-    tracing::info!(rows, segments = last, "replayed the WAL");
+    tracing::info!(rows, last_segment = last, "replayed the WAL");
     shared.state.write().frozen.push(Frozen {
         wal_segment: last,
         batches,

@@ -140,3 +140,31 @@ fn release_walk_imports_with_exact_instances_and_stays_queryable() {
         exp["counts"]["spans"]
     );
 }
+
+#[test]
+fn a_relative_data_dir_works_for_import_and_sql() {
+    let dir = temp_dir();
+    let path = shared_dir().join("fixtures/analysis/release-small/spans.jsonl");
+    let (ok, _, err) = run_cli_in(
+        dir.path(),
+        &["import", "--data-dir", "./data", path.to_str().unwrap()],
+    );
+    assert!(ok, "{err}");
+    let (ok, out, err) = run_cli_in(
+        dir.path(),
+        &[
+            "sql",
+            "--data-dir",
+            "./data",
+            "--format",
+            "json",
+            "SELECT count(*) FROM spans",
+        ],
+    );
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        v["rows"][0][0],
+        expected("release-small")["counts"]["spans"]
+    );
+}

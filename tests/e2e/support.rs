@@ -174,7 +174,13 @@ impl Drop for Server {
 
 /// Runs `dyeline` with `args`; returns (success, stdout, stderr).
 pub fn run_cli(args: &[&str]) -> (bool, String, String) {
+    run_cli_in(&std::env::temp_dir(), args)
+}
+
+/// Runs `dyeline` with `args` in the working directory `cwd`.
+pub fn run_cli_in(cwd: &Path, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(dyeline_bin())
+        .current_dir(cwd)
         .args(args)
         .env("DYELINE_LOG", "warn")
         .output()

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-pub use crate::support::{Server, run_cli, shared_dir};
+pub use crate::support::{Server, run_cli, run_cli_in, shared_dir};
 
 /// A fresh temporary data directory.
 pub fn temp_dir() -> tempfile::TempDir {
