@@ -180,6 +180,17 @@ async fn handle(
         .and_then(|l| l.trim().parse::<u64>().ok())
         .is_some_and(|l| l > limit as u64)
     {
+        // Read and discard (never buffer) a bounded amount so the client, still writing, gets
+        // the 413 instead of a broken pipe; past the bound the connection is simply closed.
+        let bound = (limit as u64).saturating_mul(8).max(128 * 1024 * 1024);
+        let mut stream = body.into_data_stream();
+        let mut seen = 0u64;
+        while let Some(Ok(chunk)) = futures::StreamExt::next(&mut stream).await {
+            seen += chunk.len() as u64;
+            if seen > bound {
+                break;
+            }
+        }
         return Err(IngestError::TooLarge { limit });
     }
     let raw = axum::body::to_bytes(body, limit).await.map_err(|e| {
