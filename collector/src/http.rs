@@ -176,33 +176,8 @@ async fn handle(
     body: Body,
 ) -> Result<Accepted, IngestError> {
     let limit = receiver.limits().max_body_bytes;
-    if content_length
-        .and_then(|l| l.trim().parse::<u64>().ok())
-        .is_some_and(|l| l > limit as u64)
-    {
-        // Read and discard (never buffer) a bounded amount so the client, still writing, gets
-        // the 413 instead of a broken pipe; past the bound the connection is simply closed.
-        let bound = (limit as u64).saturating_mul(8).max(128 * 1024 * 1024);
-        let mut stream = body.into_data_stream();
-        let mut seen = 0u64;
-        while let Some(Ok(chunk)) = futures::StreamExt::next(&mut stream).await {
-            seen += chunk.len() as u64;
-            if seen > bound {
-                break;
-            }
-        }
-        return Err(IngestError::TooLarge { limit });
-    }
-    let raw = axum::body::to_bytes(body, limit).await.map_err(|e| {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&e);
-        while let Some(s) = source {
-            if s.is::<http_body_util::LengthLimitError>() {
-                return IngestError::TooLarge { limit };
-            }
-            source = s.source();
-        }
-        IngestError::BadData(format!("could not read the request body: {e}"))
-    })?;
+    let declared = content_length.and_then(|l| l.trim().parse::<u64>().ok());
+    let raw = read_limited(body, declared, limit).await?;
     let encoding = encoding.map(str::to_owned);
     let decoded = tokio::task::spawn_blocking(move || {
         let body = decompress(encoding.as_deref(), raw, limit)?;
@@ -216,6 +191,53 @@ async fn handle(
     .await
     .map_err(|e| IngestError::Unavailable(format!("decode task failed: {e}")))??;
     receiver.export(decoded, format.transport()).await
+}
+
+/// Reads a request body of at most `limit` bytes. A body past the limit (declared by
+/// `Content-Length`, or found while reading a chunked body) is not buffered: it is read and
+/// discarded up to a bound (8× the limit, at least 128 MiB) so that a client still writing gets
+/// the 413 rather than a broken pipe; past the bound the connection is simply dropped.
+///
+/// # Errors
+/// [`IngestError::TooLarge`] past the limit; [`IngestError::BadData`] when the body stream fails.
+async fn read_limited(
+    body: Body,
+    declared: Option<u64>,
+    limit: usize,
+) -> Result<Bytes, IngestError> {
+    let bound = (limit as u64).saturating_mul(8).max(128 * 1024 * 1024);
+    let mut too_large = declared.is_some_and(|l| l > limit as u64);
+    let mut buf = bytes::BytesMut::new();
+    let mut seen = 0u64;
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(_) if too_large => break,
+            Err(e) => {
+                return Err(IngestError::BadData(format!(
+                    "could not read the request body: {e}"
+                )));
+            }
+        };
+        seen += chunk.len() as u64;
+        if !too_large && buf.len() + chunk.len() > limit {
+            too_large = true;
+            buf = bytes::BytesMut::new();
+        }
+        if too_large {
+            if seen > bound {
+                break;
+            }
+        } else {
+            buf.extend_from_slice(&chunk);
+        }
+    }
+    if too_large {
+        Err(IngestError::TooLarge { limit })
+    } else {
+        Ok(buf.freeze())
+    }
 }
 
 /// The success body in the request's encoding.
@@ -319,6 +341,22 @@ mod tests {
         assert_eq!(e.http_status(), StatusCode::PAYLOAD_TOO_LARGE);
         let e = decompress(Some("br"), Bytes::from_static(b"x"), 10).unwrap_err();
         assert_eq!(e.http_status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    }
+
+    #[tokio::test]
+    async fn bodies_are_read_up_to_the_limit_whether_declared_or_chunked() {
+        let chunked = || {
+            let chunks = (0..3).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; 600])));
+            Body::from_stream(futures::stream::iter(chunks))
+        };
+        let ok = read_limited(chunked(), None, 4096).await.unwrap();
+        assert_eq!(ok.len(), 1800);
+        let e = read_limited(chunked(), None, 1024).await.unwrap_err();
+        assert_eq!(e.http_status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let e = read_limited(chunked(), Some(1_000_000), 4096)
+            .await
+            .unwrap_err();
+        assert_eq!(e.http_status(), StatusCode::PAYLOAD_TOO_LARGE);
     }
 
     #[test]

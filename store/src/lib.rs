@@ -290,13 +290,15 @@ impl Store {
     pub fn open(config: StoreConfig) -> Result<Self, StoreError> {
         let io = |e: std::io::Error| StoreError::Io(e.to_string());
         let mut config = config;
-        if !config.read_only {
-            std::fs::create_dir_all(&config.data_dir).map_err(io)?;
+        if config.persist {
+            if !config.read_only {
+                std::fs::create_dir_all(&config.data_dir).map_err(io)?;
+            }
+            // Absolute paths: the Parquet reader addresses files from the filesystem root.
+            config.data_dir = std::fs::canonicalize(&config.data_dir).map_err(|e| {
+                StoreError::Io(format!("data directory {}: {e}", config.data_dir.display()))
+            })?;
         }
-        // Absolute paths: the Parquet reader addresses files from the filesystem root.
-        config.data_dir = std::fs::canonicalize(&config.data_dir).map_err(|e| {
-            StoreError::Io(format!("data directory {}: {e}", config.data_dir.display()))
-        })?;
         let spans_dir = config.data_dir.join("spans");
         let wal_dir = config.data_dir.join("wal");
         if config.persist && !config.read_only {
