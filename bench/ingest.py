@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Ingest benchmarks of issue 2, all in one run on this machine, printed as a report.
+
+1. End-to-end OTLP/gRPC ingest throughput of `dyeline serve` (WAL + Parquet on, fsync always)
+   and of `dyeline serve` with the store's disk path off (`store.in_memory_only`), beside
+   Rotel (`rotel-agent start --exporter blackhole`), under the same load generator
+   (`loadgen`: 1,000-span requests, ~12 attributes per span, 40 services x 4 instances).
+   Runs alternate between the systems; medians of --reps runs are reported.
+2. CPU seconds per million spans of the dyeline server process (from /proc, during the runs
+   above) against raw prost decode of the same requests (`decode_floor`, one core).
+3. Memory per million spans held in memory: server RSS growth while 1M spans sit in memory
+   (flush deferred), and the Arrow bytes of the converted rows.
+4. Bytes per span on disk for the release-walk fixture, with a per-column breakdown.
+
+Usage: python3 bench/ingest.py [--requests 500] [--reps 3] [--profile bench-fast]
+Needs: `pip install --pre rotel` (done here if missing).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def sh(*cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw).stdout
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Dyeline:
+    def __init__(self, binary, env):
+        self.dir = tempfile.mkdtemp(prefix="dyeline-bench-")
+        e = dict(os.environ, DYELINE_LOG="warn", **env)
+        self.p = subprocess.Popen(
+            [binary, "serve", "--data-dir", os.path.join(self.dir, "data"),
+             "--otlp-grpc-addr", "127.0.0.1:0", "--otlp-http-addr", "127.0.0.1:0", "--api-addr", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=e, text=True)
+        line = self.p.stdout.readline()
+        addrs = dict(w.split("=", 1) for w in line.split()[2:])
+        self.endpoint = "http://" + addrs["otlp_grpc"]
+        self.api = addrs["api"]
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"http://{self.api}/healthz", timeout=1)
+                break
+            except Exception:
+                time.sleep(0.05)
+
+    def sql(self, q):
+        req = urllib.request.Request(f"http://{self.api}/api/v1/sql", data=json.dumps({"sql": q}).encode(),
+                                     headers={"content-type": "application/json"})
+        return json.load(urllib.request.urlopen(req))["rows"]
+
+    def stop(self):
+        self.p.terminate()
+        self.p.wait(timeout=120)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Rotel:
+    def __init__(self):
+        import rotel  # noqa: F401
+        agent = os.path.join(os.path.dirname(sys.modules["rotel"].__file__), "rotel-agent")
+        grpc, http = free_port(), free_port()
+        self.p = subprocess.Popen([agent, "start", "--exporter", "blackhole",
+                                   "--otlp-grpc-endpoint", f"127.0.0.1:{grpc}",
+                                   "--otlp-http-endpoint", f"127.0.0.1:{http}"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.endpoint = f"http://127.0.0.1:{grpc}"
+        import socket
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", grpc), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+
+    def stop(self):
+        self.p.terminate()
+        self.p.wait(timeout=60)
+
+
+def load(bins, endpoint, requests, seed):
+    out = sh(os.path.join(bins, "loadgen"), "--endpoint", endpoint, "--requests", str(requests),
+             "--seed", str(seed))
+    return json.loads(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=500)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--profile", default="bench-fast")
+    a = ap.parse_args()
+    subprocess.run(["cargo", "build", "--profile", a.profile, "-p", "dyeline", "-p", "dyeline-bench", "--bins"],
+                   cwd=ROOT, check=True)
+    bins = os.path.join(ROOT, "target", a.profile)
+    binary = os.path.join(bins, "dyeline")
+    try:
+        import rotel  # noqa: F401
+    except ImportError:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--pre", "rotel"], check=True)
+
+    results = {"dyeline_wal_parquet": [], "dyeline_no_disk": [], "rotel_blackhole": []}
+    cpu = {"dyeline_wal_parquet": [], "dyeline_no_disk": []}
+    seed = 1
+    for rep in range(a.reps):
+        for name, env in [("dyeline_wal_parquet", {}), ("dyeline_no_disk", {"DYELINE_STORE__IN_MEMORY_ONLY": "true"}),
+                          ("rotel_blackhole", None)]:
+            seed += 1
+            if env is None:
+                r = Rotel()
+                res = load(bins, r.endpoint, a.requests, seed)
+                r.stop()
+            else:
+                d = Dyeline(binary, env)
+                c0 = cpu_seconds(d.p.pid)
+                res = load(bins, d.endpoint, a.requests, seed)
+                c1 = cpu_seconds(d.p.pid)
+                stored = d.sql("SELECT count(*) FROM spans")[0][0] if name == "dyeline_wal_parquet" else None
+                d.stop()
+                cpu[name].append((c1 - c0) / res["spans"] * 1e6)
+                if stored is not None and stored != res["spans"]:
+                    raise SystemExit(f"{name}: stored {stored} of {res['spans']} spans")
+            results[name].append(res["spans_per_second"])
+            print(name, rep, json.dumps(res), file=sys.stderr)
+
+    floor = json.loads(sh(os.path.join(bins, "decode_floor"), "--requests", str(a.requests)))
+
+    # Memory: 1M spans held in memory (no flush), RSS growth of the server.
+    d = Dyeline(binary, {"DYELINE_STORE__FLUSH_INTERVAL": "1h", "DYELINE_STORE__FLUSH_MAX_ROWS": "100000000"})
+    time.sleep(1)
+    rss0 = rss_bytes(d.p.pid)
+    res = load(bins, d.endpoint, 1000, 999)
+    time.sleep(1)
+    rss1 = rss_bytes(d.p.pid)
+    d.stop()
+    mem_mb_per_million = (rss1 - rss0) / res["spans"] * 1e6 / 1e6
+
+    # Disk: release-walk imported, per-column breakdown.
+    tmp = tempfile.mkdtemp(prefix="dyeline-bench-disk-")
+    fixture = os.path.join(ROOT, "..", "shared", "fixtures", "analysis", "release-walk", "spans.jsonl.gz")
+    subprocess.run([binary, "import", "--data-dir", os.path.join(tmp, "data"), fixture], check=True,
+                   env=dict(os.environ, DYELINE_LOG="warn"), capture_output=True)
+    disk = json.loads(sh(os.path.join(bins, "parquet_breakdown"), os.path.join(tmp, "data")))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    med = {k: statistics.median(v) for k, v in results.items()}
+    cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
+    report = {
+        "profile": a.profile,
+        "requests_per_run": a.requests,
+        "spans_per_request": 1000,
+        "reps": a.reps,
+        "throughput_spans_per_second_median": med,
+        "throughput_runs": results,
+        "ratio_dyeline_wal_parquet_to_rotel": med["dyeline_wal_parquet"] / med["rotel_blackhole"],
+        "ratio_dyeline_no_disk_to_rotel": med["dyeline_no_disk"] / med["rotel_blackhole"],
+        "server_cpu_s_per_million_spans_median": cpu_med,
+        "decode_floor": floor,
+        "cpu_ratio_full_path_to_prost_decode": cpu_med["dyeline_wal_parquet"] / floor["prost_decode_cpu_s_per_million"],
+        "memory_rss_mb_per_million_spans_in_memory": mem_mb_per_million,
+        "disk_release_walk": disk,
+    }
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
