@@ -22,7 +22,7 @@ impl Rng {
         Self(seed.max(1))
     }
     /// Next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -32,7 +32,7 @@ impl Rng {
     }
     /// Uniform in `0..n`.
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.next_u64() % n.max(1)
     }
 }
 
@@ -74,7 +74,7 @@ pub fn request(seed: u64, index: u64, spans: usize) -> ExportTraceServiceRequest
         trace_no += 1;
         let trace_id = ((u128::from(seed) << 96)
             | (u128::from(trace_hi) << 32)
-            | u128::from(rng.next() as u32 | 1))
+            | u128::from(rng.next_u64() as u32 | 1))
         .to_be_bytes()
         .to_vec();
         let decision = format!(
