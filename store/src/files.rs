@@ -1,6 +1,9 @@
 //! Parquet files of the store: `spans/hour=YYYY-MM-DDTHH/part-<written_unix_ms>-<seq>.parquet`,
-//! zstd-compressed, one hour of span start times per file, rows sorted by
-//! (service_name, trace_id, start_time_unix_nano) so ids and times compress well.
+//! zstd-compressed, one hour of span start times per file. Rows are sorted by
+//! (trace_id, start_time_unix_nano): a trace's spans sit together, so its id repeats and its times
+//! are close; ids and times are written without dictionaries (they are nearly unique) and times
+//! with delta encoding. On the release-walk fixture that took the file from 48.6 to about 28 bytes
+//! per span (measured with `bench/src/bin/parquet_breakdown.rs`).
 //!
 //! The write time in the file name drives retention (files are deleted `retention` after they
 //! were written, whatever their span times, so an imported capture of old spans stays). Files are
@@ -18,8 +21,9 @@ use dyeline_model::schema::col;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 
 /// One hour in nanoseconds.
 pub const HOUR_NS: i64 = 3_600_000_000_000;
@@ -108,16 +112,28 @@ pub fn list_files(spans_dir: &Path, clean: bool) -> io::Result<Vec<FileMeta>> {
 }
 
 fn writer_properties(zstd_level: i32) -> WriterProperties {
-    WriterProperties::builder()
+    let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(zstd_level).unwrap_or_default(),
         ))
         .set_statistics_enabled(EnabledStatistics::Chunk)
-        .set_max_row_group_row_count(Some(256 * 1024))
-        .build()
+        .set_max_row_group_row_count(Some(256 * 1024));
+    for id in [col::TRACE_ID, col::SPAN_ID, col::PARENT_SPAN_ID] {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(id), false);
+    }
+    for time in [
+        col::START_TIME_UNIX_NANO,
+        col::END_TIME_UNIX_NANO,
+        col::DURATION_NS,
+    ] {
+        b = b
+            .set_column_dictionary_enabled(ColumnPath::from(time), false)
+            .set_column_encoding(ColumnPath::from(time), Encoding::DELTA_BINARY_PACKED);
+    }
+    b.build()
 }
 
-/// Sorts rows by (service_name, trace_id, start_time_unix_nano).
+/// Sorts rows by (trace_id, start_time_unix_nano, span_id).
 ///
 /// # Errors
 /// Arrow errors (a schema mismatch).
@@ -130,9 +146,9 @@ pub fn sort_for_storage(batch: &RecordBatch) -> Result<RecordBatch, arrow::error
     };
     let idx = lexsort_to_indices(
         &[
-            by(col::SERVICE_NAME)?,
             by(col::TRACE_ID)?,
             by(col::START_TIME_UNIX_NANO)?,
+            by(col::SPAN_ID)?,
         ],
         None,
     )?;
