@@ -158,17 +158,17 @@ fn write_json_value(out: &mut String, v: Option<&AnyValue>) {
             }
             out.push(']');
         }
-        Some(Value::KvlistValue(kv)) => write_json_object(out, &kv.values, &[]),
+        Some(Value::KvlistValue(kv)) => write_json_object(out, &kv.values, |_| false),
         // A string-table index is meaningful only inside a profiles dictionary.
         Some(Value::StringValueStrindex(_)) => out.push_str("null"),
     }
 }
 
-fn write_json_object(out: &mut String, attrs: &[KeyValue], skip: &[&str]) {
+fn write_json_object(out: &mut String, attrs: &[KeyValue], skip: impl Fn(&str) -> bool) {
     out.push('{');
     let mut first = true;
     for kv in attrs {
-        if skip.contains(&kv.key.as_str()) {
+        if skip(&kv.key) {
             continue;
         }
         if !first {
@@ -182,9 +182,40 @@ fn write_json_object(out: &mut String, attrs: &[KeyValue], skip: &[&str]) {
     out.push('}');
 }
 
+/// Writes `s` as a JSON string (RFC 8259 escaping: quote, backslash, control characters).
 fn write_json_str(out: &mut String, s: &str) {
-    // serde_json's escaping is correct for every code point; writing into a String cannot fail.
-    out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned()));
+    out.push('"');
+    let mut plain_from = 0;
+    for (i, c) in s.char_indices() {
+        let esc = match c {
+            '"' => "\\\"",
+            '\\' => "\\\\",
+            '\n' => "\\n",
+            '\r' => "\\r",
+            '\t' => "\\t",
+            '\u{8}' => "\\b",
+            '\u{c}' => "\\f",
+            c if (c as u32) < 0x20 => "",
+            _ => continue,
+        };
+        out.push_str(&s[plain_from..i]);
+        if esc.is_empty() {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push_str(esc);
+        }
+        plain_from = i + c.len_utf8();
+    }
+    out.push_str(&s[plain_from..]);
+    out.push('"');
+}
+
+/// Lower-case hex of `bytes` (at most 16) in `buf`, without allocating.
+fn hex_str<'a>(bytes: &[u8], buf: &'a mut [u8; 32]) -> &'a str {
+    let out = &mut buf[..bytes.len() * 2];
+    // Cannot fail: the output slice is exactly twice the input.
+    let _ = hex::encode_to_slice(bytes, out);
+    std::str::from_utf8(out).unwrap_or_default()
 }
 
 struct Builders {
@@ -353,7 +384,9 @@ fn resource_info(attrs: &[KeyValue], rules: &ColorRules) -> ResourceInfo {
         .to_owned();
     let resolved = rules.resolve(|k| find_str(attrs, k));
     let mut attributes_json = String::new();
-    write_json_object(&mut attributes_json, attrs, &PROMOTED_RESOURCE);
+    write_json_object(&mut attributes_json, attrs, |k| {
+        PROMOTED_RESOURCE.contains(&k)
+    });
     ResourceInfo {
         service_name: find_str(attrs, "service.name")
             .filter(|s| !s.is_empty())
@@ -458,10 +491,13 @@ pub fn convert_request(
                     continue;
                 };
                 keys.push(SpanKey { trace_id, span_id });
-                b.trace_id.append_value(trace_id.to_string());
-                b.span_id.append_value(span_id.to_string());
+                let mut hex_buf = [0u8; 32];
+                b.trace_id
+                    .append_value(hex_str(&trace_id.to_bytes(), &mut hex_buf));
+                b.span_id
+                    .append_value(hex_str(&span_id.to_bytes(), &mut hex_buf));
                 b.parent_span_id
-                    .append_option(parent.map(|p| p.to_string()));
+                    .append_option(parent.map(|p| hex_str(&p.to_bytes(), &mut hex_buf).to_owned()));
                 b.trace_state
                     .append_option(Some(span.trace_state.as_str()).filter(|s| !s.is_empty()));
                 b.name.append_value(&span.name);
@@ -549,12 +585,10 @@ pub fn convert_request(
                     .append_option(scope.map(|s| s.version.as_str()).filter(|s| !s.is_empty()));
                 b.resource_attributes.append_value(&res.attributes_json);
                 json_buf.clear();
-                let skip_source: Vec<&str> = PROMOTED_SPAN
-                    .iter()
-                    .copied()
-                    .chain(decision.as_ref().map(|d| d.source.as_str()))
-                    .collect();
-                write_json_object(&mut json_buf, attrs, &skip_source);
+                let source = decision.as_ref().map(|d| d.source.as_str());
+                write_json_object(&mut json_buf, attrs, |k| {
+                    PROMOTED_SPAN.contains(&k) || source == Some(k)
+                });
                 b.attributes.append_value(&json_buf);
                 if span.events.is_empty() {
                     b.events.append_null();
@@ -572,7 +606,7 @@ pub fn convert_request(
                         );
                         write_json_str(&mut json_buf, &ev.name);
                         json_buf.push_str(",\"attributes\":");
-                        write_json_object(&mut json_buf, &ev.attributes, &[]);
+                        write_json_object(&mut json_buf, &ev.attributes, |_| false);
                         json_buf.push('}');
                     }
                     json_buf.push(']');
@@ -592,4 +626,33 @@ pub fn convert_request(
         rejected,
         first_error,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_escape_like_serde_json() {
+        for s in [
+            "plain",
+            "quote \" and \\ back",
+            "line\nbreak\ttab\r",
+            "\u{1}\u{8}\u{c}\u{1f}\u{7f}",
+            "ünï ☃ 🎉",
+            "",
+        ] {
+            let mut out = String::new();
+            write_json_str(&mut out, s);
+            assert_eq!(out, serde_json::to_string(s).unwrap(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn hex_ids_are_lower_case() {
+        let mut buf = [0u8; 32];
+        assert_eq!(hex_str(&[0xAB, 0x01], &mut buf), "ab01");
+        let t = TraceId::from_hex("7D3F0C9A2B1E4F5A8C6D0E1F2A3B4C5D").unwrap();
+        assert_eq!(hex_str(&t.to_bytes(), &mut buf), t.to_string());
+    }
 }
