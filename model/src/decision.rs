@@ -89,16 +89,23 @@ impl Decisions {
 
     /// The value a traffic SDK writes: `channel=color` pairs joined by `&` in first-seen
     /// order, colours lower-case (`trade=blue&pay=green`); empty when no channel is decided.
-    /// Not percent-encoded (encode it when placing it in a baggage header). Malformed-pair
+    /// Not otherwise percent-encoded (encode it when placing it in a baggage header), except
+    /// that a `%` inside a channel name is written `%25`: [`Decisions::parse`] decodes once, so a
+    /// name it produced from `%25…` still holds `%` and would be decoded again. Malformed-pair
     /// counts and conflicts are not written: `Decisions::parse(&d.encode())` gives back the
-    /// channels and colours of `d`.
+    /// channels and colours of `d` (found by the `baggage` fuzz target in `bench/fuzz`).
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(self.entries.iter().map(|(c, _)| c.len() + 7).sum());
         for (i, (channel, color)) in self.entries.iter().enumerate() {
             if i > 0 {
                 out.push('&');
             }
-            out.push_str(channel);
+            for (j, part) in channel.split('%').enumerate() {
+                if j > 0 {
+                    out.push_str("%25");
+                }
+                out.push_str(part);
+            }
             out.push('=');
             out.push_str(color.as_str());
         }

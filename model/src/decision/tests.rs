@@ -307,9 +307,29 @@ proptest! {
     }
 
     #[test]
-    fn reparse_of_encode_keeps_decisions(g in "[a-cA-C0-9=&;, \t-]{0,40}") {
+    fn reparse_of_encode_keeps_decisions(g in "[a-cA-C0-9=&;, \t%-]{0,40}") {
         let d = Decisions::parse(&g);
         let again = Decisions::parse(&d.encode());
         prop_assert_eq!(pairs(&again), pairs(&d));
     }
+}
+
+/// Found by the `baggage` fuzz target: `%%326=blue` parses to channel `%26`, which `encode`
+/// must write as `%2526` so that parsing it again does not decode a second time.
+#[test]
+fn encode_escapes_percent_in_parsed_channel_names() {
+    for input in ["%%326=blue", "trade%2541=blue&pay=green"] {
+        let d = Decisions::parse(input);
+        assert!(!d.is_empty(), "{input}");
+        assert_eq!(
+            Decisions::parse(&d.encode()),
+            d,
+            "{input} -> {}",
+            d.encode()
+        );
+    }
+    assert_eq!(
+        Decisions::parse("trade%2541=blue").encode(),
+        "trade%2541=blue"
+    );
 }
