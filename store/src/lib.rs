@@ -1,4 +1,5 @@
-//! The span store: write-ahead log → Arrow batches in memory → hourly zstd Parquet files, and
+//! The span store: write-ahead log → compressed Arrow segments in memory → hourly zstd Parquet
+//! files, and
 //! the DataFusion table `spans` over memory ∪ Parquet ([`table::SpansTable`]).
 //!
 //! ```text
@@ -14,6 +15,7 @@
 
 pub mod dedupe;
 pub mod files;
+pub mod segment;
 pub mod table;
 pub mod wal;
 
@@ -35,6 +37,7 @@ use tokio::sync::oneshot;
 
 use crate::dedupe::Dedupe;
 use crate::files::FileMeta;
+use crate::segment::Segment;
 use crate::wal::Wal;
 
 /// When the WAL is fsynced.
@@ -214,13 +217,13 @@ impl StoreMetrics {
 #[derive(Clone)]
 struct Frozen {
     wal_segment: u64,
-    batches: Vec<RecordBatch>,
+    segments: Vec<Segment>,
 }
 
 /// What queries see; one lock so a flush swaps memory for files atomically.
 #[derive(Default)]
 pub(crate) struct State {
-    active: Vec<RecordBatch>,
+    active: Vec<Segment>,
     active_rows: usize,
     frozen: Vec<Frozen>,
     files: Vec<FileMeta>,
@@ -228,8 +231,8 @@ pub(crate) struct State {
 
 /// A consistent view for one query.
 pub struct Snapshot {
-    /// In-memory batches.
-    pub batches: Vec<RecordBatch>,
+    /// In-memory segments.
+    pub segments: Vec<Segment>,
     /// Parquet files.
     pub files: Vec<FileMeta>,
 }
@@ -244,12 +247,12 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn snapshot(&self) -> Snapshot {
         let s = self.state.read();
-        let mut batches = s.active.clone();
+        let mut segments = s.active.clone();
         for f in &s.frozen {
-            batches.extend(f.batches.iter().cloned());
+            segments.extend(f.segments.iter().cloned());
         }
         Snapshot {
-            batches,
+            segments,
             files: s.files.clone(),
         }
     }
@@ -263,6 +266,7 @@ type PendingAck = (Ack<WriteReport>, WriteReport, Vec<(i64, SpanKey)>);
 enum Msg {
     Write {
         batch: RecordBatch,
+        segment: Segment,
         keys: Vec<SpanKey>,
         ack: Ack<WriteReport>,
     },
@@ -385,19 +389,29 @@ impl Store {
 
     /// Queues a write of `batch` (rows in the `spans` schema; `keys[i]` is row i's key) and
     /// returns a receiver that resolves once it is durable by the fsync policy and visible to
-    /// queries.
+    /// queries. The batch is compressed here, on the caller's thread, not on the writer's.
     ///
     /// # Errors
-    /// [`StoreError::Saturated`] at once when the queue is full, [`StoreError::Closed`].
+    /// [`StoreError::Saturated`] at once when the queue is full, [`StoreError::Closed`],
+    /// [`StoreError::Io`] when the batch cannot be encoded.
     pub fn try_write(
         &self,
         batch: RecordBatch,
         keys: Vec<SpanKey>,
     ) -> Result<oneshot::Receiver<Result<WriteReport, StoreError>>, StoreError> {
         let (ack, rx) = oneshot::channel();
+        if self.tx.lock().is_none() {
+            return Err(StoreError::Closed);
+        }
+        let segment = Segment::encode(&batch).map_err(|e| StoreError::Io(e.to_string()))?;
         let guard = self.tx.lock();
         let tx = guard.as_ref().ok_or(StoreError::Closed)?;
-        match tx.try_send(Msg::Write { batch, keys, ack }) {
+        match tx.try_send(Msg::Write {
+            batch,
+            segment,
+            keys,
+            ack,
+        }) {
             Ok(()) => Ok(rx),
             Err(TrySendError::Full(_)) => Err(StoreError::Saturated),
             Err(TrySendError::Disconnected(_)) => Err(StoreError::Closed),
@@ -415,10 +429,20 @@ impl Store {
     ) -> Result<WriteReport, StoreError> {
         let (ack, rx) = oneshot::channel();
         let tx = self.tx.lock().clone().ok_or(StoreError::Closed)?;
-        tokio::task::spawn_blocking(move || tx.send(Msg::Write { batch, keys, ack }))
-            .await
-            .map_err(|e| StoreError::Io(e.to_string()))?
-            .map_err(|_| StoreError::Closed)?;
+        let segment = Segment::encode(&batch).map_err(|e| StoreError::Io(e.to_string()))?;
+        tokio::task::spawn_blocking(move || {
+            tx.send(Msg::Write {
+                batch,
+                segment,
+                keys,
+                ack,
+            })
+            // The message comes back only on a closed channel; drop it, keep the fact.
+            .map_err(|_| ())
+        })
+        .await
+        .map_err(|e| StoreError::Io(e.to_string()))?
+        .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -429,7 +453,7 @@ impl Store {
     pub async fn flush(&self) -> Result<(), StoreError> {
         let (ack, rx) = oneshot::channel();
         let tx = self.tx.lock().clone().ok_or(StoreError::Closed)?;
-        tokio::task::spawn_blocking(move || tx.send(Msg::Flush { ack }))
+        tokio::task::spawn_blocking(move || tx.send(Msg::Flush { ack }).map_err(|_| ()))
             .await
             .map_err(|e| StoreError::Io(e.to_string()))?
             .map_err(|_| StoreError::Closed)?;
@@ -483,7 +507,7 @@ fn replay(shared: &Shared, wal_dir: &Path, dedupe: &mut Dedupe) -> std::io::Resu
         return Ok(());
     };
     let files = files_of_hour(shared);
-    let mut batches = Vec::new();
+    let mut kept = Vec::new();
     let mut rows = 0usize;
     for id in segments {
         let r = wal::replay_segment(wal_dir, id)?;
@@ -494,14 +518,19 @@ fn replay(shared: &Shared, wal_dir: &Path, dedupe: &mut Dedupe) -> std::io::Resu
                 "WAL segment ends in a torn record; replayed up to it"
             );
         }
-        for batch in r.batches {
+        for (payload, batch) in r.records {
             let keys = keys_of(&batch);
+            let n = batch.num_rows();
             let f = dedupe
                 .filter(batch, &keys, &files)
                 .map_err(std::io::Error::other)?;
             if let Some(b) = f.batch {
                 rows += b.num_rows();
-                batches.push(b);
+                kept.push(if b.num_rows() == n {
+                    Segment::from_parts(payload, &b)
+                } else {
+                    Segment::encode(&b).map_err(std::io::Error::other)?
+                });
             }
         }
     }
@@ -510,7 +539,7 @@ fn replay(shared: &Shared, wal_dir: &Path, dedupe: &mut Dedupe) -> std::io::Resu
     tracing::info!(rows, last_segment = last, "replayed the WAL");
     shared.state.write().frozen.push(Frozen {
         wal_segment: last,
-        batches,
+        segments: kept,
     });
     Ok(())
 }
@@ -568,7 +597,13 @@ fn writer_loop(
         let mut wal_failed: Option<String> = None;
         for msg in group {
             match msg {
-                Msg::Write { batch, keys, ack } => {
+                Msg::Write {
+                    batch,
+                    segment,
+                    keys,
+                    ack,
+                } => {
+                    let n = batch.num_rows();
                     let f = match dedupe.filter(batch, &keys, &files) {
                         Ok(f) => f,
                         Err(e) => {
@@ -580,16 +615,30 @@ fn writer_loop(
                         stored: f.batch.as_ref().map_or(0, |b| b.num_rows() as u64),
                         duplicates: f.duplicates,
                     };
-                    if let Some(b) = f.batch {
+                    // Re-encode only when duplicates were dropped (rare).
+                    let segment = match f.batch {
+                        Some(b) if b.num_rows() == n => Some(Ok(segment)),
+                        Some(b) => Some(Segment::encode(&b)),
+                        None => None,
+                    };
+                    let segment = match segment.transpose() {
+                        Ok(s) => s,
+                        Err(e) => {
+                            dedupe.roll_back(&f.inserted);
+                            let _ = ack.send(Err(StoreError::Io(e.to_string())));
+                            continue;
+                        }
+                    };
+                    if let Some(seg) = segment {
                         if let Some(w) = wal.as_mut().filter(|_| wal_failed.is_none()) {
-                            match w.append(&b) {
+                            match w.append(seg.bytes()) {
                                 Ok(n) => {
                                     shared.metrics.wal_bytes.inc_by(n);
                                 }
                                 Err(e) => wal_failed = Some(e.to_string()),
                             }
                         }
-                        fresh.push(b);
+                        fresh.push(seg);
                     }
                     acks.push((ack, report, f.inserted));
                 }
@@ -608,7 +657,7 @@ fn writer_loop(
                 let _ = ack.send(Err(StoreError::Io(err.clone())));
             }
         } else if !acks.is_empty() {
-            let rows: usize = fresh.iter().map(RecordBatch::num_rows).sum();
+            let rows: usize = fresh.iter().map(Segment::rows).sum();
             {
                 let mut s = shared.state.write();
                 s.active.extend(fresh);
@@ -655,12 +704,12 @@ fn writer_loop(
             };
             {
                 let mut s = shared.state.write();
-                let batches = std::mem::take(&mut s.active);
+                let segments = std::mem::take(&mut s.active);
                 s.active_rows = 0;
-                if !batches.is_empty() {
+                if !segments.is_empty() {
                     s.frozen.push(Frozen {
                         wal_segment: segment,
-                        batches,
+                        segments,
                     });
                 }
             }
@@ -673,8 +722,8 @@ fn memory_rows(s: &State) -> usize {
     s.active_rows
         + s.frozen
             .iter()
-            .flat_map(|f| &f.batches)
-            .map(RecordBatch::num_rows)
+            .flat_map(|f| &f.segments)
+            .map(Segment::rows)
             .sum::<usize>()
 }
 
@@ -721,8 +770,10 @@ fn flush_frozen(shared: &Shared, config: &StoreConfig, seq: &mut u64) -> Result<
     let started = Instant::now();
     let batches: Vec<RecordBatch> = frozen
         .iter()
-        .flat_map(|f| f.batches.iter().cloned())
-        .collect();
+        .flat_map(|f| &f.segments)
+        .map(Segment::decode)
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
     let mut new_files = Vec::new();
     if !batches.is_empty() {
         let all =

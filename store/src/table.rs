@@ -1,4 +1,7 @@
-//! The DataFusion table `spans`: the store's memory batches ∪ its Parquet files.
+//! The DataFusion table `spans`: the store's memory segments ∪ its Parquet files.
+//!
+//! Memory segments are decoded one at a time while a scan streams through them (never all at
+//! once); segments whose start-time range misses the filters are skipped undecoded.
 //!
 //! Filters on `start_time_unix_nano` (`=`, `<`, `<=`, `>`, `>=`, `BETWEEN`, with integer
 //! literals) prune Parquet files by hour partition before the scan; every filter is also handed
@@ -14,20 +17,49 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::datasource::TableType;
 use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::Result;
+use datafusion::execution::TaskContext;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::union::UnionExec;
 use dyeline_model::schema::{col, spans_schema};
 
 use crate::Shared;
 use crate::files::{FileMeta, HOUR_NS};
+use crate::segment::Segment;
+
+/// A partition of memory segments, decoded lazily as the scan pulls batches.
+#[derive(Debug)]
+struct SegmentPartition {
+    schema: SchemaRef,
+    segments: Vec<Segment>,
+}
+
+impl PartitionStream for SegmentPartition {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let decoded = self
+            .segments
+            .clone()
+            .into_iter()
+            .map(|seg| seg.decode().map_err(Into::into));
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            futures::stream::iter(decoded),
+        ))
+    }
+}
 
 /// The `spans` table provider.
 pub struct SpansTable {
@@ -160,21 +192,34 @@ impl TableProvider for SpansTable {
         let snap = self.shared.snapshot();
         let (lo, hi) = start_time_bounds(filters);
         let mut inputs: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
-        let batches: Vec<_> = snap
-            .batches
+        let segments: Vec<Segment> = snap
+            .segments
             .into_iter()
-            .filter(|b| {
-                crate::files::start_range(b).is_some_and(|(min, max)| min <= hi && max >= lo)
+            .filter(|seg| {
+                seg.start_range()
+                    .is_some_and(|(min, max)| min <= hi && max >= lo)
             })
             .collect();
-        if !batches.is_empty() {
-            // Two partitions so both cores work on memory too.
-            let half = batches.len().div_ceil(2);
-            let parts: Vec<Vec<_>> = batches.chunks(half).map(<[_]>::to_vec).collect();
-            let mem =
-                MemorySourceConfig::try_new(&parts, Arc::clone(&self.schema), projection.cloned())?
-                    .with_limit(limit);
-            inputs.push(DataSourceExec::from_data_source(mem));
+        if !segments.is_empty() {
+            // Two partitions so both cores decode memory too.
+            let half = segments.len().div_ceil(2);
+            let parts: Vec<Arc<dyn PartitionStream>> = segments
+                .chunks(half)
+                .map(|c| {
+                    Arc::new(SegmentPartition {
+                        schema: Arc::clone(&self.schema),
+                        segments: c.to_vec(),
+                    }) as Arc<dyn PartitionStream>
+                })
+                .collect();
+            inputs.push(Arc::new(StreamingTableExec::try_new(
+                Arc::clone(&self.schema),
+                parts,
+                projection,
+                Vec::new(),
+                false,
+                limit,
+            )?));
         }
         let files: Vec<FileMeta> = snap
             .files

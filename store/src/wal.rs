@@ -1,6 +1,6 @@
 //! The write-ahead log: numbered segment files `wal/NNNNNNNNNNNNNNNNNNNN.wal`, each a sequence
-//! of records `[len: u32 LE][crc32: u32 LE][payload: len bytes]` whose payload is one Arrow IPC
-//! stream holding one `spans` batch.
+//! of records `[len: u32 LE][crc32: u32 LE][payload: len bytes]` whose payload is one
+//! zstd-compressed Arrow IPC stream holding one `spans` batch (a [`crate::segment::Segment`]).
 //!
 //! A request is acknowledged only after its record is written (and, by policy, fsynced — group
 //! commit: one fsync covers every record of a group). On start every segment is replayed in
@@ -12,8 +12,7 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use arrow::array::RecordBatch;
-use arrow::ipc::reader::StreamReader;
-use arrow::ipc::writer::StreamWriter;
+use bytes::Bytes;
 
 /// Largest record accepted on replay (guards against a corrupt length).
 const MAX_RECORD: u32 = 512 * 1024 * 1024;
@@ -53,8 +52,8 @@ pub fn list_segments(dir: &Path) -> io::Result<Vec<u64>> {
 /// What replay found in one segment.
 #[derive(Debug, Default)]
 pub struct Replayed {
-    /// Batches in write order.
-    pub batches: Vec<RecordBatch>,
+    /// Records in write order: the payload and the batch it holds.
+    pub records: Vec<(Bytes, RecordBatch)>,
     /// True when the segment ended in a torn or corrupt record.
     pub torn_tail: bool,
 }
@@ -88,18 +87,8 @@ pub fn replay_segment(dir: &Path, id: u64) -> io::Result<Replayed> {
             out.torn_tail = true;
             break;
         }
-        match StreamReader::try_new(&payload[..], None) {
-            Ok(stream) => {
-                for batch in stream {
-                    match batch {
-                        Ok(b) => out.batches.push(b),
-                        Err(_) => {
-                            out.torn_tail = true;
-                            return Ok(out);
-                        }
-                    }
-                }
-            }
+        match crate::segment::decode(&payload) {
+            Ok(batch) => out.records.push((Bytes::from(payload), batch)),
             Err(_) => {
                 out.torn_tail = true;
                 break;
@@ -107,17 +96,6 @@ pub fn replay_segment(dir: &Path, id: u64) -> io::Result<Replayed> {
         }
     }
     Ok(out)
-}
-
-/// Encodes a batch as one Arrow IPC stream.
-fn encode(batch: &RecordBatch) -> Result<Vec<u8>, arrow::error::ArrowError> {
-    let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 2);
-    {
-        let mut w = StreamWriter::try_new(&mut buf, &batch.schema())?;
-        w.write(batch)?;
-        w.finish()?;
-    }
-    Ok(buf)
 }
 
 impl Wal {
@@ -158,17 +136,17 @@ impl Wal {
         self.bytes_written
     }
 
-    /// Appends one batch as a record (buffered; call [`Wal::commit`] to make it durable).
+    /// Appends one record (an encoded segment; buffered: call [`Wal::commit`] to make it
+    /// durable). Returns the bytes written.
     ///
     /// # Errors
-    /// Encoding or I/O errors.
-    pub fn append(&mut self, batch: &RecordBatch) -> io::Result<u64> {
-        let payload = encode(batch).map_err(io::Error::other)?;
+    /// I/O errors; a payload over 4 GiB.
+    pub fn append(&mut self, payload: &[u8]) -> io::Result<u64> {
         let len = u32::try_from(payload.len()).map_err(io::Error::other)?;
         self.active.write_all(&len.to_le_bytes())?;
         self.active
-            .write_all(&crc32fast::hash(&payload).to_le_bytes())?;
-        self.active.write_all(&payload)?;
+            .write_all(&crc32fast::hash(payload).to_le_bytes())?;
+        self.active.write_all(payload)?;
         let n = 8 + payload.len() as u64;
         self.bytes_written += n;
         Ok(n)

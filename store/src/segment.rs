@@ -1,0 +1,133 @@
+//! In-memory segments: a batch of `spans` rows held as one zstd-compressed Arrow IPC stream,
+//! with its row count and start-time range. The same bytes are the WAL record, so a write is
+//! encoded once (by the caller, off the writer thread) and memory holds a few tens of bytes per
+//! span instead of the uncompressed Arrow buffers. Scans decode segments one at a time.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::error::ArrowError;
+use arrow::ipc::CompressionType;
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::{IpcWriteOptions, StreamWriter};
+use bytes::Bytes;
+
+use crate::files::start_range;
+
+/// One compressed batch.
+#[derive(Clone, Debug)]
+pub struct Segment {
+    ipc: Bytes,
+    rows: usize,
+    start_range: Option<(i64, i64)>,
+}
+
+impl Segment {
+    /// Encodes `batch` (zstd-compressed Arrow IPC stream).
+    ///
+    /// # Errors
+    /// Arrow IPC errors.
+    pub fn encode(batch: &RecordBatch) -> Result<Self, ArrowError> {
+        let options =
+            IpcWriteOptions::default().try_with_compression(Some(CompressionType::ZSTD))?;
+        let mut buf = Vec::with_capacity(batch.num_rows() * 64);
+        {
+            let mut w = StreamWriter::try_new_with_options(&mut buf, &batch.schema(), options)?;
+            w.write(batch)?;
+            w.finish()?;
+        }
+        Ok(Self {
+            ipc: Bytes::from(buf),
+            rows: batch.num_rows(),
+            start_range: start_range(batch),
+        })
+    }
+
+    /// A segment from IPC bytes written by [`Segment::encode`] (WAL replay) and the batch they
+    /// hold (already decoded by the caller).
+    pub fn from_parts(ipc: Bytes, batch: &RecordBatch) -> Self {
+        Self {
+            ipc,
+            rows: batch.num_rows(),
+            start_range: start_range(batch),
+        }
+    }
+
+    /// Decodes the rows.
+    ///
+    /// # Errors
+    /// Arrow IPC errors (corrupt bytes).
+    pub fn decode(&self) -> Result<RecordBatch, ArrowError> {
+        decode(&self.ipc)
+    }
+
+    /// The encoded bytes (the WAL record payload).
+    pub fn bytes(&self) -> &[u8] {
+        &self.ipc
+    }
+
+    /// Rows held.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Min and max `start_time_unix_nano` (`None` when empty).
+    pub fn start_range(&self) -> Option<(i64, i64)> {
+        self.start_range
+    }
+}
+
+/// Decodes one IPC stream holding one batch (several are concatenated).
+///
+/// # Errors
+/// Arrow IPC errors.
+pub fn decode(ipc: &[u8]) -> Result<RecordBatch, ArrowError> {
+    let reader = StreamReader::try_new(ipc, None)?;
+    let schema = reader.schema();
+    let batches = reader.collect::<Result<Vec<_>, _>>()?;
+    match batches.len() {
+        1 => Ok(batches.into_iter().next().expect("one batch")),
+        _ => arrow::compute::concat_batches(&schema, &batches),
+    }
+}
+
+/// Shared handle for scans.
+pub type Segments = Arc<Vec<Segment>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    #[test]
+    fn segments_round_trip_smaller_than_the_batch() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("start_time_unix_nano", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, false),
+        ]));
+        let starts: Vec<i64> = (0..10_000).map(|i| 1_000 + i * 7).collect();
+        let names: Vec<String> = (0..10_000)
+            .map(|i| format!("GET /items/{}", i % 50))
+            .collect();
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from(starts)),
+                Arc::new(StringArray::from(names)),
+            ],
+        )
+        .unwrap();
+        let seg = Segment::encode(&batch).unwrap();
+        assert_eq!(seg.rows(), 10_000);
+        assert_eq!(seg.start_range(), Some((1_000, 1_000 + 9_999 * 7)));
+        assert_eq!(seg.decode().unwrap(), batch);
+        assert!(
+            seg.bytes().len() * 4 < batch.get_array_memory_size(),
+            "{}",
+            seg.bytes().len()
+        );
+        let again = Segment::from_parts(Bytes::copy_from_slice(seg.bytes()), &batch);
+        assert_eq!(again.decode().unwrap(), batch);
+    }
+}
