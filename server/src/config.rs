@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytesize::ByteSize;
+use dyeline_control::{ApiToken, Role};
 use dyeline_model::ColorRule;
 use dyeline_store::FsyncPolicy;
 use figment::Figment;
@@ -36,6 +37,64 @@ pub struct Config {
     pub color_rules: Vec<ColorRule>,
     /// Log format: `text` or `json`.
     pub log_format: LogFormat,
+    /// API settings: tokens, read access, weight-update spread.
+    pub api: ApiSettings,
+    /// One more write token, named `env` (`DYELINE_API_TOKEN`).
+    pub api_token: Option<Secret>,
+}
+
+/// A secret string: read and written as a plain string, never printed by `Debug`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// API settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiSettings {
+    /// Named bearer tokens (`[[api.tokens]] name = "alice", token = "…", role = "write"`).
+    /// When none is configured (here or in `DYELINE_API_TOKEN`), `serve` generates one in
+    /// `<data_dir>/api-token`.
+    pub tokens: Vec<ApiToken>,
+    /// Require a token for reads too (SQL, channels, events, timeline). Default false.
+    pub read_requires_token: bool,
+    /// Registry weight updates are spread over this long (per-instance delay from a hash of
+    /// the instance id, domain §5). Default `10s`.
+    #[serde(with = "humantime_serde")]
+    pub weights_apply_spread: Duration,
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        Self {
+            tokens: Vec::new(),
+            read_requires_token: false,
+            weights_apply_spread: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Config {
+    /// Configured tokens: `api.tokens` plus `DYELINE_API_TOKEN` (named `env`, role write).
+    pub fn configured_tokens(&self) -> Vec<ApiToken> {
+        let mut t = self.api.tokens.clone();
+        if let Some(Secret(token)) = &self.api_token
+            && !token.trim().is_empty()
+        {
+            t.push(ApiToken {
+                name: "env".into(),
+                token: token.trim().to_owned(),
+                role: Role::Write,
+            });
+        }
+        t
+    }
 }
 
 /// Log output format.
@@ -99,6 +158,8 @@ impl Default for Config {
             sql: SqlSettings::default(),
             color_rules: Vec::new(),
             log_format: LogFormat::Text,
+            api: ApiSettings::default(),
+            api_token: None,
         }
     }
 }
@@ -182,6 +243,14 @@ impl Config {
         }
         if self.sql.max_rows == 0 {
             return Err(ConfigError::Invalid("sql.max_rows must be positive".into()));
+        }
+        for t in &self.api.tokens {
+            if t.name.trim().is_empty() || t.token.trim().len() < 8 {
+                return Err(ConfigError::Invalid(format!(
+                    "api.tokens: token {:?} needs a name and a secret of at least 8 characters",
+                    t.name
+                )));
+            }
         }
         dyeline_model::ColorRules::with_user_rules(self.color_rules.clone())
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;

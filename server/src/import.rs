@@ -1,14 +1,16 @@
 //! `dyeline import`: loads OTLP/JSON Lines files (the OpenTelemetry Collector file exporter's
 //! format: one `ExportTraceServiceRequest` per line; `.gz` files are inflated) into a data
 //! directory through the same conversion and duplicate filter as the receivers, then flushes
-//! them to Parquet. Progress goes to stderr.
+//! them to Parquet. Progress goes to stderr. `--timeline FILE` records a channel timeline into
+//! the data dir's control database as history (`ControlPlane::import`).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dyeline_collector::convert_request;
+use dyeline_control::{ControlPlane, TimelineDoc};
 use dyeline_store::{FsyncPolicy, Store};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -20,7 +22,31 @@ use crate::serve::{BoxError, convert_options, store_config};
 /// # Errors
 /// A file that cannot be read, a line that is not an OTLP/JSON request (named by file and
 /// line), a store failure.
-pub async fn run(config: Config, files: &[PathBuf]) -> Result<(), BoxError> {
+pub async fn run(
+    config: Config,
+    files: &[PathBuf],
+    timeline: Option<&Path>,
+) -> Result<(), BoxError> {
+    if let Some(path) = timeline {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let doc: TimelineDoc = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a timeline document: {e}", path.display()))?;
+        let plane = ControlPlane::open(&config.data_dir).await?;
+        let report = plane
+            .import(&doc)
+            .await
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        plane.close().await;
+        eprintln!(
+            "recorded {} channel operations from {} ({} already present)",
+            report.recorded,
+            path.display(),
+            report.skipped
+        );
+    }
+    if files.is_empty() {
+        return Ok(());
+    }
     let options = convert_options(&config)?;
     let mut sc = store_config(&config);
     sc.fsync = FsyncPolicy::Never;

@@ -1,7 +1,9 @@
-//! `dyeline`: the command line. `serve` runs the collector, store and API; `sql` queries a data
-//! directory; `import` loads OTLP/JSON Lines captures into one.
+//! `dyeline`: the command line. `serve` runs the collector, store, control plane and API;
+//! `sql` queries a data directory; `import` loads OTLP/JSON Lines captures and timelines into
+//! one; `channel` drives the control API of a running server.
 
 mod api;
+mod client;
 mod config;
 mod import;
 mod serve;
@@ -33,8 +35,16 @@ enum Command {
     Serve(ServeArgs),
     /// Run one read-only SQL query on a data directory's `spans` table.
     Sql(SqlArgs),
-    /// Load OTLP/JSON Lines files (`.jsonl`, `.jsonl.gz`) into a data directory (offline).
+    /// Load OTLP/JSON Lines files (`.jsonl`, `.jsonl.gz`) and a channel timeline into a data
+    /// directory (offline).
     Import(ImportArgs),
+    /// Manage release channels through a running server's API.
+    Channel {
+        #[command(flatten)]
+        client: client::ClientArgs,
+        #[command(subcommand)]
+        command: client::ChannelCommand,
+    },
 }
 
 #[derive(clap::Args, Clone)]
@@ -76,8 +86,12 @@ struct ImportArgs {
     /// Data directory.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// A timeline (`{"channels": [...], "events": [...]}`, the format of GET /api/v1/timeline)
+    /// to record as the control plane's history.
+    #[arg(long)]
+    timeline: Option<PathBuf>,
     /// Files to load: one OTLP/JSON ExportTraceServiceRequest per line; `.gz` is inflated.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "timeline")]
     files: Vec<PathBuf>,
 }
 
@@ -115,10 +129,23 @@ fn init_logs(format: LogFormat, default_level: &str) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Channel { client, command } = &cli.command {
+        return match client::run(client, command) {
+            Ok(out) => {
+                println!("{out}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("dyeline: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let (data_dir, serve_args) = match &cli.command {
         Command::Serve(a) => (a.data_dir.as_ref(), Some(a)),
         Command::Sql(a) => (a.data_dir.as_ref(), None),
         Command::Import(a) => (a.data_dir.as_ref(), None),
+        Command::Channel { .. } => unreachable!("handled above"),
     };
     let config = match Config::load(cli.config.as_deref(), overrides(data_dir, serve_args)) {
         Ok(c) => c,
@@ -150,7 +177,8 @@ fn main() -> ExitCode {
             Command::Sql(a) => {
                 serve::sql(config, &a.query, matches!(a.format, OutputFormat::Json)).await
             }
-            Command::Import(a) => import::run(config, &a.files).await,
+            Command::Import(a) => import::run(config, &a.files, a.timeline.as_deref()).await,
+            Command::Channel { .. } => unreachable!("handled above"),
         }
     });
     match result {

@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use dyeline_collector::metrics::ReceiverMetrics;
 use dyeline_collector::{ConvertOptions, Limits, Receiver};
+use dyeline_control::api::ControlApi;
+use dyeline_control::auth::{GENERATED_TOKEN_NAME, ensure_token_file};
+use dyeline_control::{ApiToken, Auth, ControlPlane, Role};
 use dyeline_model::ColorRules;
 use dyeline_queries::{SqlEngine, SqlLimits, render};
 use dyeline_store::{Store, StoreConfig};
@@ -66,6 +69,37 @@ async fn shutdown_signal() {
     }
 }
 
+/// The API tokens: those configured, else the one in `<data_dir>/api-token` (generated at
+/// first start, mode 0600), whose location is printed on stderr; its value never is.
+///
+/// # Errors
+/// The token file cannot be read or created.
+fn api_tokens(config: &Config) -> Result<Vec<ApiToken>, BoxError> {
+    let configured = config.configured_tokens();
+    if !configured.is_empty() {
+        return Ok(configured);
+    }
+    let (path, token, created) = ensure_token_file(&config.data_dir)
+        .map_err(|e| format!("API token file in {}: {e}", config.data_dir.display()))?;
+    let path = path.canonicalize().unwrap_or(path);
+    if created {
+        eprintln!(
+            "dyeline: no API token configured; generated one (name {GENERATED_TOKEN_NAME:?}) in {} (owner-only)",
+            path.display()
+        );
+    } else {
+        eprintln!(
+            "dyeline: no API token configured; using the one (name {GENERATED_TOKEN_NAME:?}) in {}",
+            path.display()
+        );
+    }
+    Ok(vec![ApiToken {
+        name: GENERATED_TOKEN_NAME.into(),
+        token,
+        role: Role::Write,
+    }])
+}
+
 /// Runs the server until Ctrl-C or SIGTERM, then flushes the store.
 ///
 /// # Errors
@@ -92,7 +126,24 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         },
     ));
     let sql = SqlEngine::new(store.table())?;
+    let plane = Arc::new(
+        ControlPlane::open(&config.data_dir)
+            .await
+            .map_err(|e| format!("opening the control database: {e}"))?,
+    );
+    let auth = Arc::new(Auth::new(
+        api_tokens(&config)?,
+        config.api.read_requires_token,
+    ));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let control = Arc::new(ControlApi {
+        plane: Arc::clone(&plane),
+        auth: Arc::clone(&auth),
+        apply_spread: config.api.weights_apply_spread,
+        shutdown: stop_rx.clone(),
+    });
     let api_state = Arc::new(ApiState {
+        auth,
         sql,
         sql_limits: SqlLimits {
             max_rows: config.sql.max_rows,
@@ -126,7 +177,6 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         "dyeline serving"
     );
 
-    let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
@@ -144,7 +194,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         .into_future(),
     );
     let api = tokio::spawn(
-        axum::serve(api_listener, api::router(api_state))
+        axum::serve(api_listener, api::router(api_state, control))
             .with_graceful_shutdown(stopped(stop_rx.clone()))
             .into_future(),
     );
@@ -153,6 +203,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     let _ = stop_tx.send(true);
     let _ = tokio::join!(grpc, http, api);
     tokio::task::spawn_blocking(move || store.close()).await?;
+    plane.close().await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -1,0 +1,152 @@
+//! The control plane's errors: each has an HTTP status and a stable `code`, and is rendered as
+//! `{"error": {"code", "message"}}` by the API (issue: control plane, item 4).
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// Why a control-plane request was refused. Every refused request changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    /// A channel id that is not `[a-z0-9][a-z0-9-]{0,62}` (domain §1). 400 `invalid_channel_id`.
+    #[error("channel id {0:?} is invalid: it must match [a-z0-9][a-z0-9-]{{0,62}}")]
+    InvalidChannelId(String),
+    /// blue_percent missing, not an integer, or outside 0..=100 (domain §4). 400
+    /// `invalid_blue_percent`.
+    #[error("{0}")]
+    InvalidBluePercent(String),
+    /// An app list that is not a list of non-empty names. 400 `invalid_apps`.
+    #[error("{0}")]
+    InvalidApps(String),
+    /// A body that is missing or not the JSON object the route takes. 400 `invalid_body`.
+    #[error("{0}")]
+    InvalidBody(String),
+    /// A query parameter that does not parse. 400 `invalid_query`.
+    #[error("{0}")]
+    InvalidQuery(String),
+    /// An `If-Match` header that is not `"<version>"` or `*`. 400 `invalid_if_match`.
+    #[error("If-Match {0:?} is not a quoted version like \"3\" or *")]
+    InvalidIfMatch(String),
+    /// Setting the apps of, or deleting, the implicit `global` channel. 400 `global_channel`.
+    #[error("the global channel holds every app implicitly; it cannot be {0}")]
+    GlobalChannel(&'static str),
+    /// A timeline that cannot be imported. 400 `invalid_timeline`.
+    #[error("invalid timeline: {0}")]
+    InvalidTimeline(String),
+    /// No such channel. 404 `channel_not_found`.
+    #[error("channel {0:?} does not exist")]
+    ChannelNotFound(String),
+    /// `start` on a releasing channel (domain §4). 409 `already_releasing`.
+    #[error("channel {0:?} is already releasing")]
+    AlreadyReleasing(String),
+    /// `ratio` or `finish` on an idle channel (domain §4). 409 `not_releasing`.
+    #[error("channel {0:?} is not releasing")]
+    NotReleasing(String),
+    /// Changing the apps of, or deleting, a releasing channel. 409 `channel_releasing`.
+    #[error("channel {0:?} is releasing: its apps change only while it is idle")]
+    ChannelReleasing(String),
+    /// An app already in another local channel (domain §1). 409 `app_in_other_channel`.
+    #[error("app {app:?} is already in channel {channel:?}")]
+    AppInOtherChannel {
+        /// The app.
+        app: String,
+        /// The local channel that holds it.
+        channel: String,
+    },
+    /// `If-Match` named a version other than the channel's. 412 `version_mismatch`.
+    #[error("channel {channel:?} is at version {actual}, not {expected}")]
+    VersionMismatch {
+        /// The channel.
+        channel: String,
+        /// The version the request named.
+        expected: u64,
+        /// The channel's version (0 when it does not exist).
+        actual: u64,
+    },
+    /// No token, or a token that is not configured. 401 `unauthorized`.
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    /// A valid token whose role does not allow the request. 403 `forbidden`.
+    #[error("token {0:?} may only read")]
+    Forbidden(String),
+    /// The control database failed. 500 `storage`.
+    #[error("control database: {0}")]
+    Storage(String),
+}
+
+impl ControlError {
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        use ControlError::*;
+        match self {
+            InvalidChannelId(_)
+            | InvalidBluePercent(_)
+            | InvalidApps(_)
+            | InvalidBody(_)
+            | InvalidQuery(_)
+            | InvalidIfMatch(_)
+            | GlobalChannel(_)
+            | InvalidTimeline(_) => StatusCode::BAD_REQUEST,
+            ChannelNotFound(_) => StatusCode::NOT_FOUND,
+            AlreadyReleasing(_)
+            | NotReleasing(_)
+            | ChannelReleasing(_)
+            | AppInOtherChannel { .. } => StatusCode::CONFLICT,
+            VersionMismatch { .. } => StatusCode::PRECONDITION_FAILED,
+            Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Forbidden(_) => StatusCode::FORBIDDEN,
+            Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable machine-readable code of this error.
+    pub fn code(&self) -> &'static str {
+        use ControlError::*;
+        match self {
+            InvalidChannelId(_) => "invalid_channel_id",
+            InvalidBluePercent(_) => "invalid_blue_percent",
+            InvalidApps(_) => "invalid_apps",
+            InvalidBody(_) => "invalid_body",
+            InvalidQuery(_) => "invalid_query",
+            InvalidIfMatch(_) => "invalid_if_match",
+            GlobalChannel(_) => "global_channel",
+            InvalidTimeline(_) => "invalid_timeline",
+            ChannelNotFound(_) => "channel_not_found",
+            AlreadyReleasing(_) => "already_releasing",
+            NotReleasing(_) => "not_releasing",
+            ChannelReleasing(_) => "channel_releasing",
+            AppInOtherChannel { .. } => "app_in_other_channel",
+            VersionMismatch { .. } => "version_mismatch",
+            Unauthorized(_) => "unauthorized",
+            Forbidden(_) => "forbidden",
+            Storage(_) => "storage",
+        }
+    }
+}
+
+impl From<sqlx::Error> for ControlError {
+    fn from(e: sqlx::Error) -> Self {
+        ControlError::Storage(e.to_string())
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for ControlError {
+    fn from(e: sqlx::migrate::MigrateError) -> Self {
+        ControlError::Storage(e.to_string())
+    }
+}
+
+impl IntoResponse for ControlError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
+        let mut response = (status, Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

@@ -1,0 +1,690 @@
+//! The control plane service: validated, versioned, persisted channel operations
+//! (domain §4), the per-app and per-channel event streams numbered by operation, the timeline
+//! document, and the offline import of a timeline. One SQLite file (`control.db` in the data
+//! dir) holds every operation; the in-memory history is rebuilt from it at open.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dyeline_model::ChannelId;
+use parking_lot::RwLock;
+use serde::Serialize;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+use tokio::sync::{Mutex, watch};
+use utoipa::ToSchema;
+
+use crate::error::ControlError;
+use crate::events::{EventBody, EventKind, app_events, channel_events};
+use crate::state::{Channel, Channels, Effective, Op};
+use crate::timeline::{Timeline, TimelineChannel, TimelineDoc, TimelineEvent, UnixNanos};
+
+/// The control database's file name inside the data dir.
+pub const DB_FILE: &str = "control.db";
+
+/// One recorded operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpRecord {
+    /// Sequence number: increasing, never reused (also across restarts).
+    pub seq: u64,
+    /// When it was applied (for imports: the time in the imported timeline).
+    pub t_unix_nano: i64,
+    /// The channel.
+    pub channel: ChannelId,
+    /// The operation.
+    pub op: Op,
+    /// Token name of the writer, or `import`.
+    pub actor: String,
+    /// True for history recorded by `dyeline import --timeline`.
+    pub imported: bool,
+}
+
+struct Entry {
+    rec: OpRecord,
+    before: Arc<Channels>,
+    after: Arc<Channels>,
+}
+
+#[derive(Default)]
+struct History {
+    entries: Vec<Entry>,
+    current: Arc<Channels>,
+}
+
+/// A numbered event of an app's or a channel's stream (domain §4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Event {
+    /// `"<seq>.<n>"`: the operation's sequence number and the event's index among that
+    /// operation's events on this stream, from 0. The SSE `id`.
+    pub id: String,
+    /// The operation's sequence number.
+    pub seq: u64,
+    /// The operation's time, RFC 3339 UTC.
+    pub time: String,
+    /// The event kind.
+    pub event: EventKind,
+    /// The channel it comes from.
+    #[schema(value_type = String)]
+    pub channel: ChannelId,
+    /// Flow changes only: blue_percent before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<u8>,
+    /// Flow changes only: blue_percent after.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<u8>,
+    /// Flow changes only: true when replayed after a switch of channel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<bool>,
+}
+
+/// A position in a stream: after event `n` of operation `seq`. `n = u32::MAX` means after
+/// every event of `seq`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Cursor {
+    /// Operation sequence number (0: before everything).
+    pub seq: u64,
+    /// Event index within it.
+    pub n: u32,
+}
+
+impl Cursor {
+    /// After every event of operation `seq`.
+    pub fn after_seq(seq: u64) -> Self {
+        Cursor { seq, n: u32::MAX }
+    }
+}
+
+impl FromStr for Cursor {
+    type Err = ControlError;
+    /// `"<seq>.<n>"` (an event id) or `"<seq>"`.
+    fn from_str(s: &str) -> Result<Self, ControlError> {
+        let bad = || ControlError::InvalidQuery(format!("{s:?} is not an event id like 12.0"));
+        match s.trim().split_once('.') {
+            Some((a, b)) => Ok(Cursor {
+                seq: a.parse().map_err(|_| bad())?,
+                n: b.parse().map_err(|_| bad())?,
+            }),
+            None => Ok(Cursor::after_seq(s.trim().parse().map_err(|_| bad())?)),
+        }
+    }
+}
+
+/// The result of an accepted write.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct WriteOutcome {
+    /// The operation's sequence number.
+    pub seq: u64,
+    /// The channel after it (absent after a delete).
+    pub channel: Option<Channel>,
+}
+
+/// What an import recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ImportReport {
+    /// Operations recorded.
+    pub recorded: usize,
+    /// Operations already present (same time, channel and op) and skipped, so a re-import
+    /// changes nothing.
+    pub skipped: usize,
+}
+
+/// Current Unix time in nanoseconds.
+pub fn now_unix_nano() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// RFC 3339 UTC text of Unix nanoseconds.
+pub fn rfc3339(t_unix_nano: i64) -> String {
+    chrono::DateTime::from_timestamp_nanos(t_unix_nano)
+        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+}
+
+fn op_columns(op: &Op) -> (Option<i64>, Option<String>) {
+    match op {
+        Op::Ratio(r) => (Some(i64::from(*r)), None),
+        Op::Apps(a) => (
+            None,
+            Some(serde_json::to_string(a).expect("strings serialize")),
+        ),
+        _ => (None, None),
+    }
+}
+
+fn op_from_columns(
+    name: &str,
+    blue_percent: Option<i64>,
+    apps: Option<String>,
+) -> Result<Op, ControlError> {
+    let bad = |what: &str| ControlError::Storage(format!("stored op is corrupt: {what}"));
+    Ok(match name {
+        "start" => Op::Start,
+        "finish" => Op::Finish,
+        "delete" => Op::Delete,
+        "ratio" => Op::Ratio(
+            blue_percent
+                .and_then(|r| u8::try_from(r).ok())
+                .filter(|r| *r <= 100)
+                .ok_or_else(|| bad("ratio without blue_percent"))?,
+        ),
+        "apps" => Op::Apps(
+            serde_json::from_str(apps.as_deref().ok_or_else(|| bad("apps without list"))?)
+                .map_err(|_| bad("apps list is not JSON"))?,
+        ),
+        other => return Err(bad(other)),
+    })
+}
+
+fn number(bodies: Vec<EventBody>, rec: &OpRecord, after: Cursor) -> Vec<Event> {
+    bodies
+        .into_iter()
+        .enumerate()
+        .filter(|(n, _)| {
+            Cursor {
+                seq: rec.seq,
+                n: *n as u32,
+            } > after
+        })
+        .map(|(n, b)| Event {
+            id: format!("{}.{}", rec.seq, n),
+            seq: rec.seq,
+            time: rfc3339(rec.t_unix_nano),
+            event: b.event,
+            channel: b.channel,
+            from: b.flow.map(|f| f.0),
+            to: b.flow.map(|f| f.1),
+            replay: b.flow.map(|f| f.2),
+        })
+        .collect()
+}
+
+/// The control plane: channels, operations and event streams over one SQLite database.
+pub struct ControlPlane {
+    pool: SqlitePool,
+    write: Mutex<()>,
+    history: RwLock<History>,
+    latest: watch::Sender<u64>,
+    read_only: bool,
+}
+
+impl ControlPlane {
+    /// Opens (creating and migrating if needed) `data_dir/control.db` and replays its
+    /// operations.
+    ///
+    /// # Errors
+    /// [`ControlError::Storage`] when the file cannot be opened, migrated or read.
+    pub async fn open(data_dir: &Path) -> Result<Self, ControlError> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|e| ControlError::Storage(format!("{}: {e}", data_dir.display())))?;
+        let options = SqliteConnectOptions::new()
+            .filename(data_dir.join(DB_FILE))
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        Self::load(pool, false).await
+    }
+
+    /// Opens `data_dir/control.db` read-only (for `dyeline analyze` and `sql` beside a
+    /// running server). A data dir without one has no operations.
+    ///
+    /// # Errors
+    /// [`ControlError::Storage`] when the file exists but cannot be read.
+    pub async fn open_read_only(data_dir: &Path) -> Result<Self, ControlError> {
+        let path = data_dir.join(DB_FILE);
+        if !path.exists() {
+            let pool = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(SqliteConnectOptions::from_str("sqlite::memory:")?)
+                .await?;
+            sqlx::migrate!("./migrations").run(&pool).await?;
+            return Self::load(pool, true).await;
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .read_only(true)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        Self::load(pool, true).await
+    }
+
+    async fn load(pool: SqlitePool, read_only: bool) -> Result<Self, ControlError> {
+        let rows = sqlx::query(
+            "SELECT seq, t_unix_nano, channel, op, blue_percent, apps, actor, imported \
+             FROM ops ORDER BY seq",
+        )
+        .fetch_all(&pool)
+        .await?;
+        let mut history = History::default();
+        for row in rows {
+            let channel: String = row.try_get("channel")?;
+            let rec = OpRecord {
+                seq: row.try_get::<i64, _>("seq")? as u64,
+                t_unix_nano: row.try_get("t_unix_nano")?,
+                channel: ChannelId::new(&channel)
+                    .map_err(|_| ControlError::Storage(format!("stored channel {channel:?}")))?,
+                op: op_from_columns(
+                    &row.try_get::<String, _>("op")?,
+                    row.try_get("blue_percent")?,
+                    row.try_get("apps")?,
+                )?,
+                actor: row.try_get("actor")?,
+                imported: row.try_get::<i64, _>("imported")? != 0,
+            };
+            history.push(rec);
+        }
+        let last = history.entries.last().map_or(0, |e| e.rec.seq);
+        let (latest, _) = watch::channel(last);
+        Ok(ControlPlane {
+            pool,
+            write: Mutex::new(()),
+            history: RwLock::new(history),
+            latest,
+            read_only,
+        })
+    }
+
+    /// Every channel now, `global` first then by id.
+    pub fn channels(&self) -> Vec<Channel> {
+        let h = self.history.read();
+        let mut v: Vec<Channel> = h.current.iter().cloned().collect();
+        v.sort_by_key(|c| (!c.id.is_global(), c.id.clone()));
+        v
+    }
+
+    /// One channel now.
+    ///
+    /// # Errors
+    /// [`ControlError::InvalidChannelId`], [`ControlError::ChannelNotFound`].
+    pub fn channel(&self, id: &str) -> Result<Channel, ControlError> {
+        let id = parse_id(id)?;
+        self.history
+            .read()
+            .current
+            .get(id.as_str())
+            .cloned()
+            .ok_or_else(|| ControlError::ChannelNotFound(id.to_string()))
+    }
+
+    /// The effective channel and blue_percent of `app` now (domain §4).
+    pub fn effective(&self, app: &str) -> Effective {
+        self.history.read().current.effective(app)
+    }
+
+    /// The sequence number of the newest operation (0 when none).
+    pub fn latest_seq(&self) -> u64 {
+        *self.latest.borrow()
+    }
+
+    /// A receiver that changes whenever a live operation is recorded (its value: the newest
+    /// sequence number).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.latest.subscribe()
+    }
+
+    /// Validates and applies `op` to channel `id` as `actor`, records it durably, and
+    /// notifies stream subscribers. With `if_match`, the channel's version must equal it
+    /// (0 for a channel that does not exist yet).
+    ///
+    /// # Errors
+    /// Those of [`Channels::check`], [`ControlError::InvalidChannelId`],
+    /// [`ControlError::VersionMismatch`] (412), [`ControlError::Storage`]. A refused write
+    /// records nothing and consumes no sequence number.
+    pub async fn write(
+        &self,
+        id: &str,
+        op: Op,
+        actor: &str,
+        if_match: Option<u64>,
+    ) -> Result<WriteOutcome, ControlError> {
+        if self.read_only {
+            return Err(ControlError::Storage(
+                "the control database is open read-only".into(),
+            ));
+        }
+        let id = parse_id(id)?;
+        let op = match op {
+            Op::Apps(apps) => Op::Apps(crate::state::normalize_apps(apps)?),
+            other => other,
+        };
+        let _guard = self.write.lock().await;
+        let current = self.history.read().current.clone();
+        if let Op::Ratio(r) = op
+            && r > 100
+        {
+            return Err(ControlError::InvalidBluePercent(format!(
+                "blue_percent {r} is outside 0..=100"
+            )));
+        }
+        let exists = current.get(id.as_str()).is_some();
+        if !exists && !matches!(op, Op::Apps(_)) {
+            return Err(ControlError::ChannelNotFound(id.to_string()));
+        }
+        if let Some(expected) = if_match {
+            let actual = current.get(id.as_str()).map_or(0, |c| c.version);
+            if actual != expected {
+                return Err(ControlError::VersionMismatch {
+                    channel: id.to_string(),
+                    expected,
+                    actual,
+                });
+            }
+        }
+        current.check(&id, &op)?;
+        let mut rec = OpRecord {
+            seq: 0,
+            t_unix_nano: now_unix_nano(),
+            channel: id.clone(),
+            op,
+            actor: actor.to_owned(),
+            imported: false,
+        };
+        let mut next = (*current).clone();
+        next.apply(&id, &rec.op);
+        let mut tx = self.pool.begin().await?;
+        rec.seq = insert_op(&mut tx, &rec).await?;
+        store_channel(&mut tx, &id, next.get(id.as_str())).await?;
+        tx.commit().await?;
+        let channel = next.get(id.as_str()).cloned();
+        self.history.write().push(rec.clone());
+        self.latest.send_replace(rec.seq);
+        tracing::info!(seq = rec.seq, channel = %id, op = rec.op.name(), actor, "control operation");
+        Ok(WriteOutcome {
+            seq: rec.seq,
+            channel,
+        })
+    }
+
+    /// The events of `app`'s stream after `after`, in order (domain §4).
+    pub fn app_events(&self, app: &str, after: Cursor) -> Vec<Event> {
+        let h = self.history.read();
+        let from = h.entries.partition_point(|e| e.rec.seq < after.seq);
+        let mut out = Vec::new();
+        for e in &h.entries[from..] {
+            out.extend(number(app_events(app, &e.before, &e.after), &e.rec, after));
+        }
+        out
+    }
+
+    /// The events of channel `id`'s own stream after `after`, in order.
+    ///
+    /// # Errors
+    /// [`ControlError::InvalidChannelId`]; [`ControlError::ChannelNotFound`] for a channel
+    /// that neither exists nor ever had an operation.
+    pub fn channel_events(&self, id: &str, after: Cursor) -> Result<Vec<Event>, ControlError> {
+        let id = parse_id(id)?;
+        let h = self.history.read();
+        if h.current.get(id.as_str()).is_none() && !h.entries.iter().any(|e| e.rec.channel == id) {
+            return Err(ControlError::ChannelNotFound(id.to_string()));
+        }
+        let from = h.entries.partition_point(|e| e.rec.seq < after.seq);
+        let mut out = Vec::new();
+        for e in h.entries[from..].iter().filter(|e| e.rec.channel == id) {
+            out.extend(number(
+                channel_events(&id, &e.rec.op, &e.before),
+                &e.rec,
+                after,
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The timeline document of operations with `from <= t_unix_nano <= to` in time order
+    /// (ties in sequence order); `channels` lists the channels with their apps as they were
+    /// just before `from` (empty lists for channels created later are given by their `apps`
+    /// events). A `delete` is written as an `apps` change to `[]`.
+    pub fn timeline_doc(&self, from: Option<i64>, to: Option<i64>) -> TimelineDoc {
+        let tl = self.timeline();
+        let from_t = from.unwrap_or(i64::MIN);
+        let to_t = to.unwrap_or(i64::MAX);
+        let at_start = if from_t == i64::MIN {
+            Channels::new()
+        } else {
+            tl.channels_at(from_t - 1).clone()
+        };
+        let h = self.history.read();
+        let mut recs: Vec<&OpRecord> = h
+            .entries
+            .iter()
+            .map(|e| &e.rec)
+            .filter(|r| r.t_unix_nano >= from_t && r.t_unix_nano <= to_t)
+            .collect();
+        recs.sort_by_key(|r| (r.t_unix_nano, r.seq));
+        TimelineDoc {
+            description: None,
+            t0_unix_nano: None,
+            channels: at_start
+                .iter()
+                .map(|c| TimelineChannel {
+                    id: c.id.to_string(),
+                    apps: c.apps.clone(),
+                })
+                .collect(),
+            events: recs
+                .into_iter()
+                .map(|r| {
+                    let (op, blue_percent, apps) = match &r.op {
+                        Op::Start => ("start", None, None),
+                        Op::Finish => ("finish", None, None),
+                        Op::Ratio(b) => ("ratio", Some(i64::from(*b)), None),
+                        Op::Apps(a) => ("apps", None, Some(a.clone())),
+                        Op::Delete => ("apps", None, Some(Vec::new())),
+                    };
+                    TimelineEvent {
+                        seq: Some(r.seq),
+                        t_unix_nano: UnixNanos(r.t_unix_nano),
+                        channel: r.channel.to_string(),
+                        op: op.into(),
+                        blue_percent,
+                        apps,
+                        actor: Some(r.actor.clone()),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Every recorded operation as a [`Timeline`] for point queries, in time order (ties in
+    /// sequence order).
+    pub fn timeline(&self) -> Timeline {
+        let h = self.history.read();
+        let mut ops: Vec<(i64, u64, ChannelId, Op)> = h
+            .entries
+            .iter()
+            .map(|e| {
+                (
+                    e.rec.t_unix_nano,
+                    e.rec.seq,
+                    e.rec.channel.clone(),
+                    e.rec.op.clone(),
+                )
+            })
+            .collect();
+        ops.sort_by_key(|(t, seq, ..)| (*t, *seq));
+        Timeline::from_ops(
+            Channels::new(),
+            ops.into_iter().map(|(t, _, id, op)| (t, id, op)).collect(),
+        )
+    }
+
+    /// Records a timeline document as history (`dyeline import --timeline`): the channels'
+    /// app lists (at `t0_unix_nano`, else the first event's time), then the events in time
+    /// order, each validated against the state it lands on (domain §4), with actor `import`.
+    /// Operations already present (same time, channel and op) are skipped, so importing the
+    /// same timeline twice changes nothing. All or nothing: one transaction. Live stream
+    /// subscribers are not notified.
+    ///
+    /// # Errors
+    /// [`ControlError::InvalidTimeline`] naming the first event that does not parse or is
+    /// refused; [`ControlError::Storage`].
+    pub async fn import(&self, doc: &TimelineDoc) -> Result<ImportReport, ControlError> {
+        if self.read_only {
+            return Err(ControlError::Storage(
+                "the control database is open read-only".into(),
+            ));
+        }
+        let _guard = self.write.lock().await;
+        let mut events: Vec<(i64, ChannelId, Op)> = Vec::with_capacity(doc.events.len());
+        for ev in &doc.events {
+            let (id, op) = ev.to_op()?;
+            events.push((ev.t_unix_nano.0, id, op));
+        }
+        events.sort_by_key(|(t, ..)| *t);
+        let t_apps = doc
+            .t0_unix_nano
+            .map(|t| t.0)
+            .or_else(|| events.first().map(|e| e.0))
+            .unwrap_or_else(now_unix_nano);
+        let mut planned: Vec<(i64, ChannelId, Op)> = Vec::new();
+        for ch in &doc.channels {
+            let id = parse_id(&ch.id)
+                .map_err(|_| ControlError::InvalidTimeline(format!("channel id {:?}", ch.id)))?;
+            if !id.is_global() {
+                planned.push((t_apps, id, Op::Apps(ch.apps.clone())));
+            }
+        }
+        planned.extend(events);
+
+        let (mut state, existing): (Channels, Vec<(i64, ChannelId, Op)>) = {
+            let h = self.history.read();
+            (
+                (*h.current).clone(),
+                h.entries
+                    .iter()
+                    .map(|e| (e.rec.t_unix_nano, e.rec.channel.clone(), e.rec.op.clone()))
+                    .collect(),
+            )
+        };
+        let mut report = ImportReport::default();
+        let mut recs = Vec::new();
+        for (i, (t, id, op)) in planned.into_iter().enumerate() {
+            let duplicate = match &op {
+                Op::Apps(apps) => state.get(id.as_str()).is_some_and(|c| {
+                    crate::state::normalize_apps(apps.clone()).ok().as_ref() == Some(&c.apps)
+                }),
+                _ => existing
+                    .iter()
+                    .any(|(et, eid, eop)| *et == t && *eid == id && *eop == op),
+            };
+            if duplicate {
+                report.skipped += 1;
+                continue;
+            }
+            if state.get(id.as_str()).is_none() && !matches!(op, Op::Apps(_)) {
+                return Err(ControlError::InvalidTimeline(format!(
+                    "event {i} ({} on {id} at {t}): channel {id:?} is not in the timeline's channels",
+                    op.name()
+                )));
+            }
+            state.check(&id, &op).map_err(|e| {
+                ControlError::InvalidTimeline(format!(
+                    "event {i} ({} on {id} at {t}): {e}",
+                    op.name()
+                ))
+            })?;
+            state.apply(&id, &op);
+            recs.push(OpRecord {
+                seq: 0,
+                t_unix_nano: t,
+                channel: id,
+                op,
+                actor: "import".into(),
+                imported: true,
+            });
+        }
+        let mut tx = self.pool.begin().await?;
+        for rec in &mut recs {
+            rec.seq = insert_op(&mut tx, rec).await?;
+            store_channel(&mut tx, &rec.channel, state.get(rec.channel.as_str())).await?;
+        }
+        tx.commit().await?;
+        report.recorded = recs.len();
+        let mut h = self.history.write();
+        for rec in recs {
+            h.push(rec);
+        }
+        Ok(report)
+    }
+
+    /// Closes the database.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+impl History {
+    fn push(&mut self, rec: OpRecord) {
+        let before = self.current.clone();
+        let mut next = (*before).clone();
+        next.apply(&rec.channel, &rec.op);
+        let after = Arc::new(next);
+        self.current = after.clone();
+        self.entries.push(Entry { rec, before, after });
+    }
+}
+
+fn parse_id(id: &str) -> Result<ChannelId, ControlError> {
+    ChannelId::new(id).map_err(|_| ControlError::InvalidChannelId(id.to_owned()))
+}
+
+async fn insert_op(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    rec: &OpRecord,
+) -> Result<u64, ControlError> {
+    let (blue_percent, apps) = op_columns(&rec.op);
+    let seq: i64 = sqlx::query_scalar(
+        "INSERT INTO ops (t_unix_nano, channel, op, blue_percent, apps, actor, imported) \
+         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+    )
+    .bind(rec.t_unix_nano)
+    .bind(rec.channel.as_str())
+    .bind(rec.op.name())
+    .bind(blue_percent)
+    .bind(apps)
+    .bind(&rec.actor)
+    .bind(i64::from(rec.imported))
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(seq as u64)
+}
+
+async fn store_channel(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    id: &ChannelId,
+    channel: Option<&Channel>,
+) -> Result<(), ControlError> {
+    match channel {
+        None => {
+            sqlx::query("DELETE FROM channels WHERE id = ?")
+                .bind(id.as_str())
+                .execute(&mut **tx)
+                .await?;
+        }
+        Some(c) => {
+            sqlx::query(
+                "INSERT INTO channels (id, apps, state, blue_percent, version) VALUES (?, ?, ?, ?, ?) \
+                 ON CONFLICT(id) DO UPDATE SET apps = excluded.apps, state = excluded.state, \
+                 blue_percent = excluded.blue_percent, version = excluded.version",
+            )
+            .bind(c.id.as_str())
+            .bind(serde_json::to_string(&c.apps).expect("strings serialize"))
+            .bind(c.state.as_str())
+            .bind(i64::from(c.blue_percent))
+            .bind(c.version as i64)
+            .execute(&mut **tx)
+            .await?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! `dyeline channel …`: a command-line client of the control API (list, show, put, delete,
+//! start, ratio, finish, weights, events) for release owners and scripts. Prints the API's
+//! JSON (a table for `list`); an API error prints its code and message and exits non-zero.
+
+use std::time::Duration;
+
+use clap::Subcommand;
+use reqwest::blocking::{Client, RequestBuilder};
+use serde_json::{Value, json};
+
+/// Connection options shared by every `channel` command.
+#[derive(clap::Args, Clone)]
+pub struct ClientArgs {
+    /// Base URL of the API.
+    #[arg(long, env = "DYELINE_SERVER", default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    /// Bearer token for writes (and reads when the server requires it).
+    #[arg(long, env = "DYELINE_API_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Write only if the channel is at this version (sent as `If-Match: "<version>"`).
+    #[arg(long)]
+    pub if_match: Option<u64>,
+}
+
+/// The `channel` commands.
+#[derive(Subcommand, Clone)]
+pub enum ChannelCommand {
+    /// List every channel.
+    List,
+    /// Show one channel.
+    Show {
+        /// Channel id.
+        id: String,
+    },
+    /// Create a channel or set its apps (while idle).
+    Put {
+        /// Channel id.
+        id: String,
+        /// App names, comma-separated or repeated.
+        #[arg(long, value_delimiter = ',', num_args = 0..)]
+        apps: Vec<String>,
+    },
+    /// Delete an idle channel.
+    Delete {
+        /// Channel id.
+        id: String,
+    },
+    /// Start releasing (blue_percent 50).
+    Start {
+        /// Channel id.
+        id: String,
+    },
+    /// Set blue_percent (0..=100) while releasing.
+    Ratio {
+        /// Channel id.
+        id: String,
+        /// Share of traffic to blue, an integer 0..=100.
+        blue_percent: String,
+    },
+    /// Finish releasing (blue_percent back to 50).
+    Finish {
+        /// Channel id.
+        id: String,
+    },
+    /// Instance weights for the channel's blue_percent.
+    Weights {
+        /// Channel id.
+        id: String,
+        /// Blue instance count (count-aware weights with --green-instances).
+        #[arg(long)]
+        blue_instances: Option<u32>,
+        /// Green instance count.
+        #[arg(long)]
+        green_instances: Option<u32>,
+        /// Instance id: also print its apply delay.
+        #[arg(long)]
+        instance: Option<String>,
+    },
+    /// The channel's event stream so far.
+    Events {
+        /// Channel id.
+        id: String,
+        /// Only after this sequence number.
+        #[arg(long)]
+        after: Option<u64>,
+    },
+}
+
+/// Runs one command; returns the text to print.
+///
+/// # Errors
+/// The server cannot be reached; the API refused the request (its code and message).
+pub fn run(args: &ClientArgs, cmd: &ChannelCommand) -> Result<String, String> {
+    let client = Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let base = args.server.trim_end_matches('/');
+    let url = |path: String| format!("{base}/api/v1/{path}");
+    let with_auth = |rb: RequestBuilder| {
+        let rb = match &args.token {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        };
+        match args.if_match {
+            Some(v) => rb.header("If-Match", format!("\"{v}\"")),
+            None => rb,
+        }
+    };
+    let rb = match cmd {
+        ChannelCommand::List => client.get(url("channels".into())),
+        ChannelCommand::Show { id } => client.get(url(format!("channels/{id}"))),
+        ChannelCommand::Put { id, apps } => client
+            .put(url(format!("channels/{id}")))
+            .json(&json!({ "apps": apps })),
+        ChannelCommand::Delete { id } => client.delete(url(format!("channels/{id}"))),
+        ChannelCommand::Start { id } => client.post(url(format!("channels/{id}/start"))),
+        ChannelCommand::Finish { id } => client.post(url(format!("channels/{id}/finish"))),
+        ChannelCommand::Ratio { id, blue_percent } => {
+            // Sent as a JSON number when it is one, so the server's validation speaks.
+            let value: Value = serde_json::from_str(blue_percent)
+                .unwrap_or_else(|_| Value::String(blue_percent.clone()));
+            client
+                .post(url(format!("channels/{id}/ratio")))
+                .json(&json!({ "blue_percent": value }))
+        }
+        ChannelCommand::Weights {
+            id,
+            blue_instances,
+            green_instances,
+            instance,
+        } => {
+            let mut q: Vec<(&str, String)> = Vec::new();
+            if let Some(b) = blue_instances {
+                q.push(("blue_instances", b.to_string()));
+            }
+            if let Some(g) = green_instances {
+                q.push(("green_instances", g.to_string()));
+            }
+            if let Some(i) = instance {
+                q.push(("instance", i.clone()));
+            }
+            client.get(with_query(&url(format!("channels/{id}/weights")), &q)?)
+        }
+        ChannelCommand::Events { id, after } => {
+            let q: Vec<(&str, String)> = after.iter().map(|a| ("after", a.to_string())).collect();
+            client.get(with_query(&url(format!("channels/{id}/events")), &q)?)
+        }
+    };
+    let resp = with_auth(rb)
+        .send()
+        .map_err(|e| format!("cannot reach {base}: {e}"))?;
+    let status = resp.status();
+    let body: Value = resp
+        .json()
+        .map_err(|e| format!("{status}: the answer is not JSON: {e}"))?;
+    if !status.is_success() {
+        let code = body["error"]["code"].as_str().unwrap_or("error");
+        let message = body["error"]["message"].as_str().unwrap_or("");
+        return Err(format!("{} {code}: {message}", status.as_u16()));
+    }
+    if matches!(cmd, ChannelCommand::List) {
+        return Ok(table(&body));
+    }
+    serde_json::to_string_pretty(&body).map_err(|e| e.to_string())
+}
+
+fn with_query(url: &str, q: &[(&str, String)]) -> Result<reqwest::Url, String> {
+    reqwest::Url::parse_with_params(url, q).map_err(|e| format!("{url}: {e}"))
+}
+
+fn table(body: &Value) -> String {
+    let mut out = format!(
+        "{:<24} {:<10} {:>12} {:>8}  apps\n",
+        "id", "state", "blue_percent", "version"
+    );
+    for c in body["channels"].as_array().into_iter().flatten() {
+        let apps: Vec<&str> = c["apps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let apps = if c["id"] == "global" {
+            "(every app not in a releasing local channel)".to_owned()
+        } else {
+            apps.join(",")
+        };
+        out.push_str(&format!(
+            "{:<24} {:<10} {:>12} {:>8}  {}\n",
+            c["id"].as_str().unwrap_or(""),
+            c["state"].as_str().unwrap_or(""),
+            c["blue_percent"],
+            c["version"],
+            apps
+        ));
+    }
+    out.trim_end().to_owned()
+}
