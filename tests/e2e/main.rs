@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod cases;
+mod control;
 mod durability;
 mod fixtures;
 mod otlp_python;
