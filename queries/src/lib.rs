@@ -8,3 +8,4 @@ pub mod render;
 pub mod sql;
 
 pub use sql::{QueryResult, SqlEngine, SqlError, SqlLimits};
+pub mod analyze;

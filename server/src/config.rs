@@ -9,6 +9,7 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use dyeline_control::{ApiToken, Role};
 use dyeline_model::ColorRule;
+use dyeline_queries::analyze::AnalyzerConfig;
 use dyeline_store::FsyncPolicy;
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
@@ -41,6 +42,8 @@ pub struct Config {
     pub api: ApiSettings,
     /// One more write token, named `env` (`DYELINE_API_TOKEN`).
     pub api_token: Option<Secret>,
+    /// Detection thresholds (`[analyzer.defaults]`, `[analyzer.channels.<id>]`).
+    pub analyzer: AnalyzerConfig,
 }
 
 /// A secret string: read and written as a plain string, never printed by `Debug`.
@@ -160,6 +163,7 @@ impl Default for Config {
             log_format: LogFormat::Text,
             api: ApiSettings::default(),
             api_token: None,
+            analyzer: AnalyzerConfig::default(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! `sql` queries a data directory; `import` loads OTLP/JSON Lines captures and timelines into
 //! one; `channel` drives the control API of a running server.
 
+mod analyze;
 mod api;
 mod client;
 mod config;
@@ -38,6 +39,8 @@ enum Command {
     /// Load OTLP/JSON Lines files (`.jsonl`, `.jsonl.gz`) and a channel timeline into a data
     /// directory (offline).
     Import(ImportArgs),
+    /// Run the six detections of a release over a data directory (offline post-mortem).
+    Analyze(AnalyzeArgs),
     /// Manage release channels through a running server's API.
     Channel {
         #[command(flatten)]
@@ -95,6 +98,25 @@ struct ImportArgs {
     files: Vec<PathBuf>,
 }
 
+#[derive(clap::Args)]
+struct AnalyzeArgs {
+    /// Data directory.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Spans starting at or after this time (RFC 3339 or Unix nanoseconds).
+    #[arg(long)]
+    from: Option<String>,
+    /// Spans starting before this time.
+    #[arg(long)]
+    to: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: OutputFormat,
+    /// Also list every span's parsed decisions.
+    #[arg(long)]
+    with_decisions: bool,
+}
+
 fn overrides(data_dir: Option<&PathBuf>, serve: Option<&ServeArgs>) -> Figment {
     let mut f = Figment::new();
     if let Some(d) = data_dir {
@@ -145,6 +167,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => (a.data_dir.as_ref(), Some(a)),
         Command::Sql(a) => (a.data_dir.as_ref(), None),
         Command::Import(a) => (a.data_dir.as_ref(), None),
+        Command::Analyze(a) => (a.data_dir.as_ref(), None),
         Command::Channel { .. } => unreachable!("handled above"),
     };
     let config = match Config::load(cli.config.as_deref(), overrides(data_dir, serve_args)) {
@@ -155,7 +178,7 @@ fn main() -> ExitCode {
         }
     };
     // A query's output should not drown in the store's start-up logs.
-    let level = if matches!(cli.command, Command::Sql(_)) {
+    let level = if matches!(cli.command, Command::Sql(_) | Command::Analyze(_)) {
         "warn"
     } else {
         "info"
@@ -178,6 +201,16 @@ fn main() -> ExitCode {
                 serve::sql(config, &a.query, matches!(a.format, OutputFormat::Json)).await
             }
             Command::Import(a) => import::run(config, &a.files, a.timeline.as_deref()).await,
+            Command::Analyze(a) => {
+                analyze::run(
+                    config,
+                    a.from.as_deref(),
+                    a.to.as_deref(),
+                    matches!(a.format, OutputFormat::Json),
+                    a.with_decisions,
+                )
+                .await
+            }
             Command::Channel { .. } => unreachable!("handled above"),
         }
     });

@@ -1,0 +1,403 @@
+//! Reading the spans the analyzer needs: one DataFusion scan of `spans` (columns projected,
+//! start time filtered and pruned by hour) into compact per-span records with interned app,
+//! instance and channel names, and each span's effective channel from the timeline.
+
+use std::collections::HashMap;
+
+use arrow::array::{
+    Array, AsArray, BooleanArray, Int64Array, ListArray, MapArray, StringArray, UInt32Array,
+};
+use datafusion::prelude::SessionContext;
+use dyeline_control::Timeline;
+use dyeline_model::Color;
+use futures::StreamExt;
+
+use crate::sql::SqlError;
+
+/// Names interned as dense `u32` ids.
+#[derive(Debug, Default, Clone)]
+pub struct Interner {
+    map: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Interner {
+    /// The id of `name`, adding it if new.
+    pub fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.map.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.map.insert(name.to_owned(), id);
+        self.names.push(name.to_owned());
+        id
+    }
+
+    /// The id of `name` if known.
+    pub fn get(&self, name: &str) -> Option<u32> {
+        self.map.get(name).copied()
+    }
+
+    /// The name of `id`.
+    pub fn name(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+
+    /// Number of names.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+/// Span kinds the analyzer distinguishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// SERVER.
+    Server,
+    /// CONSUMER.
+    Consumer,
+    /// CLIENT, PRODUCER, INTERNAL, UNSPECIFIED.
+    Other,
+}
+
+/// Traffic kinds (domain §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Traffic {
+    /// SERVER spans.
+    Rpc,
+    /// CONSUMER spans.
+    Mq,
+    /// Scheduled work.
+    Job,
+}
+
+impl Traffic {
+    /// `RPC`, `MQ`, `JOB`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Traffic::Rpc => "RPC",
+            Traffic::Mq => "MQ",
+            Traffic::Job => "JOB",
+        }
+    }
+}
+
+/// One span as the analyzer sees it.
+#[derive(Clone, Debug)]
+pub struct SpanRec {
+    /// Trace id.
+    pub trace: u128,
+    /// Span id.
+    pub span: u64,
+    /// Parent span id, if any.
+    pub parent: Option<u64>,
+    /// App (`service_name`), interned in [`Spans::apps`].
+    pub app: u32,
+    /// Instance, interned in [`Spans::instances`].
+    pub instance: u32,
+    /// Instance colour.
+    pub color: Color,
+    /// SERVER / CONSUMER / other.
+    pub kind: Kind,
+    /// Traffic kind, if any.
+    pub traffic: Option<Traffic>,
+    /// Start, Unix ns.
+    pub start: i64,
+    /// Error per domain §6 (resolved at ingest).
+    pub is_error: bool,
+    /// Decisions: (channel interned in [`Spans::channels`], colour), first-wins already.
+    pub decisions: Vec<(u32, Color)>,
+    /// Effective channel of the app at `start` (interned), if any.
+    pub channel: Option<u32>,
+    /// Effective blue_percent at `start`.
+    pub blue_percent: u8,
+    /// When the app's effective configuration last changed at or before `start`, Unix ns
+    /// (`i64::MIN` if never).
+    pub since: i64,
+    /// When it next changes after `start` (`i64::MAX` if never).
+    pub until: i64,
+}
+
+impl SpanRec {
+    /// This span's decision for `channel`.
+    pub fn decision(&self, channel: u32) -> Option<Color> {
+        self.decisions
+            .iter()
+            .find(|(c, _)| *c == channel)
+            .map(|(_, col)| *col)
+    }
+}
+
+/// A span's decision fields, kept only for `--with-decisions` and the baggage lists.
+#[derive(Clone, Debug)]
+pub struct DecisionRec {
+    /// Index of the span in [`Spans::spans`].
+    pub index: usize,
+    /// Attribute the decision was read from.
+    pub source: String,
+    /// Malformed pairs skipped.
+    pub malformed_pairs: u32,
+    /// Channels given twice with different colours.
+    pub conflicting: Vec<String>,
+}
+
+/// Every span of the analysed range.
+#[derive(Debug, Default)]
+pub struct Spans {
+    /// The spans, sorted by trace id then start.
+    pub spans: Vec<SpanRec>,
+    /// Spans that carry a decision source.
+    pub decision_recs: Vec<DecisionRec>,
+    /// App names.
+    pub apps: Interner,
+    /// Instance ids.
+    pub instances: Interner,
+    /// Channel ids (from decisions and the timeline).
+    pub channels: Interner,
+    /// (instance, app, color, rule) seen.
+    pub instance_rules: Vec<(String, String, Color, String)>,
+}
+
+fn parse_color(s: &str) -> Color {
+    Color::parse(s).unwrap_or(Color::Unknown)
+}
+
+fn sql_err(e: impl std::fmt::Display) -> SqlError {
+    SqlError::Internal(e.to_string())
+}
+
+/// Scans `spans` with `from <= start_time_unix_nano < to` and resolves each span's
+/// effective channel from `timeline`.
+///
+/// # Errors
+/// [`SqlError::Internal`] when the scan fails.
+pub async fn load(
+    ctx: &SessionContext,
+    timeline: &Timeline,
+    from: Option<i64>,
+    to: Option<i64>,
+) -> Result<Spans, SqlError> {
+    let mut filter = Vec::new();
+    if let Some(f) = from {
+        filter.push(format!("start_time_unix_nano >= {f}"));
+    }
+    if let Some(t) = to {
+        filter.push(format!("start_time_unix_nano < {t}"));
+    }
+    let where_clause = if filter.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", filter.join(" AND "))
+    };
+    let sql = format!(
+        "SELECT trace_id, span_id, parent_span_id, service_name, instance_id, color, color_rule, \
+         span_kind, traffic_kind, start_time_unix_nano, is_error, decisions, decision_source, \
+         malformed_pairs, conflicting_channels FROM spans {where_clause}"
+    );
+    let df = ctx.sql(&sql).await.map_err(sql_err)?;
+    let mut stream = df.execute_stream().await.map_err(sql_err)?;
+    let mut out = Spans::default();
+    let mut rules: HashMap<(u32, u32, Color, String), ()> = HashMap::new();
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(sql_err)?;
+        let s = |i: usize| batch.column(i).as_any().downcast_ref::<StringArray>();
+        let cols = (s(0), s(1), s(2), s(3), s(4), s(5), s(6), s(7), s(8));
+        let (
+            Some(trace),
+            Some(span),
+            Some(parent),
+            Some(app),
+            Some(inst),
+            Some(color),
+            Some(rule),
+            Some(kind),
+            Some(traffic),
+        ) = cols
+        else {
+            return Err(sql_err("unexpected column types in spans"));
+        };
+        let start = batch
+            .column(9)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| sql_err("start type"))?;
+        let is_error = batch
+            .column(10)
+            .as_any()
+            .downcast_ref::<BooleanArray>()
+            .ok_or_else(|| sql_err("is_error type"))?;
+        let decisions = batch
+            .column(11)
+            .as_any()
+            .downcast_ref::<MapArray>()
+            .ok_or_else(|| sql_err("decisions type"))?;
+        let source = batch
+            .column(12)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| sql_err("decision_source type"))?;
+        let malformed = batch
+            .column(13)
+            .as_any()
+            .downcast_ref::<UInt32Array>()
+            .ok_or_else(|| sql_err("malformed type"))?;
+        let conflicting = batch
+            .column(14)
+            .as_any()
+            .downcast_ref::<ListArray>()
+            .ok_or_else(|| sql_err("conflicting type"))?;
+        for i in 0..batch.num_rows() {
+            let (Ok(t), Ok(sp)) = (
+                u128::from_str_radix(trace.value(i), 16),
+                u64::from_str_radix(span.value(i), 16),
+            ) else {
+                continue;
+            };
+            let parent_id = if parent.is_null(i) {
+                None
+            } else {
+                u64::from_str_radix(parent.value(i), 16)
+                    .ok()
+                    .filter(|p| *p != 0)
+            };
+            let app_id = out.apps.intern(app.value(i));
+            let inst_id = out.instances.intern(inst.value(i));
+            let col = parse_color(color.value(i));
+            let rule_text = if rule.is_null(i) {
+                "none"
+            } else {
+                rule.value(i)
+            };
+            rules
+                .entry((inst_id, app_id, col, rule_text.to_owned()))
+                .or_insert(());
+            let k = match kind.value(i) {
+                "SERVER" => Kind::Server,
+                "CONSUMER" => Kind::Consumer,
+                _ => Kind::Other,
+            };
+            let tr = if traffic.is_null(i) {
+                None
+            } else {
+                match traffic.value(i) {
+                    "RPC" => Some(Traffic::Rpc),
+                    "MQ" => Some(Traffic::Mq),
+                    "JOB" => Some(Traffic::Job),
+                    _ => None,
+                }
+            };
+            let mut decs = Vec::new();
+            if !decisions.is_null(i) {
+                let entry = decisions.value(i);
+                let keys = entry.column(0).as_string::<i32>();
+                let vals = entry.column(1).as_string::<i32>();
+                for j in 0..entry.len() {
+                    if vals.is_null(j) {
+                        continue;
+                    }
+                    let c = parse_color(vals.value(j));
+                    if c != Color::Unknown {
+                        decs.push((out.channels.intern(keys.value(j)), c));
+                    }
+                }
+            }
+            let index = out.spans.len();
+            if !source.is_null(i) {
+                let conf: Vec<String> = if conflicting.is_null(i) {
+                    Vec::new()
+                } else {
+                    let l = conflicting.value(i);
+                    let l = l.as_string::<i32>();
+                    (0..l.len())
+                        .filter(|j| !l.is_null(*j))
+                        .map(|j| l.value(j).to_owned())
+                        .collect()
+                };
+                out.decision_recs.push(DecisionRec {
+                    index,
+                    source: source.value(i).to_owned(),
+                    malformed_pairs: malformed.value(i),
+                    conflicting: conf,
+                });
+            }
+            out.spans.push(SpanRec {
+                trace: t,
+                span: sp,
+                parent: parent_id,
+                app: app_id,
+                instance: inst_id,
+                color: col,
+                kind: k,
+                traffic: tr,
+                start: start.value(i),
+                is_error: is_error.value(i),
+                decisions: decs,
+                channel: None,
+                blue_percent: 50,
+                since: i64::MIN,
+                until: i64::MAX,
+            });
+        }
+    }
+    // Effective channel per span, from each app's changes.
+    let mut changes = Vec::with_capacity(out.apps.len());
+    for a in 0..out.apps.len() as u32 {
+        let c: Vec<(i64, Option<u32>, u8)> = timeline
+            .changes(out.apps.name(a))
+            .into_iter()
+            .map(|ch| {
+                (
+                    ch.t_unix_nano,
+                    ch.effective
+                        .channel
+                        .map(|id| out.channels.intern(id.as_str())),
+                    ch.effective.blue_percent,
+                )
+            })
+            .collect();
+        changes.push(c);
+    }
+    for s in &mut out.spans {
+        let c = &changes[s.app as usize];
+        let n = c.partition_point(|(t, ..)| *t <= s.start);
+        let (since, channel, bp) = c[n.saturating_sub(1)];
+        s.channel = channel;
+        s.blue_percent = bp;
+        s.since = since;
+        s.until = c.get(n).map_or(i64::MAX, |x| x.0);
+    }
+    // Sort by trace, keeping decision indexes valid.
+    let mut order: Vec<usize> = (0..out.spans.len()).collect();
+    order.sort_by_key(|&i| (out.spans[i].trace, out.spans[i].start, out.spans[i].span));
+    let mut new_index = vec![0usize; order.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_index[old] = new;
+    }
+    let mut sorted = Vec::with_capacity(out.spans.len());
+    for &old in &order {
+        sorted.push(out.spans[old].clone());
+    }
+    out.spans = sorted;
+    for d in &mut out.decision_recs {
+        d.index = new_index[d.index];
+    }
+    let mut inst: Vec<(String, String, Color, String)> = rules
+        .into_keys()
+        .map(|(i, a, c, r)| {
+            (
+                out.instances.name(i).to_owned(),
+                out.apps.name(a).to_owned(),
+                c,
+                r,
+            )
+        })
+        .collect();
+    inst.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    out.instance_rules = inst;
+    Ok(out)
+}

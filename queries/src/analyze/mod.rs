@@ -1,0 +1,466 @@
+//! The release analyzer (docs/domain.md §6): the six detections over the `spans` table and
+//! the control plane's timeline. [`analyze`] scans the spans of a time range once with
+//! DataFusion ([`load`]), resolves each span's effective channel and blue_percent from the
+//! timeline, then judges traces ([`traces`]: cross-colour hops, missing decisions) and
+//! tumbling windows ([`windows`]: drained side, ratio deviation, instance skew, error
+//! spikes). The [`Report`] is the JSON read by `../shared/tools/check_findings.py`.
+
+pub mod load;
+pub mod traces;
+pub mod windows;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use datafusion::prelude::SessionContext;
+use dyeline_control::Timeline;
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::sql::SqlError;
+
+/// Thresholds of the detections; the defaults are those of domain §6.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Thresholds {
+    /// Tumbling window. Default 60 s.
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+    /// Drained-side traffic counts only this long after the app's effective blue_percent
+    /// changed. Default 10 s.
+    #[serde(with = "humantime_serde")]
+    pub grace: Duration,
+    /// Ratio deviation: at least this many requests in the window. Default 200.
+    pub ratio_min_requests: u64,
+    /// Ratio deviation: the gap must exceed this many percentage points... Default 5.
+    pub ratio_min_gap_pp: f64,
+    /// ...and this many binomial standard errors of r. Default 3.
+    pub ratio_std_errors: f64,
+    /// Instance skew: over this many times the colour's mean. Default 2.
+    pub skew_factor: f64,
+    /// Instance skew: at least this many requests on the colour. Default 100.
+    pub skew_min_requests: u64,
+    /// Error spike: error rate at least this. Default 0.02.
+    pub spike_min_error_rate: f64,
+    /// Error spike: at least this many times the other colour's rate. Default 3.
+    pub spike_factor: f64,
+    /// Error spike: two-sided two-proportion z-test p below this. Default 0.01.
+    pub spike_p_value: f64,
+    /// Error spike: at least this many requests on each colour. Default 100.
+    pub spike_min_requests: u64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            window: Duration::from_secs(60),
+            grace: Duration::from_secs(10),
+            ratio_min_requests: 200,
+            ratio_min_gap_pp: 5.0,
+            ratio_std_errors: 3.0,
+            skew_factor: 2.0,
+            skew_min_requests: 100,
+            spike_min_error_rate: 0.02,
+            spike_factor: 3.0,
+            spike_p_value: 0.01,
+            spike_min_requests: 100,
+        }
+    }
+}
+
+/// Analyzer settings: default thresholds (`[analyzer.defaults]`) and per-channel
+/// replacements (`[analyzer.channels.<id>]`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AnalyzerConfig {
+    /// Thresholds for every channel.
+    pub defaults: Thresholds,
+    /// Thresholds of named channels (each a whole set; unspecified keys take the defaults
+    /// of domain §6).
+    pub channels: BTreeMap<String, Thresholds>,
+}
+
+impl AnalyzerConfig {
+    /// The thresholds of `channel`.
+    pub fn for_channel(&self, channel: &str) -> &Thresholds {
+        self.channels.get(channel).unwrap_or(&self.defaults)
+    }
+}
+
+/// Lower-case 32-digit hex of a trace id.
+pub fn hex128(v: u128) -> String {
+    format!("{v:032x}")
+}
+
+/// Lower-case 16-digit hex of a span id.
+pub fn hex64(v: u64) -> String {
+    format!("{v:016x}")
+}
+
+fn nanos<S: Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+/// Domain §6.1: a SERVER/CONSUMER span whose colour differs from its trace's colour in the
+/// channel (or a root-most span whose decision is not its colour).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CrossColorHop {
+    /// Trace id, lower-case hex.
+    pub trace_id: String,
+    /// The offending span.
+    pub span_id: String,
+    /// Channel.
+    pub channel: String,
+    /// App of the nearest ancestor span in the channel, or `(none)`.
+    pub from_app: String,
+    /// Its instance colour (null with `(none)`).
+    pub from_color: Option<&'static str>,
+    /// App of the offending span.
+    pub to_app: String,
+    /// Its instance colour.
+    pub to_color: &'static str,
+    /// `RPC` (SERVER) or `MQ` (CONSUMER).
+    pub kind: &'static str,
+    /// `decision_mismatch`, `no_decision` or `decision_changed`.
+    pub reason: &'static str,
+    /// Apps between the ancestor and the span, in call order, each once.
+    pub via: Vec<String>,
+    /// The span's start, Unix ns.
+    #[serde(serialize_with = "nanos")]
+    pub t_unix_nano: i64,
+}
+
+/// Domain §6.2: a SERVER/CONSUMER span of an app in a releasing channel without a decision
+/// for it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MissingDecision {
+    /// Trace id.
+    pub trace_id: String,
+    /// The span.
+    pub span_id: String,
+    /// Channel.
+    pub channel: String,
+    /// Its app.
+    pub app: String,
+    /// App of its parent span (`(none)` for a root, `(unknown)` if the parent is absent).
+    pub caller_app: String,
+    /// `RPC` or `MQ`.
+    pub kind: &'static str,
+    /// The span's start, Unix ns.
+    #[serde(serialize_with = "nanos")]
+    pub t_unix_nano: i64,
+}
+
+/// Domain §6.3: traffic on the drained side, per window, app, colour and kind.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DrainedSide {
+    /// Channel.
+    pub channel: String,
+    /// App.
+    pub app: String,
+    /// The drained colour that still took traffic.
+    pub color: &'static str,
+    /// `RPC`, `MQ` or `JOB`.
+    pub kind: &'static str,
+    /// Spans.
+    pub count: u64,
+    /// blue_percent in force (0 or 100).
+    pub blue_percent: u8,
+    /// Instances that took them.
+    pub instances: Vec<String>,
+    /// Every trace id (not a sample).
+    pub trace_ids: Vec<String>,
+    /// Window start, Unix ns.
+    #[serde(serialize_with = "nanos")]
+    pub window_start_unix_nano: i64,
+    /// Window end (exclusive), Unix ns.
+    #[serde(serialize_with = "nanos")]
+    pub window_end_unix_nano: i64,
+}
+
+/// Domain §6.4: the observed blue share of requests is off blue_percent.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RatioDeviation {
+    /// Channel.
+    pub channel: String,
+    /// App.
+    pub app: String,
+    /// The over-served colour.
+    pub color: &'static str,
+    /// Always `RPC` (MQ is left out of ratio checks).
+    pub kind: &'static str,
+    /// Requests on blue and green instances.
+    pub requests: u64,
+    /// Observed blue share, 0..1.
+    pub blue_share: f64,
+    /// blue_percent in force.
+    pub blue_percent: u8,
+    /// The gap allowed: max(5 pp, 3 standard errors), as a share.
+    pub tolerance: f64,
+    /// The blue share the domain §5 weights imply for the instance counts seen.
+    pub weight_implied_share: f64,
+    /// Blue instances seen.
+    pub blue_instances: u32,
+    /// Green instances seen.
+    pub green_instances: u32,
+    /// `unequal_cluster_sizes` when the weight-implied share explains the observed one and
+    /// the counts differ; else null.
+    pub cause: Option<&'static str>,
+    /// Window start, Unix ns.
+    #[serde(serialize_with = "nanos")]
+    pub window_start_unix_nano: i64,
+    /// Window end, Unix ns.
+    #[serde(serialize_with = "nanos")]
+    pub window_end_unix_nano: i64,
+}
+
+/// Domain §6.5: one instance takes over 2× its colour's mean.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InstanceSkew {
+    /// Channel.
+    pub channel: String,
+    /// App.
+    pub app: String,
+    /// Colour.
+    pub color: &'static str,
+    /// The overloaded instance.
+    pub instance: String,
+    /// `RPC`.
+    pub kind: &'static str,
+    /// Its requests.
+    pub requests: u64,
+    /// Requests on the colour.
+    pub color_requests: u64,
+    /// Instances of the colour seen.
+    pub instances_seen: u64,
+    /// Mean requests per instance of the colour.
+    pub mean_requests: f64,
+    /// Window start, Unix ns.
+    #[serde(serialize_with = "nanos")]
+    pub window_start_unix_nano: i64,
+    /// Window end, Unix ns.
+    #[serde(serialize_with = "nanos")]
+    pub window_end_unix_nano: i64,
+}
+
+/// Domain §6.6: one colour's error rate is significantly above the other's.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ErrorSpike {
+    /// Channel.
+    pub channel: String,
+    /// App, or null for the channel level.
+    pub app: Option<String>,
+    /// The colour with the spike.
+    pub color: &'static str,
+    /// `RPC`.
+    pub kind: &'static str,
+    /// Its requests.
+    pub requests: u64,
+    /// Its errors.
+    pub errors: u64,
+    /// Its error rate.
+    pub error_rate: f64,
+    /// The other colour's requests.
+    pub other_requests: u64,
+    /// The other colour's errors.
+    pub other_errors: u64,
+    /// The other colour's error rate.
+    pub other_error_rate: f64,
+    /// Two-sided two-proportion z-test p-value.
+    pub p_value: f64,
+    /// Window start, Unix ns.
+    #[serde(serialize_with = "nanos")]
+    pub window_start_unix_nano: i64,
+    /// Window end, Unix ns.
+    #[serde(serialize_with = "nanos")]
+    pub window_end_unix_nano: i64,
+}
+
+/// An instance and the colour rule that decided it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InstanceColor {
+    /// Instance id.
+    pub instance: String,
+    /// App.
+    pub app: String,
+    /// Colour.
+    pub color: &'static str,
+    /// Attribute that decided it, or `none`.
+    pub rule: String,
+}
+
+/// A span that carries a decision source (`--with-decisions`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SpanDecision {
+    /// Trace id.
+    pub trace_id: String,
+    /// Span id.
+    pub span_id: String,
+    /// App.
+    pub app: String,
+    /// Attribute read.
+    pub source: String,
+    /// channel → colour.
+    pub decisions: BTreeMap<String, &'static str>,
+    /// Malformed pairs skipped.
+    pub malformed_pairs: u32,
+    /// Channels given twice with different colours.
+    pub conflicting: Vec<String>,
+}
+
+/// A span with malformed pairs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MalformedSpan {
+    /// Trace id.
+    pub trace_id: String,
+    /// Span id.
+    pub span_id: String,
+    /// App.
+    pub app: String,
+    /// Pairs skipped.
+    pub count: u32,
+}
+
+/// Malformed pairs: total and per span.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Malformed {
+    /// Sum over spans.
+    pub total: u64,
+    /// Spans with at least one.
+    pub spans: Vec<MalformedSpan>,
+}
+
+/// A conflicting decision (first pair kept).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConflictingDecision {
+    /// Trace id.
+    pub trace_id: String,
+    /// Span id.
+    pub span_id: String,
+    /// App.
+    pub app: String,
+    /// Channel given twice.
+    pub channel: String,
+    /// The colour kept.
+    pub kept: Option<&'static str>,
+}
+
+/// Everything the analyzer found.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Report {
+    /// Spans analysed.
+    pub spans: u64,
+    /// Instances with colour and rule.
+    pub instances: Vec<InstanceColor>,
+    /// Per-span decisions (only with `--with-decisions`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decisions: Option<Vec<SpanDecision>>,
+    /// Malformed pairs.
+    pub malformed_pairs: Malformed,
+    /// Conflicting decisions.
+    pub conflicting_decisions: Vec<ConflictingDecision>,
+    /// §6.1.
+    pub cross_color_hops: Vec<CrossColorHop>,
+    /// §6.2.
+    pub missing_decisions: Vec<MissingDecision>,
+    /// §6.3.
+    pub drained_side: Vec<DrainedSide>,
+    /// §6.4.
+    pub ratio_deviation: Vec<RatioDeviation>,
+    /// §6.5.
+    pub instance_skew: Vec<InstanceSkew>,
+    /// §6.6.
+    pub error_spike: Vec<ErrorSpike>,
+}
+
+/// Analyses the spans starting in `[from, to)` (all when absent) of the `spans` table in
+/// `ctx` against `timeline`.
+///
+/// # Errors
+/// [`SqlError`] when the scan fails.
+pub async fn analyze(
+    ctx: &SessionContext,
+    timeline: &Timeline,
+    config: &AnalyzerConfig,
+    from: Option<i64>,
+    to: Option<i64>,
+    with_decisions: bool,
+) -> Result<Report, SqlError> {
+    let spans = load::load(ctx, timeline, from, to).await?;
+    Ok(report(&spans, config, with_decisions))
+}
+
+/// The report of already loaded spans.
+pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool) -> Report {
+    let mut r = Report {
+        spans: spans.spans.len() as u64,
+        ..Report::default()
+    };
+    r.instances = spans
+        .instance_rules
+        .iter()
+        .map(|(i, a, c, rule)| InstanceColor {
+            instance: i.clone(),
+            app: a.clone(),
+            color: c.as_str(),
+            rule: rule.clone(),
+        })
+        .collect();
+    let mut decisions = Vec::new();
+    for d in &spans.decision_recs {
+        let s = &spans.spans[d.index];
+        let trace_id = hex128(s.trace);
+        let span_id = hex64(s.span);
+        let app = spans.apps.name(s.app).to_owned();
+        if d.malformed_pairs > 0 {
+            r.malformed_pairs.total += u64::from(d.malformed_pairs);
+            r.malformed_pairs.spans.push(MalformedSpan {
+                trace_id: trace_id.clone(),
+                span_id: span_id.clone(),
+                app: app.clone(),
+                count: d.malformed_pairs,
+            });
+        }
+        for ch in &d.conflicting {
+            let kept = spans
+                .channels
+                .get(ch)
+                .and_then(|c| s.decision(c))
+                .map(|c| c.as_str());
+            r.conflicting_decisions.push(ConflictingDecision {
+                trace_id: trace_id.clone(),
+                span_id: span_id.clone(),
+                app: app.clone(),
+                channel: ch.clone(),
+                kept,
+            });
+        }
+        if with_decisions {
+            decisions.push(SpanDecision {
+                trace_id,
+                span_id,
+                app,
+                source: d.source.clone(),
+                decisions: s
+                    .decisions
+                    .iter()
+                    .map(|(c, col)| (spans.channels.name(*c).to_owned(), col.as_str()))
+                    .collect(),
+                malformed_pairs: d.malformed_pairs,
+                conflicting: d.conflicting.clone(),
+            });
+        }
+    }
+    if with_decisions {
+        r.decisions = Some(decisions);
+    }
+    traces::find(spans, &mut r.cross_color_hops, &mut r.missing_decisions);
+    windows::find(
+        spans,
+        config,
+        &mut r.drained_side,
+        &mut r.ratio_deviation,
+        &mut r.instance_skew,
+        &mut r.error_spike,
+    );
+    r
+}

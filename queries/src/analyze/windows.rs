@@ -1,0 +1,275 @@
+//! Windowed detections (domain §6.3–6): drained-side traffic, ratio deviation, instance skew
+//! and one-sided error spikes, over tumbling windows aligned to whole multiples of the window
+//! in Unix time. "Requests" are RPC SERVER spans of apps whose effective channel is the
+//! channel at their start.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use dyeline_model::Color;
+use dyeline_model::weights::weights;
+
+use super::load::{Kind, SpanRec, Spans, Traffic};
+use super::{
+    AnalyzerConfig, DrainedSide, ErrorSpike, InstanceSkew, RatioDeviation, Thresholds, hex128,
+};
+
+/// Start of the window holding `t`.
+pub fn window_start(t: i64, window: i64) -> i64 {
+    t.div_euclid(window) * window
+}
+
+/// Two-sided p-value of the two-proportion z-test of `e1/n1` against `e2/n2` (pooled
+/// variance). 1.0 when it is undefined (no errors at all, or every request failed).
+pub fn two_proportion_p(e1: u64, n1: u64, e2: u64, n2: u64) -> f64 {
+    if n1 == 0 || n2 == 0 {
+        return 1.0;
+    }
+    let (n1f, n2f) = (n1 as f64, n2 as f64);
+    let pooled = (e1 + e2) as f64 / (n1f + n2f);
+    let var = pooled * (1.0 - pooled) * (1.0 / n1f + 1.0 / n2f);
+    if var <= 0.0 {
+        return 1.0;
+    }
+    let z = (e1 as f64 / n1f - e2 as f64 / n2f) / var.sqrt();
+    libm::erfc(z.abs() / std::f64::consts::SQRT_2)
+}
+
+#[derive(Default)]
+struct ColorCounts {
+    requests: u64,
+    errors: u64,
+    per_instance: HashMap<u32, u64>,
+}
+
+#[derive(Default)]
+struct Group {
+    blue: ColorCounts,
+    green: ColorCounts,
+    blue_percent: u8,
+    straddles: bool,
+}
+
+impl Group {
+    fn side(&mut self, c: Color) -> Option<&mut ColorCounts> {
+        match c {
+            Color::Blue => Some(&mut self.blue),
+            Color::Green => Some(&mut self.green),
+            Color::Unknown => None,
+        }
+    }
+}
+
+/// Runs the four windowed detections.
+pub fn find(
+    spans: &Spans,
+    config: &AnalyzerConfig,
+    drained: &mut Vec<DrainedSide>,
+    ratio: &mut Vec<RatioDeviation>,
+    skew: &mut Vec<InstanceSkew>,
+    spikes: &mut Vec<ErrorSpike>,
+) {
+    let thresholds = |c: u32| config.for_channel(spans.channels.name(c));
+    let window_of = |c: u32| thresholds(c).window.as_nanos().max(1) as i64;
+
+    // (channel, app, color, kind, window) → (count, instances, traces)
+    type DrainKey = (u32, u32, bool, Traffic, i64);
+    let mut drain: BTreeMap<DrainKey, (u64, BTreeSet<u32>, BTreeSet<u128>, u8)> = BTreeMap::new();
+    // (channel, Some(app) | None, window)
+    let mut groups: BTreeMap<(u32, Option<u32>, i64), Group> = BTreeMap::new();
+
+    for s in &spans.spans {
+        let Some(c) = s.channel else { continue };
+        let t = thresholds(c);
+        let w = window_of(c);
+        let ws = window_start(s.start, w);
+        if let Some(kind) = s.traffic {
+            let drained_color = match s.blue_percent {
+                0 => Some(Color::Blue),
+                100 => Some(Color::Green),
+                _ => None,
+            };
+            let grace = t.grace.as_nanos() as i64;
+            if drained_color == Some(s.color) && s.start.saturating_sub(s.since) > grace {
+                let e = drain
+                    .entry((c, s.app, s.color == Color::Blue, kind, ws))
+                    .or_default();
+                e.0 += 1;
+                e.1.insert(s.instance);
+                e.2.insert(s.trace);
+                e.3 = s.blue_percent;
+            }
+        }
+        if s.kind != Kind::Server {
+            continue;
+        }
+        let straddles = s.since > ws || s.until < ws + w;
+        for key in [(c, Some(s.app), ws), (c, None, ws)] {
+            let g = groups.entry(key).or_default();
+            g.blue_percent = s.blue_percent;
+            g.straddles |= straddles;
+            if let Some(side) = g.side(s.color) {
+                side.requests += 1;
+                side.errors += u64::from(s.is_error);
+                if key.1.is_some() {
+                    *side.per_instance.entry(s.instance).or_default() += 1;
+                }
+            }
+        }
+    }
+
+    for ((c, app, color_blue, kind, ws), (count, instances, traces, bp)) in drain {
+        let w = window_of(c);
+        drained.push(DrainedSide {
+            channel: spans.channels.name(c).to_owned(),
+            app: spans.apps.name(app).to_owned(),
+            color: if color_blue { "blue" } else { "green" },
+            kind: kind.as_str(),
+            count,
+            blue_percent: bp,
+            instances: instances
+                .iter()
+                .map(|i| spans.instances.name(*i).to_owned())
+                .collect(),
+            trace_ids: traces.iter().map(|t| hex128(*t)).collect(),
+            window_start_unix_nano: ws,
+            window_end_unix_nano: ws + w,
+        });
+    }
+
+    for ((c, app, ws), g) in &groups {
+        let t: &Thresholds = &thresholds(*c);
+        let we = ws + window_of(*c);
+        let channel = spans.channels.name(*c).to_owned();
+        let app_name = app.map(|a| spans.apps.name(a).to_owned());
+        // One-sided error spike, channel level and per app.
+        for (x, y, color) in [(&g.blue, &g.green, "blue"), (&g.green, &g.blue, "green")] {
+            if x.requests < t.spike_min_requests || y.requests < t.spike_min_requests {
+                continue;
+            }
+            let rx = x.errors as f64 / x.requests as f64;
+            let ry = y.errors as f64 / y.requests as f64;
+            let p = two_proportion_p(x.errors, x.requests, y.errors, y.requests);
+            if rx >= t.spike_min_error_rate && rx >= t.spike_factor * ry && p < t.spike_p_value {
+                spikes.push(ErrorSpike {
+                    channel: channel.clone(),
+                    app: app_name.clone(),
+                    color,
+                    kind: "RPC",
+                    requests: x.requests,
+                    errors: x.errors,
+                    error_rate: rx,
+                    other_requests: y.requests,
+                    other_errors: y.errors,
+                    other_error_rate: ry,
+                    p_value: p,
+                    window_start_unix_nano: *ws,
+                    window_end_unix_nano: we,
+                });
+            }
+        }
+        let Some(app_name) = app_name else { continue };
+        // Instance skew.
+        for (side, color) in [(&g.blue, "blue"), (&g.green, "green")] {
+            if side.requests < t.skew_min_requests || side.per_instance.is_empty() {
+                continue;
+            }
+            let mean = side.requests as f64 / side.per_instance.len() as f64;
+            let mut over: Vec<(&u32, &u64)> = side
+                .per_instance
+                .iter()
+                .filter(|(_, n)| **n as f64 > t.skew_factor * mean)
+                .collect();
+            over.sort();
+            for (inst, n) in over {
+                skew.push(InstanceSkew {
+                    channel: channel.clone(),
+                    app: app_name.clone(),
+                    color,
+                    instance: spans.instances.name(*inst).to_owned(),
+                    kind: "RPC",
+                    requests: *n,
+                    color_requests: side.requests,
+                    instances_seen: side.per_instance.len() as u64,
+                    mean_requests: mean,
+                    window_start_unix_nano: *ws,
+                    window_end_unix_nano: we,
+                });
+            }
+        }
+        // Ratio deviation.
+        let n = g.blue.requests + g.green.requests;
+        if g.straddles || n < t.ratio_min_requests || n == 0 {
+            continue;
+        }
+        let r = f64::from(g.blue_percent) / 100.0;
+        let observed = g.blue.requests as f64 / n as f64;
+        let tolerance = (t.ratio_min_gap_pp / 100.0)
+            .max(t.ratio_std_errors * (r * (1.0 - r) / n as f64).sqrt());
+        if (observed - r).abs() <= tolerance {
+            continue;
+        }
+        let (nb, ng) = (
+            g.blue.per_instance.len() as u32,
+            g.green.per_instance.len() as u32,
+        );
+        let implied = weights(g.blue_percent)
+            .map(|w| w.implied_blue_share(nb, ng))
+            .unwrap_or(r);
+        let cause = (nb != ng && (implied - observed).abs() <= tolerance)
+            .then_some("unequal_cluster_sizes");
+        ratio.push(RatioDeviation {
+            channel,
+            app: app_name,
+            color: if observed > r { "blue" } else { "green" },
+            kind: "RPC",
+            requests: n,
+            blue_share: observed,
+            blue_percent: g.blue_percent,
+            tolerance,
+            weight_implied_share: implied,
+            blue_instances: nb,
+            green_instances: ng,
+            cause,
+            window_start_unix_nano: *ws,
+            window_end_unix_nano: we,
+        });
+    }
+}
+
+/// True when span `s` is a request (an RPC SERVER span) of an app in a channel.
+pub fn is_request(s: &SpanRec) -> bool {
+    s.kind == Kind::Server && s.channel.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn z_test_matches_known_values() {
+        // 8% of 1000 against 0.5% of 1000: overwhelming.
+        assert!(two_proportion_p(80, 1000, 5, 1000) < 1e-10);
+        // equal rates: p = 1
+        assert!((two_proportion_p(10, 1000, 10, 1000) - 1.0).abs() < 1e-12);
+        // z = 1.96 → p ≈ 0.05: 60/500 vs 40/500, pooled 0.1, se = sqrt(.09*.004)=0.018974, z=2.108
+        let p = two_proportion_p(60, 500, 40, 500);
+        assert!((p - 0.03504).abs() < 1e-3, "{p}");
+        // no errors at all: undefined, never a spike
+        assert_eq!(two_proportion_p(0, 100, 0, 100), 1.0);
+        assert_eq!(two_proportion_p(1, 0, 0, 100), 1.0);
+    }
+
+    #[test]
+    fn windows_align_to_unix_multiples() {
+        let m = 60_000_000_000;
+        assert_eq!(
+            window_start(1_735_736_460_000_000_000, m),
+            1_735_736_460_000_000_000
+        );
+        assert_eq!(
+            window_start(1_735_736_519_999_999_999, m),
+            1_735_736_460_000_000_000
+        );
+        assert_eq!(window_start(-1, m), -m);
+    }
+}
