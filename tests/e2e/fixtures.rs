@@ -1,6 +1,8 @@
 //! Both fixtures of `../shared/fixtures/analysis` import with `dyeline import`; the resolved
 //! per-instance colours and rules equal `instances` of their expected.json, and the per-span
-//! decisions of release-small equal its `decisions` list.
+//! decisions of release-small equal its `decisions` list. With their timelines imported too
+//! (`--timeline`), `dyeline analyze --format json --with-decisions` passes
+//! `../shared/tools/check_findings.py` on both.
 
 use std::collections::BTreeMap;
 
@@ -15,15 +17,51 @@ fn import(fixture: &str, file: &str) -> (tempfile::TempDir, std::path::PathBuf) 
         .join("fixtures/analysis")
         .join(fixture)
         .join(file);
+    let timeline = path.with_file_name("timeline.json");
     let (ok, _out, err) = run_cli(&[
         "import",
         "--data-dir",
         data.to_str().unwrap(),
+        "--timeline",
+        timeline.to_str().unwrap(),
         path.to_str().unwrap(),
     ]);
     assert!(ok, "import failed: {err}");
     assert!(err.contains("imported"), "{err}");
     (dir, data)
+}
+
+/// `dyeline analyze` on `data`, checked by the fixture's own checker.
+fn analyze_and_check(data: &std::path::Path, fixture: &str) {
+    let (ok, out, err) = run_cli(&[
+        "analyze",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--format",
+        "json",
+        "--with-decisions",
+    ]);
+    assert!(ok, "analyze failed: {err}");
+    let findings = data.with_file_name("findings.json");
+    std::fs::write(&findings, &out).unwrap();
+    let check = std::process::Command::new("python3")
+        .arg(shared_dir().join("tools/check_findings.py"))
+        .arg(&findings)
+        .arg(shared_dir().join("fixtures/analysis").join(fixture))
+        .output()
+        .expect("python3 runs");
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "check_findings.py: {report}");
+    assert!(report.trim_end().ends_with("OK"), "{report}");
+    // The table form names the same counts.
+    let (ok, table, err) = run_cli(&["analyze", "--data-dir", data.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let hops = v["cross_color_hops"].as_array().unwrap().len();
+    assert!(
+        table.contains(&format!("cross-colour hops: {hops}")),
+        "{table}"
+    );
 }
 
 fn expected(fixture: &str) -> Value {
@@ -66,6 +104,7 @@ fn sorted(mut v: Vec<Value>) -> Vec<Value> {
 #[test]
 fn release_small_imports_with_exact_instances_and_decisions() {
     let (_dir, data) = import("release-small", "spans.jsonl");
+    analyze_and_check(&data, "release-small");
     let exp = expected("release-small");
     assert_eq!(
         sql_json(
@@ -111,6 +150,7 @@ fn release_small_imports_with_exact_instances_and_decisions() {
 #[test]
 fn release_walk_imports_with_exact_instances_and_stays_queryable() {
     let (_dir, data) = import("release-walk", "spans.jsonl.gz");
+    analyze_and_check(&data, "release-walk");
     let exp = expected("release-walk");
     let counts = sql_json(
         &data,

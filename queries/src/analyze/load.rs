@@ -344,6 +344,27 @@ pub async fn load(
             });
         }
     }
+    let mut inst: Vec<(String, String, Color, String)> = rules
+        .into_keys()
+        .map(|(i, a, c, r)| {
+            (
+                out.instances.name(i).to_owned(),
+                out.apps.name(a).to_owned(),
+                c,
+                r,
+            )
+        })
+        .collect();
+    inst.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    out.instance_rules = inst;
+    resolve(&mut out, timeline);
+    Ok(out)
+}
+
+/// Resolves each span's effective channel, blue_percent and the times of the app's
+/// surrounding configuration changes from `timeline` (domain §4), then sorts the spans by
+/// trace, start and span id (decision records follow).
+pub fn resolve(out: &mut Spans, timeline: &Timeline) {
     // Effective channel per span, from each app's changes.
     let mut changes = Vec::with_capacity(out.apps.len());
     for a in 0..out.apps.len() as u32 {
@@ -386,18 +407,4 @@ pub async fn load(
     for d in &mut out.decision_recs {
         d.index = new_index[d.index];
     }
-    let mut inst: Vec<(String, String, Color, String)> = rules
-        .into_keys()
-        .map(|(i, a, c, r)| {
-            (
-                out.instances.name(i).to_owned(),
-                out.apps.name(a).to_owned(),
-                c,
-                r,
-            )
-        })
-        .collect();
-    inst.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    out.instance_rules = inst;
-    Ok(out)
 }

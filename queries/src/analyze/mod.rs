@@ -464,3 +464,6 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
     );
     r
 }
+
+#[cfg(test)]
+mod tests;

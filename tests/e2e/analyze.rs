@@ -1,0 +1,282 @@
+//! The analyzer on data sent through the real receivers: cases 11 (a hop whose child arrives
+//! first, in another batch and encoding, then is resent) and 17 (one-sided error spike: span
+//! status and 5xx count, 4xx on SERVER spans does not), each analysed with `dyeline analyze`.
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use prost::Message;
+use serde_json::{Value, json};
+
+use crate::util::*;
+
+const TOKEN: &str = "e2e-analyze-token-01";
+
+const PATTERN_CONFIG: &str = r#"
+[[color_rules]]
+kind = "pattern"
+key = "host.name"
+regex = '^[a-z.]+-(?P<color>[bg])\d+$'
+map = { b = "blue", g = "green" }
+"#;
+
+fn server(dir: &std::path::Path) -> Server {
+    let cfg = dir.join("dyeline.toml");
+    std::fs::write(&cfg, PATTERN_CONFIG).unwrap();
+    Server::start_with(
+        &dir.join("data"),
+        &[("DYELINE_API_TOKEN", TOKEN)],
+        &["--config", cfg.to_str().unwrap()],
+    )
+}
+
+fn api(s: &Server, method: &str, path: &str, body: &str) {
+    let resp = reqwest::blocking::Client::new()
+        .request(method.parse().unwrap(), format!("http://{}{path}", s.api))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .unwrap();
+    assert!(
+        resp.status().is_success(),
+        "{method} {path}: {}",
+        resp.text().unwrap()
+    );
+}
+
+fn release(s: &Server, ch: &str, apps: &[&str]) {
+    api(
+        s,
+        "PUT",
+        &format!("/api/v1/channels/{ch}"),
+        &json!({ "apps": apps }).to_string(),
+    );
+    api(s, "POST", &format!("/api/v1/channels/{ch}/start"), "");
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+fn analyze(dir: &std::path::Path) -> Value {
+    let (ok, out, err) = run_cli(&[
+        "analyze",
+        "--data-dir",
+        dir.join("data").to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+fn kv(k: &str, v: &str) -> KeyValue {
+    KeyValue {
+        key: k.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(v.into())),
+        }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn case11_hop_child_first_other_batch_other_encoding_resent_is_found_once() {
+    let dir = temp_dir();
+    let mut s = server(dir.path());
+    release(&s, "ch1", &["order", "stock"]);
+    let t = now_ns() + 1_000_000_000;
+    // t = 0: the stock span alone, OTLP/JSON with upper-case ids.
+    let stock = json!({"resourceSpans": [{
+        "resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "stock"}},
+            {"key": "host.name", "value": {"stringValue": "stock-g1"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": "5E5E5E5E5E5E5E5E6F6F6F6F6F6F6F6F", "spanId": "5A00000000000003",
+            "parentSpanId": "5A00000000000002", "name": "reserve", "kind": 2,
+            "startTimeUnixNano": (t + 20_000_000).to_string(), "endTimeUnixNano": (t + 30_000_000).to_string(),
+            "attributes": [{"key": "x-deploy-channel-type", "value": {"stringValue": "ch1=blue"}}]}]}]}]})
+    .to_string();
+    assert_eq!(post_json(&s, &stock).status, 200);
+    // t = 20 s: the order spans, OTLP/protobuf.
+    let span = |id: u64, parent: Option<u64>, name: &str, kind: i32, start: i64| Span {
+        trace_id: hex::decode("5e5e5e5e5e5e5e5e6f6f6f6f6f6f6f6f").unwrap(),
+        span_id: id.to_be_bytes().to_vec(),
+        parent_span_id: parent.map(|p| p.to_be_bytes().to_vec()).unwrap_or_default(),
+        name: name.into(),
+        kind,
+        start_time_unix_nano: start as u64,
+        end_time_unix_nano: start as u64 + 50_000_000,
+        attributes: vec![kv("x-deploy-channel-type", "ch1=blue")],
+        ..Default::default()
+    };
+    let order = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", "order"), kv("host.name", "order-b1")],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans: vec![
+                    span(0x5a00000000000001, None, "POST /checkout", 2, t),
+                    span(
+                        0x5a00000000000002,
+                        Some(0x5a00000000000001),
+                        "call stock",
+                        3,
+                        t + 10_000_000,
+                    ),
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    let r = post_traces(
+        &s,
+        &[("content-type", "application/x-protobuf")],
+        order.encode_to_vec(),
+    );
+    assert_eq!(r.status, 200);
+    // t = 40 s: the first request again, byte for byte.
+    assert_eq!(post_json(&s, &stock).status, 200);
+    assert_eq!(count_trace(&s, "5e5e5e5e5e5e5e5e6f6f6f6f6f6f6f6f"), 3);
+    assert!(s.stop());
+    let v = analyze(dir.path());
+    let hops = v["cross_color_hops"].as_array().unwrap();
+    assert_eq!(hops.len(), 1, "{hops:?}");
+    let h = &hops[0];
+    assert_eq!(
+        (
+            &h["span_id"],
+            &h["from_app"],
+            &h["from_color"],
+            &h["to_app"],
+            &h["to_color"],
+            &h["reason"]
+        ),
+        (
+            &json!("5a00000000000003"),
+            &json!("order"),
+            &json!("blue"),
+            &json!("stock"),
+            &json!("green"),
+            &json!("decision_mismatch")
+        )
+    );
+    assert_eq!(v["spans"], 3);
+    assert!(v["missing_decisions"].as_array().unwrap().is_empty());
+}
+
+/// `n` root SERVER spans of `order` on `host`, each its own trace, in the window starting at
+/// `ws`; `status` = (http.response.status_code, status code) per span.
+fn server_spans(host: &str, color: &str, ws: i64, first: u32, statuses: &[(i64, i32)]) -> String {
+    let spans: Vec<Value> = statuses
+        .iter()
+        .enumerate()
+        .map(|(i, (http, code))| {
+            let start = ws + 1_000_000_000 + i as i64 * 100_000_000;
+            let mut span = json!({
+                "traceId": format!("{:032x}", (u128::from(first) << 32) + i as u128 + 1),
+                "spanId": format!("{:016x}", i + 1),
+                "name": "GET /order", "kind": 2,
+                "startTimeUnixNano": start.to_string(), "endTimeUnixNano": (start + 5_000_000).to_string(),
+                "attributes": [
+                    {"key": "http.response.status_code", "value": {"intValue": http.to_string()}},
+                    {"key": "x-deploy-channel-type", "value": {"stringValue": format!("ch1={color}")}}]
+            });
+            if *code != 0 {
+                span["status"] = json!({"code": code});
+            }
+            span
+        })
+        .collect();
+    json!({"resourceSpans": [{
+        "resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "order"}},
+            {"key": "host.name", "value": {"stringValue": host}}]},
+        "scopeSpans": [{"spans": spans}]}]})
+    .to_string()
+}
+
+fn spikes(v: &Value) -> Vec<(Value, String)> {
+    let mut s: Vec<(Value, String)> = v["error_spike"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["app"].clone(), e["color"].as_str().unwrap().to_owned()))
+        .collect();
+    s.sort_by_key(|x| x.0.to_string());
+    s
+}
+
+#[test]
+fn case17_error_spike_counts_status_and_5xx_not_server_4xx() {
+    let dir = temp_dir();
+    let mut s = server(dir.path());
+    release(&s, "ch1", &["order"]);
+    // the next whole minute: one 60 s window holds every span
+    let minute = 60_000_000_000i64;
+    let ws = (now_ns() / minute + 1) * minute;
+    let mut blue = vec![(404, 0); 40];
+    blue.extend(vec![(200, 0); 160]);
+    let mut green = vec![(404, 0); 10];
+    green.extend(vec![(503, 2); 30]);
+    green.extend(vec![(200, 0); 160]);
+    assert_eq!(
+        post_json(&s, &server_spans("order-b1", "blue", ws, 1, &blue)).status,
+        200
+    );
+    assert_eq!(
+        post_json(&s, &server_spans("order-g1", "green", ws, 2, &green)).status,
+        200
+    );
+    assert!(s.stop());
+    let v = analyze(dir.path());
+    assert_eq!(
+        spikes(&v),
+        vec![
+            (json!("order"), "green".into()),
+            (Value::Null, "green".into())
+        ]
+    );
+    let e = &v["error_spike"][0];
+    assert_eq!(
+        (e["errors"].as_u64(), e["requests"].as_u64()),
+        (Some(30), Some(200))
+    );
+    assert_eq!(
+        e["other_errors"].as_u64(),
+        Some(0),
+        "the 40 blue 404s are not errors"
+    );
+
+    // Variant: 10 blue SERVER spans with 404 and status ERROR count as errors (4.8 %); the
+    // spike is still green only.
+    let mut s = server(dir.path());
+    let bad = vec![(404, 2); 10];
+    assert_eq!(
+        post_json(
+            &s,
+            &server_spans("order-b1", "blue", ws + 30_000_000_000, 3, &bad)
+        )
+        .status,
+        200
+    );
+    assert!(s.stop());
+    let v = analyze(dir.path());
+    assert_eq!(
+        spikes(&v),
+        vec![
+            (json!("order"), "green".into()),
+            (Value::Null, "green".into())
+        ]
+    );
+    assert_eq!(v["error_spike"][0]["other_errors"].as_u64(), Some(10));
+    assert_eq!(v["error_spike"][0]["other_requests"].as_u64(), Some(210));
+}
