@@ -160,6 +160,17 @@ fn domain_4_test_vector_over_http_gives_the_expected_streams() {
     assert_eq!(events[2]["blue_percent"], 0);
 }
 
+/// method, path, body, token, If-Match, status, code.
+type Case<'a> = (
+    &'a str,
+    String,
+    Option<String>,
+    Option<&'a str>,
+    Option<&'a str>,
+    u16,
+    &'a str,
+);
+
 #[test]
 fn invalid_input_gets_its_status_and_code_and_changes_nothing() {
     let dir = temp_dir();
@@ -180,15 +191,7 @@ fn invalid_input_gets_its_status_and_code_and_changes_nothing() {
     let snapshot = || (get(&s, "/api/v1/channels"), timeline_seqs(&s));
     let before = snapshot();
     let ratio_body = |b: &str| format!("{{\"blue_percent\": {b}}}");
-    let cases: Vec<(
-        &str,
-        String,
-        Option<String>,
-        Option<&str>,
-        Option<&str>,
-        u16,
-        &str,
-    )> = vec![
+    let cases: Vec<Case> = vec![
         (
             "POST",
             "/api/v1/channels/pay/ratio".into(),

@@ -137,7 +137,7 @@ pub fn find(
     }
 
     for ((c, app, ws), g) in &groups {
-        let t: &Thresholds = &thresholds(*c);
+        let t: &Thresholds = thresholds(*c);
         let we = ws + window_of(*c);
         let channel = spans.channels.name(*c).to_owned();
         let app_name = app.map(|a| spans.apps.name(a).to_owned());
