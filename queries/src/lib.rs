@@ -9,3 +9,4 @@ pub mod sql;
 
 pub use sql::{QueryResult, SqlEngine, SqlError, SqlLimits};
 pub mod analyze;
+pub mod drilldown;

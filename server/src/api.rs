@@ -5,21 +5,24 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use dyeline_control::ControlError;
 use dyeline_control::api::ControlApi;
+use dyeline_control::api::parse_time;
 use dyeline_control::auth::{Access, Auth};
+use dyeline_control::{ControlError, ControlPlane};
+use dyeline_queries::analyze::{AnalyzerConfig, analyze};
 use dyeline_queries::render;
 use dyeline_queries::{SqlEngine, SqlError, SqlLimits};
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use serde_json::json;
+use utoipa::IntoParams;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -34,6 +37,10 @@ pub struct ApiState {
     pub registry: Mutex<Registry>,
     /// The token check (reads of SQL are open unless `api.read_requires_token`).
     pub auth: Arc<Auth>,
+    /// The control plane (its timeline places spans in channels).
+    pub plane: Arc<ControlPlane>,
+    /// Detection thresholds.
+    pub analyzer: AnalyzerConfig,
 }
 
 /// An API error: status, code and message.
@@ -87,6 +94,8 @@ pub fn router(state: Arc<ApiState>, control: Arc<ControlApi>) -> Router {
         .routes(routes!(sql))
         .routes(routes!(metrics))
         .routes(routes!(healthz))
+        .routes(routes!(findings))
+        .routes(routes!(trace))
         .with_state(state);
     let (router, doc) = dyeline_control::api::router(control)
         .merge(own)
@@ -147,6 +156,117 @@ async fn sql(
         "truncated": result.truncated,
     }))
     .into_response())
+}
+
+/// Query of `GET /api/v1/findings`.
+#[derive(Deserialize, IntoParams)]
+struct FindingsQuery {
+    /// Only this channel.
+    channel: Option<String>,
+    /// Only this type: cross_color_hop, missing_decision, drained_side, ratio_deviation,
+    /// instance_skew, error_spike.
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    /// Spans starting at or after (RFC 3339 or Unix ns). Default: one hour before `to`.
+    from: Option<String>,
+    /// Spans starting before. Default: now.
+    to: Option<String>,
+}
+
+const FINDING_TYPES: [(&str, &str); 6] = [
+    ("cross_color_hops", "cross_color_hop"),
+    ("missing_decisions", "missing_decision"),
+    ("drained_side", "drained_side"),
+    ("ratio_deviation", "ratio_deviation"),
+    ("instance_skew", "instance_skew"),
+    ("error_spike", "error_spike"),
+];
+
+/// The six detections of domain §6 over a time range: `{"findings": [...]}`, each item the
+/// `dyeline analyze` JSON item plus its `type`.
+#[utoipa::path(get, path = "/api/v1/findings", tag = "analysis", params(FindingsQuery),
+    responses((status = 200, description = "{\"findings\": [...]}"),
+              (status = 400, body = dyeline_control::api::ErrorBody)))]
+async fn findings(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    Query(q): Query<FindingsQuery>,
+) -> Result<Response, ApiError> {
+    state.auth.authorize(&headers, Access::Read)?;
+    if let Some(k) = &q.kind
+        && !FINDING_TYPES.iter().any(|(_, t)| t == k)
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            format!(
+                "type {k:?} is not one of cross_color_hop, missing_decision, drained_side, ratio_deviation, instance_skew, error_spike"
+            ),
+        ));
+    }
+    let to = match &q.to {
+        Some(t) => parse_time(t)?,
+        None => dyeline_control::plane::now_unix_nano(),
+    };
+    let from = match &q.from {
+        Some(t) => parse_time(t)?,
+        None => to.saturating_sub(3_600_000_000_000),
+    };
+    let timeline = state.plane.timeline();
+    let report = analyze(
+        state.sql.context(),
+        &timeline,
+        &state.analyzer,
+        Some(from),
+        Some(to),
+        false,
+    )
+    .await?;
+    let v = serde_json::to_value(&report)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    let mut out = Vec::new();
+    for (list, kind) in FINDING_TYPES {
+        if q.kind.as_deref().is_some_and(|k| k != kind) {
+            continue;
+        }
+        for item in v[list].as_array().into_iter().flatten() {
+            if q.channel.as_deref().is_some_and(|c| item["channel"] != c) {
+                continue;
+            }
+            let mut item = item.clone();
+            item["type"] = json!(kind);
+            out.push(item);
+        }
+    }
+    Ok(Json(json!({ "findings": out })).into_response())
+}
+
+/// One trace as a span tree with app, instance, host, colour, decisions, and the hop and
+/// missing-decision markers (domain §6.1–2). The id is 32 hex digits in any case.
+#[utoipa::path(get, path = "/api/v1/traces/{trace_id}", tag = "analysis",
+    params(("trace_id" = String, Path, description = "32 hex digits, any case")),
+    responses((status = 200, description = "the trace tree"),
+              (status = 400, body = dyeline_control::api::ErrorBody),
+              (status = 404, body = dyeline_control::api::ErrorBody)))]
+async fn trace(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    Path(trace_id): Path<String>,
+) -> Result<Response, ApiError> {
+    state.auth.authorize(&headers, Access::Read)?;
+    let id = dyeline_queries::drilldown::normalize_trace_id(&trace_id)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_trace_id", e.to_string()))?;
+    let timeline = state.plane.timeline();
+    match dyeline_queries::drilldown::trace(state.sql.context(), &timeline, &state.analyzer, &id)
+        .await?
+    {
+        Some(view) => Ok(Json(view).into_response()),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "trace_not_found",
+            format!("no span of trace {id} is stored"),
+        )),
+    }
 }
 
 /// Prometheus / OpenMetrics text of the server's own counters.

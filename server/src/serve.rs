@@ -144,6 +144,8 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     });
     let api_state = Arc::new(ApiState {
         auth,
+        plane: Arc::clone(&plane),
+        analyzer: config.analyzer.clone(),
         sql,
         sql_limits: SqlLimits {
             max_rows: config.sql.max_rows,

@@ -280,3 +280,90 @@ fn case17_error_spike_counts_status_and_5xx_not_server_4xx() {
     assert_eq!(v["error_spike"][0]["other_errors"].as_u64(), Some(10));
     assert_eq!(v["error_spike"][0]["other_requests"].as_u64(), Some(210));
 }
+
+fn all_nodes(n: &Value, out: &mut Vec<Value>) {
+    out.push(n.clone());
+    for c in n["children"].as_array().unwrap() {
+        all_nodes(c, out);
+    }
+}
+
+#[test]
+fn findings_and_trace_drilldown_over_the_api() {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let fixture = shared_dir().join("fixtures/analysis/release-small");
+    let (ok, _, err) = run_cli(&[
+        "import",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--timeline",
+        fixture.join("timeline.json").to_str().unwrap(),
+        fixture.join("spans.jsonl").to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let s = Server::start(&data, &[("DYELINE_API_TOKEN", TOKEN)]);
+    let get = |path: &str| {
+        let r = reqwest::blocking::get(format!("http://{}{path}", s.api)).unwrap();
+        (r.status().as_u16(), r.json::<Value>().unwrap())
+    };
+    let range = "from=2025-01-01T00:00:00Z&to=2025-01-02T00:00:00Z";
+    let (status, v) = get(&format!("/api/v1/findings?{range}"));
+    assert_eq!(status, 200);
+    let items = v["findings"].as_array().unwrap();
+    let count = |t: &str| items.iter().filter(|i| i["type"] == t).count();
+    assert_eq!(
+        (count("cross_color_hop"), count("missing_decision")),
+        (6, 3)
+    );
+    assert_eq!(items.len(), 9);
+    let (_, v) = get(&format!(
+        "/api/v1/findings?{range}&type=missing_decision&channel=trade"
+    ));
+    assert_eq!(v["findings"].as_array().unwrap().len(), 3);
+    let (_, v) = get(&format!("/api/v1/findings?{range}&channel=pay"));
+    assert_eq!(v["findings"].as_array().unwrap().len(), 0);
+    let (status, v) = get(&format!("/api/v1/findings?{range}&type=hops"));
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (400, Some("invalid_query"))
+    );
+    // default range: the last hour holds none of the 2025 spans
+    let (_, v) = get("/api/v1/findings");
+    assert!(v["findings"].as_array().unwrap().is_empty());
+
+    // Drilldown, looked up by the upper-case id.
+    let (status, v) = get("/api/v1/traces/A1000000000000000000000000000004");
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["trace_id"], "a1000000000000000000000000000004");
+    let mut nodes = Vec::new();
+    for r in v["roots"].as_array().unwrap() {
+        all_nodes(r, &mut nodes);
+    }
+    assert_eq!(nodes.len(), v["span_count"].as_u64().unwrap() as usize);
+    assert_eq!(v["roots"].as_array().unwrap().len(), 1, "one tree");
+    let hop = nodes
+        .iter()
+        .find(|n| !n["hops"].as_array().unwrap().is_empty())
+        .unwrap();
+    assert_eq!(hop["span_id"], "0400000000000007");
+    assert_eq!(
+        (hop["app"].as_str(), hop["color"].as_str()),
+        (Some("inventory"), Some("blue"))
+    );
+    assert_eq!(hop["hops"][0]["via"], json!(["payment"]));
+    assert_eq!(hop["decisions"]["trade"], "green");
+    let (status, v) = get("/api/v1/traces/a1000000000000000000000000000007");
+    assert_eq!(status, 200);
+    assert_eq!(v["missing_decisions"][0]["caller_app"], "gateway");
+    let (status, v) = get("/api/v1/traces/ffffffffffffffffffffffffffffffff");
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (404, Some("trace_not_found"))
+    );
+    let (status, v) = get("/api/v1/traces/not-an-id");
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (400, Some("invalid_trace_id"))
+    );
+}

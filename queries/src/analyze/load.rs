@@ -182,7 +182,41 @@ pub async fn load(
     from: Option<i64>,
     to: Option<i64>,
 ) -> Result<Spans, SqlError> {
+    load_where(ctx, timeline, from, to, None).await
+}
+
+/// As [`load`], only the spans of one trace (`trace_id`: 32 lower-case hex digits).
+///
+/// # Errors
+/// [`SqlError::Internal`] when the scan fails; [`SqlError::Syntax`] for a malformed id.
+pub async fn load_trace(
+    ctx: &SessionContext,
+    timeline: &Timeline,
+    trace_id: &str,
+) -> Result<Spans, SqlError> {
+    load_where(ctx, timeline, None, None, Some(trace_id)).await
+}
+
+async fn load_where(
+    ctx: &SessionContext,
+    timeline: &Timeline,
+    from: Option<i64>,
+    to: Option<i64>,
+    trace_id: Option<&str>,
+) -> Result<Spans, SqlError> {
     let mut filter = Vec::new();
+    if let Some(t) = trace_id {
+        if t.len() != 32
+            || !t
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(SqlError::Syntax(format!(
+                "{t:?} is not a lower-case hex trace id"
+            )));
+        }
+        filter.push(format!("trace_id = '{t}'"));
+    }
     if let Some(f) = from {
         filter.push(format!("start_time_unix_nano >= {f}"));
     }
