@@ -8,5 +8,6 @@ pub mod render;
 pub mod sql;
 
 pub use sql::{QueryResult, SqlEngine, SqlError, SqlLimits};
+pub mod alerts;
 pub mod analyze;
 pub mod drilldown;

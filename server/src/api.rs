@@ -15,6 +15,7 @@ use dyeline_control::api::ControlApi;
 use dyeline_control::api::parse_time;
 use dyeline_control::auth::{Access, Auth};
 use dyeline_control::{ControlError, ControlPlane};
+use dyeline_queries::alerts::AlertState;
 use dyeline_queries::analyze::{AnalyzerConfig, analyze};
 use dyeline_queries::render;
 use dyeline_queries::{SqlEngine, SqlError, SqlLimits};
@@ -41,6 +42,8 @@ pub struct ApiState {
     pub plane: Arc<ControlPlane>,
     /// Detection thresholds.
     pub analyzer: AnalyzerConfig,
+    /// Live alerts.
+    pub alerts: crate::alerting::SharedAlerts,
 }
 
 /// An API error: status, code and message.
@@ -96,6 +99,7 @@ pub fn router(state: Arc<ApiState>, control: Arc<ControlApi>) -> Router {
         .routes(routes!(healthz))
         .routes(routes!(findings))
         .routes(routes!(trace))
+        .routes(routes!(alerts))
         .with_state(state);
     let (router, doc) = dyeline_control::api::router(control)
         .merge(own)
@@ -267,6 +271,38 @@ async fn trace(
             format!("no span of trace {id} is stored"),
         )),
     }
+}
+
+/// Query of `GET /api/v1/alerts`.
+#[derive(Deserialize, IntoParams)]
+struct AlertsQuery {
+    /// `firing` or `resolved`; all when absent.
+    state: Option<String>,
+}
+
+/// Live alerts of this server: `{"alerts": [...]}` with labels, annotations, state and times.
+#[utoipa::path(get, path = "/api/v1/alerts", tag = "analysis", params(AlertsQuery),
+    responses((status = 200, description = "{\"alerts\": [...]}"),
+              (status = 400, body = dyeline_control::api::ErrorBody)))]
+async fn alerts(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    Query(q): Query<AlertsQuery>,
+) -> Result<Response, ApiError> {
+    state.auth.authorize(&headers, Access::Read)?;
+    let filter = match q.state.as_deref() {
+        None => None,
+        Some("firing") => Some(AlertState::Firing),
+        Some("resolved") => Some(AlertState::Resolved),
+        Some(other) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!("state {other:?} is not firing or resolved"),
+            ));
+        }
+    };
+    Ok(Json(json!({ "alerts": state.alerts.lock().list(filter) })).into_response())
 }
 
 /// Prometheus / OpenMetrics text of the server's own counters.

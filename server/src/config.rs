@@ -44,6 +44,8 @@ pub struct Config {
     pub api_token: Option<Secret>,
     /// Detection thresholds (`[analyzer.defaults]`, `[analyzer.channels.<id>]`).
     pub analyzer: AnalyzerConfig,
+    /// Live evaluation and alert delivery.
+    pub alerts: crate::alerting::AlertSettings,
 }
 
 /// A secret string: read and written as a plain string, never printed by `Debug`.
@@ -164,6 +166,7 @@ impl Default for Config {
             api: ApiSettings::default(),
             api_token: None,
             analyzer: AnalyzerConfig::default(),
+            alerts: crate::alerting::AlertSettings::default(),
         }
     }
 }

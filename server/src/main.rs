@@ -2,6 +2,7 @@
 //! `sql` queries a data directory; `import` loads OTLP/JSON Lines captures and timelines into
 //! one; `channel` drives the control API of a running server.
 
+mod alerting;
 mod analyze;
 mod api;
 mod client;

@@ -126,6 +126,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         },
     ));
     let sql = SqlEngine::new(store.table())?;
+    let live_engine = Arc::new(SqlEngine::new(store.table())?);
     let plane = Arc::new(
         ControlPlane::open(&config.data_dir)
             .await
@@ -142,7 +143,9 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         apply_spread: config.api.weights_apply_spread,
         shutdown: stop_rx.clone(),
     });
+    let alert_book: crate::alerting::SharedAlerts = Default::default();
     let api_state = Arc::new(ApiState {
+        alerts: Arc::clone(&alert_book),
         auth,
         plane: Arc::clone(&plane),
         analyzer: config.analyzer.clone(),
@@ -182,6 +185,22 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let evaluator = config.alerts.enabled.then(|| {
+        let external = config
+            .alerts
+            .external_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", config.api_addr));
+        crate::alerting::spawn(
+            config.alerts.clone(),
+            config.analyzer.clone(),
+            Arc::clone(&live_engine),
+            Arc::clone(&plane),
+            alert_book,
+            external,
+            stop_rx.clone(),
+        )
+    });
     let grpc = tokio::spawn(dyeline_collector::grpc::serve(
         grpc_listener,
         Arc::clone(&receiver),
@@ -204,6 +223,9 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     tracing::info!("shutting down: draining requests and flushing the store");
     let _ = stop_tx.send(true);
     let _ = tokio::join!(grpc, http, api);
+    if let Some(e) = evaluator {
+        let _ = e.await;
+    }
     tokio::task::spawn_blocking(move || store.close()).await?;
     plane.close().await;
     tracing::info!("stopped");

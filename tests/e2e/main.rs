@@ -1,6 +1,7 @@
 //! End-to-end tests against the real `dyeline` binary: real OpenTelemetry exporters (Rust and
 //! Python), the field cases of `../shared/cases`, bad input, durability, the fixtures, SQL.
 
+mod alerts;
 mod analyze;
 mod bad_input;
 mod cases;

@@ -205,6 +205,8 @@ pub struct RatioDeviation {
     /// `unequal_cluster_sizes` when the weight-implied share explains the observed one and
     /// the counts differ; else null.
     pub cause: Option<&'static str>,
+    /// Up to 5 trace ids for drilldown.
+    pub exemplar_trace_ids: Vec<String>,
     /// Window start, Unix ns.
     #[serde(serialize_with = "nanos")]
     pub window_start_unix_nano: i64,
@@ -234,6 +236,8 @@ pub struct InstanceSkew {
     pub instances_seen: u64,
     /// Mean requests per instance of the colour.
     pub mean_requests: f64,
+    /// Up to 5 trace ids for drilldown.
+    pub exemplar_trace_ids: Vec<String>,
     /// Window start, Unix ns.
     #[serde(serialize_with = "nanos")]
     pub window_start_unix_nano: i64,
@@ -267,6 +271,8 @@ pub struct ErrorSpike {
     pub other_error_rate: f64,
     /// Two-sided two-proportion z-test p-value.
     pub p_value: f64,
+    /// Up to 5 trace ids for drilldown.
+    pub exemplar_trace_ids: Vec<String>,
     /// Window start, Unix ns.
     #[serde(serialize_with = "nanos")]
     pub window_start_unix_nano: i64,

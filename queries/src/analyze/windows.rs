@@ -34,11 +34,27 @@ pub fn two_proportion_p(e1: u64, n1: u64, e2: u64, n2: u64) -> f64 {
     libm::erfc(z.abs() / std::f64::consts::SQRT_2)
 }
 
+/// Exemplar trace ids kept per finding.
+pub const EXEMPLARS: usize = 5;
+
 #[derive(Default)]
 struct ColorCounts {
     requests: u64,
     errors: u64,
     per_instance: HashMap<u32, u64>,
+    exemplars: Vec<u128>,
+    error_exemplars: Vec<u128>,
+    instance_exemplars: HashMap<u32, Vec<u128>>,
+}
+
+fn keep(v: &mut Vec<u128>, t: u128) {
+    if v.len() < EXEMPLARS && !v.contains(&t) {
+        v.push(t);
+    }
+}
+
+fn hexes(v: &[u128]) -> Vec<String> {
+    v.iter().map(|t| hex128(*t)).collect()
 }
 
 #[derive(Default)]
@@ -110,8 +126,16 @@ pub fn find(
             if let Some(side) = g.side(s.color) {
                 side.requests += 1;
                 side.errors += u64::from(s.is_error);
+                keep(&mut side.exemplars, s.trace);
+                if s.is_error {
+                    keep(&mut side.error_exemplars, s.trace);
+                }
                 if key.1.is_some() {
                     *side.per_instance.entry(s.instance).or_default() += 1;
+                    keep(
+                        side.instance_exemplars.entry(s.instance).or_default(),
+                        s.trace,
+                    );
                 }
             }
         }
@@ -162,6 +186,7 @@ pub fn find(
                     other_errors: y.errors,
                     other_error_rate: ry,
                     p_value: p,
+                    exemplar_trace_ids: hexes(&x.error_exemplars),
                     window_start_unix_nano: *ws,
                     window_end_unix_nano: we,
                 });
@@ -191,6 +216,11 @@ pub fn find(
                     color_requests: side.requests,
                     instances_seen: side.per_instance.len() as u64,
                     mean_requests: mean,
+                    exemplar_trace_ids: hexes(
+                        side.instance_exemplars
+                            .get(inst)
+                            .map_or(&[][..], |v| &v[..]),
+                    ),
                     window_start_unix_nano: *ws,
                     window_end_unix_nano: we,
                 });
@@ -217,7 +247,9 @@ pub fn find(
             .unwrap_or(r);
         let cause = (nb != ng && (implied - observed).abs() <= tolerance)
             .then_some("unequal_cluster_sizes");
+        let over = if observed > r { &g.blue } else { &g.green };
         ratio.push(RatioDeviation {
+            exemplar_trace_ids: hexes(&over.exemplars),
             channel,
             app: app_name,
             color: if observed > r { "blue" } else { "green" },

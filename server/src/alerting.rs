@@ -1,0 +1,238 @@
+//! Live evaluation in `dyeline serve` (issue: analyzer, item 3): every `alerts.interval` the
+//! analyzer judges the open window and the last closed one (spans up to `alerts.lateness`
+//! late still count), the alert book fires and resolves alerts, and changes are delivered to
+//! a real Alertmanager (`POST /api/v2/alerts`) and to plain webhooks (Alertmanager's webhook
+//! JSON), from a queue with retries and backoff that never blocks ingest or evaluation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dyeline_control::ControlPlane;
+use dyeline_control::plane::{now_unix_nano, rfc3339};
+use dyeline_queries::SqlEngine;
+use dyeline_queries::alerts::{Alert, AlertBook, AlertState, Change};
+use dyeline_queries::analyze::windows::window_start;
+use dyeline_queries::analyze::{AnalyzerConfig, analyze};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+/// `[alerts]` settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AlertSettings {
+    /// Evaluate live findings at all. Default true.
+    pub enabled: bool,
+    /// How often. Default `2s`.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// Spans this late still count; an alert resolves one window plus this after its
+    /// condition last held. Default `30s`.
+    #[serde(with = "humantime_serde")]
+    pub lateness: Duration,
+    /// Hops and missing decisions are judged on spans that started at least this long ago
+    /// (so the rest of their trace has arrived). Default `5s`.
+    #[serde(with = "humantime_serde")]
+    pub trace_quiet: Duration,
+    /// Alertmanager base URL, e.g. `http://127.0.0.1:9093`.
+    pub alertmanager_url: Option<String>,
+    /// Webhook URLs receiving Alertmanager's webhook JSON.
+    pub webhooks: Vec<String>,
+    /// Base URL of the dashboard for `generatorURL`. Default `http://<api_addr>`.
+    pub external_url: Option<String>,
+    /// Firing alerts are re-sent this often (Alertmanager forgets silent ones). Default `30s`.
+    #[serde(with = "humantime_serde")]
+    pub resend_interval: Duration,
+}
+
+impl Default for AlertSettings {
+    fn default() -> Self {
+        AlertSettings {
+            enabled: true,
+            interval: Duration::from_secs(2),
+            lateness: Duration::from_secs(30),
+            trace_quiet: Duration::from_secs(5),
+            alertmanager_url: None,
+            webhooks: Vec::new(),
+            external_url: None,
+            resend_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The alert book shared with the API.
+pub type SharedAlerts = Arc<Mutex<AlertBook>>;
+
+fn am_alert(a: &Alert, external_url: &str) -> Value {
+    let mut v = json!({
+        "labels": a.labels,
+        "annotations": a.annotations,
+        "startsAt": rfc3339(a.starts_at_unix_nano),
+        "generatorURL": format!(
+            "{}/channels/{}",
+            external_url.trim_end_matches('/'),
+            a.labels.get("channel").map_or("", String::as_str)
+        ),
+    });
+    if let Some(end) = a.ends_at_unix_nano {
+        v["endsAt"] = json!(rfc3339(end));
+    }
+    v
+}
+
+fn webhook_body(alerts: &[Alert], external_url: &str) -> Value {
+    let firing = alerts.iter().any(|a| a.state == AlertState::Firing);
+    let items: Vec<Value> = alerts
+        .iter()
+        .map(|a| {
+            let mut v = am_alert(a, external_url);
+            v["status"] = json!(if a.state == AlertState::Firing {
+                "firing"
+            } else {
+                "resolved"
+            });
+            if v.get("endsAt").is_none() {
+                v["endsAt"] = json!("0001-01-01T00:00:00Z");
+            }
+            v
+        })
+        .collect();
+    json!({
+        "version": "4",
+        "groupKey": "{}:{}",
+        "truncatedAlerts": 0,
+        "status": if firing { "firing" } else { "resolved" },
+        "receiver": "dyeline",
+        "groupLabels": {},
+        "commonLabels": {},
+        "commonAnnotations": {},
+        "externalURL": external_url,
+        "alerts": items,
+    })
+}
+
+async fn post_with_retry(client: &reqwest::Client, url: &str, body: &Value) {
+    let mut delay = Duration::from_millis(500);
+    for attempt in 1..=6 {
+        match client.post(url).json(body).send().await {
+            Ok(r) if r.status().is_success() => return,
+            Ok(r) => tracing::warn!(url, status = %r.status(), attempt, "alert delivery refused"),
+            Err(e) => tracing::warn!(url, error = %e, attempt, "alert delivery failed"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+    tracing::error!(url, "alert delivery given up after retries");
+}
+
+/// Starts the evaluator and the delivery worker; both stop when `stop` becomes true.
+pub fn spawn(
+    settings: AlertSettings,
+    analyzer: AnalyzerConfig,
+    engine: Arc<SqlEngine>,
+    plane: Arc<ControlPlane>,
+    book: SharedAlerts,
+    external_url: String,
+    mut stop: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let (tx, mut rx) = mpsc::channel::<Vec<Alert>>(256);
+    let targets = (settings.alertmanager_url.clone(), settings.webhooks.clone());
+    let ext = external_url.clone();
+    tokio::spawn(async move {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap_or_default();
+        while let Some(alerts) = rx.recv().await {
+            if let Some(am) = &targets.0 {
+                let body = Value::Array(alerts.iter().map(|a| am_alert(a, &ext)).collect());
+                post_with_retry(
+                    &client,
+                    &format!("{}/api/v2/alerts", am.trim_end_matches('/')),
+                    &body,
+                )
+                .await;
+            }
+            for hook in &targets.1 {
+                post_with_retry(&client, hook, &webhook_body(&alerts, &ext)).await;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(settings.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let lateness = settings.lateness.as_nanos() as i64;
+        let quiet = settings.trace_quiet.as_nanos() as i64;
+        let window = analyzer
+            .channels
+            .values()
+            .map(|t| t.window)
+            .chain(std::iter::once(analyzer.defaults.window))
+            .max()
+            .unwrap_or(Duration::from_secs(60))
+            .as_nanos()
+            .max(1) as i64;
+        let mut last_resend = now_unix_nano();
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.changed() => return,
+            }
+            let now = now_unix_nano();
+            let from = window_start(now - lateness, window) - window;
+            let timeline = plane.timeline();
+            let mut report = match analyze(
+                engine.context(),
+                &timeline,
+                &analyzer,
+                Some(from),
+                Some(now),
+                false,
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "live evaluation failed");
+                    continue;
+                }
+            };
+            report
+                .cross_color_hops
+                .retain(|h| h.t_unix_nano <= now - quiet);
+            report
+                .missing_decisions
+                .retain(|m| m.t_unix_nano <= now - quiet);
+            let (mut changes, firing) = {
+                let mut b = book.lock();
+                let mut c = b.observe(&report, &analyzer, now);
+                c.extend(b.sweep(&analyzer, lateness, now));
+                (c, b.firing())
+            };
+            let resend = now - last_resend >= settings.resend_interval.as_nanos() as i64;
+            if resend {
+                last_resend = now;
+            }
+            let mut batch: Vec<Alert> = changes
+                .drain(..)
+                .map(|c| match c {
+                    Change::Fired(a) | Change::Resolved(a) => a,
+                })
+                .collect();
+            for c in &batch {
+                tracing::info!(alert = %c.labels["alertname"], state = ?c.state, labels = ?c.labels, "alert");
+            }
+            if resend {
+                for a in firing {
+                    if !batch.iter().any(|b| b.labels == a.labels) {
+                        batch.push(a);
+                    }
+                }
+            }
+            if !batch.is_empty() && tx.try_send(batch).is_err() {
+                tracing::warn!("alert delivery queue full: batch dropped");
+            }
+        }
+    })
+}
