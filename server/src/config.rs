@@ -46,6 +46,23 @@ pub struct Config {
     pub analyzer: AnalyzerConfig,
     /// Live evaluation and alert delivery.
     pub alerts: crate::alerting::AlertSettings,
+    /// Metrics derived from spans.
+    pub metrics: MetricsSettings,
+}
+
+/// `[metrics]` settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSettings {
+    /// Label sets (channel, app, colour, kind) kept at most; further apps count as `_other`.
+    /// Default 5000.
+    pub max_series: usize,
+}
+
+impl Default for MetricsSettings {
+    fn default() -> Self {
+        Self { max_series: 5000 }
+    }
 }
 
 /// A secret string: read and written as a plain string, never printed by `Debug`.
@@ -167,6 +184,7 @@ impl Default for Config {
             api_token: None,
             analyzer: AnalyzerConfig::default(),
             alerts: crate::alerting::AlertSettings::default(),
+            metrics: MetricsSettings::default(),
         }
     }
 }

@@ -10,6 +10,7 @@ mod config;
 mod import;
 mod serve;
 mod sink;
+mod span_metrics;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

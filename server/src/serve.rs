@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use crate::api::{self, ApiState};
 use crate::config::Config;
 use crate::sink::StoreSink;
+use crate::span_metrics::SpanMetrics;
 
 /// Errors that end a command.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -112,12 +113,22 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         })
         .await??,
     );
+    let plane = Arc::new(
+        ControlPlane::open(&config.data_dir)
+            .await
+            .map_err(|e| format!("opening the control database: {e}"))?,
+    );
     let mut registry = Registry::default();
     let receiver_metrics = ReceiverMetrics::default();
     receiver_metrics.register(&mut registry);
     store.metrics().register(&mut registry);
+    let span_metrics = Arc::new(SpanMetrics::new(config.metrics.max_series));
+    span_metrics.register(&mut registry);
     let receiver = Arc::new(Receiver::new(
-        Arc::new(StoreSink(Arc::clone(&store))),
+        Arc::new(StoreSink {
+            store: Arc::clone(&store),
+            metrics: Some((span_metrics, Arc::clone(&plane))),
+        }),
         convert_options(&config)?,
         receiver_metrics,
         Limits {
@@ -127,11 +138,6 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     ));
     let sql = SqlEngine::new(store.table())?;
     let live_engine = Arc::new(SqlEngine::new(store.table())?);
-    let plane = Arc::new(
-        ControlPlane::open(&config.data_dir)
-            .await
-            .map_err(|e| format!("opening the control database: {e}"))?,
-    );
     let auth = Arc::new(Auth::new(
         api_tokens(&config)?,
         config.api.read_requires_token,

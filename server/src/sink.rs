@@ -7,8 +7,17 @@ use dyeline_collector::{SinkError, SpanRows, SpanSink, WriteReport};
 use dyeline_store::{Store, StoreError};
 use futures::future::BoxFuture;
 
-/// The store as a span sink.
-pub struct StoreSink(pub Arc<Store>);
+use dyeline_control::ControlPlane;
+
+use crate::span_metrics::SpanMetrics;
+
+/// The store as a span sink; the rows it keeps also feed the span metrics.
+pub struct StoreSink {
+    /// The store.
+    pub store: Arc<Store>,
+    /// Metrics from spans, with the control plane that names each app's channel.
+    pub metrics: Option<(Arc<SpanMetrics>, Arc<ControlPlane>)>,
+}
 
 fn map(e: StoreError) -> SinkError {
     match e {
@@ -24,13 +33,19 @@ impl SpanSink for StoreSink {
         let Some(batch) = rows.batch else {
             return Box::pin(async { Ok(WriteReport::default()) });
         };
-        match self.0.try_write(batch, rows.keys) {
+        let metrics = self.metrics.clone();
+        match self.store.try_write(batch, rows.keys) {
             Ok(rx) => Box::pin(async move {
                 match rx.await {
-                    Ok(Ok(r)) => Ok(WriteReport {
-                        stored: r.stored,
-                        duplicates: r.duplicates,
-                    }),
+                    Ok(Ok(r)) => {
+                        if let (Some((m, plane)), Some(kept)) = (&metrics, &r.kept) {
+                            m.observe(kept, plane);
+                        }
+                        Ok(WriteReport {
+                            stored: r.stored,
+                            duplicates: r.duplicates,
+                        })
+                    }
                     Ok(Err(e)) => Err(map(e)),
                     Err(_) => Err(SinkError::Unavailable("store stopped".into())),
                 }

@@ -107,12 +107,15 @@ pub enum StoreError {
 }
 
 /// What a write did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct WriteReport {
     /// Rows stored.
     pub stored: u64,
     /// Rows dropped as already stored.
     pub duplicates: u64,
+    /// The rows stored (duplicates removed), for metrics derived from spans; `None` when
+    /// none was.
+    pub kept: Option<RecordBatch>,
 }
 
 /// The store's own metrics.
@@ -614,6 +617,7 @@ fn writer_loop(
                     let report = WriteReport {
                         stored: f.batch.as_ref().map_or(0, |b| b.num_rows() as u64),
                         duplicates: f.duplicates,
+                        kept: f.batch.clone(),
                     };
                     // Re-encode only when duplicates were dropped (rare).
                     let segment = match f.batch {

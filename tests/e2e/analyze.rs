@@ -146,6 +146,14 @@ fn case11_hop_child_first_other_batch_other_encoding_resent_is_found_once() {
     // t = 40 s: the first request again, byte for byte.
     assert_eq!(post_json(&s, &stock).status, 200);
     assert_eq!(count_trace(&s, "5e5e5e5e5e5e5e5e6f6f6f6f6f6f6f6f"), 3);
+    // the resent span counts once in the metrics derived from spans
+    let m = s.metrics();
+    assert!(
+        m.contains(
+            r#"dyeline_spans_requests_total{channel="ch1",app="stock",color="green",kind="RPC"} 1"#
+        ),
+        "{m}"
+    );
     assert!(s.stop());
     let v = analyze(dir.path());
     let hops = v["cross_color_hops"].as_array().unwrap();

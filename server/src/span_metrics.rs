@@ -1,0 +1,145 @@
+//! Metrics derived from spans (issue: analyzer, item 4): requests, errors and a duration
+//! histogram per channel, app, colour and traffic kind on `/metrics`, so an existing
+//! Prometheus and Grafana can chart a release. Counted from the rows the store kept (a resent
+//! span counts once); the channel is the app's effective channel when the span arrives
+//! (`none` outside a release). Label sets are bounded: past `max_series`, new apps are
+//! counted under app `_other`.
+
+use std::collections::{HashMap, HashSet};
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::Int64Type;
+use dyeline_control::ControlPlane;
+use dyeline_model::schema::col;
+use parking_lot::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Labels of the span metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SpanLabels {
+    /// Effective channel of the app, or `none`.
+    pub channel: String,
+    /// App (`service.name`), or `_other` past the series limit.
+    pub app: String,
+    /// blue, green, unknown.
+    pub color: String,
+    /// RPC, MQ, JOB.
+    pub kind: String,
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new([
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ])
+}
+
+/// The span metric families.
+pub struct SpanMetrics {
+    requests: Family<SpanLabels, Counter>,
+    errors: Family<SpanLabels, Counter>,
+    duration: Family<SpanLabels, Histogram, fn() -> Histogram>,
+    series: Mutex<HashSet<SpanLabels>>,
+    max_series: usize,
+}
+
+impl SpanMetrics {
+    /// Families with at most `max_series` label sets.
+    pub fn new(max_series: usize) -> Self {
+        SpanMetrics {
+            requests: Family::default(),
+            errors: Family::default(),
+            duration: Family::new_with_constructor(duration_histogram),
+            series: Mutex::new(HashSet::new()),
+            max_series,
+        }
+    }
+
+    /// Registers `dyeline_spans_requests`, `dyeline_spans_errors` (counters) and
+    /// `dyeline_spans_duration_seconds` (histogram).
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "dyeline_spans_requests",
+            "Spans per channel, app, colour and traffic kind (RPC: server spans, MQ: consumer spans, JOB)",
+            self.requests.clone(),
+        );
+        registry.register(
+            "dyeline_spans_errors",
+            "Error spans (status ERROR, HTTP >= 500, gRPC status != 0) per channel, app, colour and kind",
+            self.errors.clone(),
+        );
+        registry.register(
+            "dyeline_spans_duration_seconds",
+            "Span duration per channel, app, colour and kind",
+            self.duration.clone(),
+        );
+    }
+
+    /// Counts the spans of `batch` (rows of the `spans` schema).
+    pub fn observe(&self, batch: &RecordBatch, plane: &ControlPlane) {
+        let (Some(app), Some(color), Some(kind), Some(err), Some(dur)) = (
+            batch.column_by_name(col::SERVICE_NAME),
+            batch.column_by_name(col::COLOR),
+            batch.column_by_name(col::TRAFFIC_KIND),
+            batch.column_by_name(col::IS_ERROR),
+            batch.column_by_name(col::DURATION_NS),
+        ) else {
+            return;
+        };
+        let (app, color, kind) = (
+            app.as_string::<i32>(),
+            color.as_string::<i32>(),
+            kind.as_string::<i32>(),
+        );
+        let (err, dur) = (err.as_boolean(), dur.as_primitive::<Int64Type>());
+        // (app, color, kind) → (count, errors, durations)
+        let mut groups: HashMap<(&str, &str, &str), (u64, u64, Vec<f64>)> = HashMap::new();
+        for i in 0..batch.num_rows() {
+            if kind.is_null(i) {
+                continue;
+            }
+            let g = groups
+                .entry((app.value(i), color.value(i), kind.value(i)))
+                .or_default();
+            g.0 += 1;
+            g.1 += u64::from(err.value(i));
+            g.2.push(dur.value(i).max(0) as f64 / 1e9);
+        }
+        let mut channels: HashMap<&str, String> = HashMap::new();
+        for ((a, c, k), (n, e, durations)) in groups {
+            let channel = channels
+                .entry(a)
+                .or_insert_with(|| {
+                    plane
+                        .effective(a)
+                        .channel
+                        .map_or_else(|| "none".to_owned(), |c| c.to_string())
+                })
+                .clone();
+            let mut labels = SpanLabels {
+                channel,
+                app: a.to_owned(),
+                color: c.to_owned(),
+                kind: k.to_owned(),
+            };
+            {
+                let mut series = self.series.lock();
+                if !series.contains(&labels) {
+                    if series.len() >= self.max_series {
+                        labels.app = "_other".into();
+                    }
+                    series.insert(labels.clone());
+                }
+            }
+            self.requests.get_or_create(&labels).inc_by(n);
+            self.errors.get_or_create(&labels).inc_by(e);
+            let h = self.duration.get_or_create(&labels);
+            for d in durations {
+                h.observe(d);
+            }
+        }
+    }
+}
