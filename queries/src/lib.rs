@@ -11,3 +11,4 @@ pub use sql::{QueryResult, SqlEngine, SqlError, SqlLimits};
 pub mod alerts;
 pub mod analyze;
 pub mod drilldown;
+pub mod summary;

@@ -100,6 +100,7 @@ pub fn router(state: Arc<ApiState>, control: Arc<ControlApi>) -> Router {
         .routes(routes!(findings))
         .routes(routes!(trace))
         .routes(routes!(alerts))
+        .routes(routes!(channel_summary))
         .with_state(state);
     let (router, doc) = dyeline_control::api::router(control)
         .merge(own)
@@ -271,6 +272,66 @@ async fn trace(
             format!("no span of trace {id} is stored"),
         )),
     }
+}
+
+/// Query of the channel summary.
+#[derive(Deserialize, IntoParams)]
+struct SummaryQuery {
+    /// From (RFC 3339 or Unix ns). Default: one hour before `to`.
+    from: Option<String>,
+    /// To. Default: now.
+    to: Option<String>,
+    /// Step, e.g. `60s`, `5m`. Default `60s`.
+    step: Option<String>,
+}
+
+/// Per step and colour: requests, errors, p50/p99 latency, observed blue share against the
+/// blue_percent in force, and hop count, for the dashboard.
+#[utoipa::path(get, path = "/api/v1/channels/{id}/summary", tag = "analysis",
+    params(("id" = String, Path, description = "Channel id"), SummaryQuery),
+    responses((status = 200, description = "{\"channel\", \"step_seconds\", \"steps\": [...]}"),
+              (status = 400, body = dyeline_control::api::ErrorBody),
+              (status = 404, body = dyeline_control::api::ErrorBody)))]
+async fn channel_summary(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<SummaryQuery>,
+) -> Result<Response, ApiError> {
+    state.auth.authorize(&headers, Access::Read)?;
+    let timeline = state.plane.timeline();
+    if state.plane.channel(&id).is_err() && !timeline.ops().any(|(_, c, _)| c.as_str() == id) {
+        return Err(ControlError::ChannelNotFound(id).into());
+    }
+    let to = match &q.to {
+        Some(t) => parse_time(t)?,
+        None => dyeline_control::plane::now_unix_nano(),
+    };
+    let from = match &q.from {
+        Some(t) => parse_time(t)?,
+        None => to.saturating_sub(3_600_000_000_000),
+    };
+    let step = match &q.step {
+        None => std::time::Duration::from_secs(60),
+        Some(s) => humantime::parse_duration(s).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!("step {s:?}: {e}"),
+            )
+        })?,
+    };
+    let summary = dyeline_queries::summary::channel_summary(
+        state.sql.context(),
+        &timeline,
+        &state.analyzer,
+        &id,
+        from,
+        to,
+        step.as_nanos() as i64,
+    )
+    .await?;
+    Ok(Json(summary).into_response())
 }
 
 /// Query of `GET /api/v1/alerts`.

@@ -369,6 +369,39 @@ fn findings_and_trace_drilldown_over_the_api() {
         (status, v["error"]["code"].as_str()),
         (404, Some("trace_not_found"))
     );
+    // Channel summary: one 60 s step from the start of trade (release-small's spans lie in it).
+    let (status, v) = get(
+        "/api/v1/channels/trade/summary?from=2025-01-01T12:00:00Z&to=2025-01-01T12:01:00Z&step=60s",
+    );
+    assert_eq!(status, 200, "{v}");
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(
+        (steps[0]["hops"].as_u64(), steps[0]["blue_percent"].as_u64()),
+        (Some(6), Some(30))
+    );
+    let by_color = s.sql(
+        "SELECT color, count(*) FROM spans WHERE span_kind = 'SERVER'          AND service_name IN ('order', 'inventory', 'notify', 'settle')          AND start_time_unix_nano >= 1735732800000000000 GROUP BY color ORDER BY color",
+    );
+    let count = |c: &str| {
+        by_color
+            .iter()
+            .find(|r| r[0] == c)
+            .map_or(0, |r| r[1].as_u64().unwrap())
+    };
+    assert_eq!(steps[0]["blue"]["requests"].as_u64(), Some(count("blue")));
+    assert_eq!(steps[0]["green"]["requests"].as_u64(), Some(count("green")));
+    assert!(
+        steps[0]["blue"]["p99_ms"].as_f64().unwrap()
+            >= steps[0]["blue"]["p50_ms"].as_f64().unwrap()
+    );
+    let (status, v) = get("/api/v1/channels/nope/summary");
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (404, Some("channel_not_found"))
+    );
+    let (status, _) = get("/api/v1/channels/trade/summary?step=0s");
+    assert_eq!(status, 400);
     let (status, v) = get("/api/v1/traces/not-an-id");
     assert_eq!(
         (status, v["error"]["code"].as_str()),

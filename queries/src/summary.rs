@@ -1,0 +1,202 @@
+//! Channel summary for the dashboard (issue: analyzer, item 5): per time step and colour, the
+//! requests (RPC SERVER spans of apps whose effective channel is the channel at their start),
+//! errors, exact p50/p99 latency, the observed blue share against the blue_percent in force,
+//! and the cross-colour hops found in the step.
+
+use std::collections::BTreeMap;
+
+use arrow::array::AsArray;
+use arrow::datatypes::Int64Type;
+use datafusion::prelude::SessionContext;
+use dyeline_control::Timeline;
+use dyeline_control::state::ReleaseState;
+use futures::StreamExt;
+use serde::Serialize;
+
+use crate::analyze::windows::window_start;
+use crate::analyze::{AnalyzerConfig, analyze};
+use crate::sql::SqlError;
+
+/// One colour within one step.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ColorStep {
+    /// Requests.
+    pub requests: u64,
+    /// Errors among them.
+    pub errors: u64,
+    /// Median duration, ms (null without requests).
+    pub p50_ms: Option<f64>,
+    /// 99th percentile duration, ms.
+    pub p99_ms: Option<f64>,
+}
+
+/// One step of the summary.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Step {
+    /// Step start, Unix ns (decimal string).
+    pub start_unix_nano: String,
+    /// Blue instances' requests.
+    pub blue: ColorStep,
+    /// Green instances' requests.
+    pub green: ColorStep,
+    /// Requests on instances of unknown colour.
+    pub unknown_requests: u64,
+    /// blue / (blue + green); null without requests.
+    pub blue_share: Option<f64>,
+    /// The channel's blue_percent at the step's end (null while it is idle).
+    pub blue_percent: Option<u8>,
+    /// Cross-colour hops of the channel in the step.
+    pub hops: u64,
+}
+
+/// The summary answer.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Summary {
+    /// Channel id.
+    pub channel: String,
+    /// Step length, seconds.
+    pub step_seconds: u64,
+    /// Steps in time order (every step of the range, empty ones included).
+    pub steps: Vec<Step>,
+}
+
+fn percentile(sorted: &[i64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    Some(sorted[i] as f64 / 1e6)
+}
+
+/// Summarises channel `channel` over `[from, to)` in steps of `step_ns`.
+///
+/// # Errors
+/// [`SqlError`] when the scan fails; [`SqlError::Syntax`] for a range of more than 10,000
+/// steps or a non-positive step.
+pub async fn channel_summary(
+    ctx: &SessionContext,
+    timeline: &Timeline,
+    config: &AnalyzerConfig,
+    channel: &str,
+    from: i64,
+    to: i64,
+    step_ns: i64,
+) -> Result<Summary, SqlError> {
+    if step_ns <= 0 || to <= from || (to - from) / step_ns > 10_000 {
+        return Err(SqlError::Syntax(
+            "give from < to and a positive step, at most 10000 steps".into(),
+        ));
+    }
+    let first = window_start(from, step_ns);
+    let n = ((to - first) + step_ns - 1) / step_ns;
+    let mut per: Vec<(Vec<i64>, Vec<i64>, u64, u64, u64)> =
+        vec![(Vec::new(), Vec::new(), 0, 0, 0); n as usize];
+    let sql = format!(
+        "SELECT service_name, color, start_time_unix_nano, duration_ns, is_error FROM spans \
+         WHERE span_kind = 'SERVER' AND start_time_unix_nano >= {from} AND start_time_unix_nano < {to}"
+    );
+    let df = ctx
+        .sql(&sql)
+        .await
+        .map_err(|e| SqlError::Internal(e.to_string()))?;
+    let mut stream = df
+        .execute_stream()
+        .await
+        .map_err(|e| SqlError::Internal(e.to_string()))?;
+    let mut in_channel: BTreeMap<String, Vec<(i64, bool)>> = BTreeMap::new();
+    while let Some(b) = stream.next().await {
+        let b = b.map_err(|e| SqlError::Internal(e.to_string()))?;
+        let (app, color) = (
+            b.column(0).as_string::<i32>(),
+            b.column(1).as_string::<i32>(),
+        );
+        let (start, dur) = (
+            b.column(2).as_primitive::<Int64Type>(),
+            b.column(3).as_primitive::<Int64Type>(),
+        );
+        let err = b.column(4).as_boolean();
+        for r in 0..b.num_rows() {
+            let a = app.value(r);
+            // Effective channel per app at the span's start, from the app's changes.
+            let changes = in_channel.entry(a.to_owned()).or_insert_with(|| {
+                timeline
+                    .changes(a)
+                    .into_iter()
+                    .map(|c| {
+                        (
+                            c.t_unix_nano,
+                            c.effective.channel.is_some_and(|id| id.as_str() == channel),
+                        )
+                    })
+                    .collect()
+            });
+            let t = start.value(r);
+            let k = changes.partition_point(|(ct, _)| *ct <= t);
+            if k == 0 || !changes[k - 1].1 {
+                continue;
+            }
+            let i = ((t - first) / step_ns) as usize;
+            let Some(slot) = per.get_mut(i) else { continue };
+            match color.value(r) {
+                "blue" => {
+                    slot.0.push(dur.value(r));
+                    slot.2 += u64::from(err.value(r));
+                }
+                "green" => {
+                    slot.1.push(dur.value(r));
+                    slot.3 += u64::from(err.value(r));
+                }
+                _ => slot.4 += 1,
+            }
+        }
+    }
+    let report = analyze(ctx, timeline, config, Some(from), Some(to), false).await?;
+    let mut hops = vec![0u64; n as usize];
+    for h in report
+        .cross_color_hops
+        .iter()
+        .filter(|h| h.channel == channel)
+    {
+        if let Some(slot) = hops.get_mut(((h.t_unix_nano - first) / step_ns) as usize) {
+            *slot += 1;
+        }
+    }
+    let steps = per
+        .into_iter()
+        .enumerate()
+        .map(|(i, (mut b, mut g, be, ge, unknown))| {
+            b.sort_unstable();
+            g.sort_unstable();
+            let start = first + i as i64 * step_ns;
+            let total = (b.len() + g.len()) as f64;
+            let bp = timeline
+                .channel_at(channel, (start + step_ns - 1).min(to - 1))
+                .filter(|c| c.state == ReleaseState::Releasing)
+                .map(|c| c.blue_percent);
+            Step {
+                start_unix_nano: start.to_string(),
+                blue_share: (total > 0.0).then(|| b.len() as f64 / total),
+                blue: ColorStep {
+                    requests: b.len() as u64,
+                    errors: be,
+                    p50_ms: percentile(&b, 0.5),
+                    p99_ms: percentile(&b, 0.99),
+                },
+                green: ColorStep {
+                    requests: g.len() as u64,
+                    errors: ge,
+                    p50_ms: percentile(&g, 0.5),
+                    p99_ms: percentile(&g, 0.99),
+                },
+                unknown_requests: unknown,
+                blue_percent: bp,
+                hops: hops[i],
+            }
+        })
+        .collect();
+    Ok(Summary {
+        channel: channel.to_owned(),
+        step_seconds: (step_ns / 1_000_000_000) as u64,
+        steps,
+    })
+}
