@@ -11,4 +11,5 @@ pub use sql::{QueryResult, SqlEngine, SqlError, SqlLimits};
 pub mod alerts;
 pub mod analyze;
 pub mod drilldown;
+pub mod search;
 pub mod summary;

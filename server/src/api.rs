@@ -101,6 +101,7 @@ pub fn router(state: Arc<ApiState>, control: Arc<ControlApi>) -> Router {
         .routes(routes!(trace))
         .routes(routes!(alerts))
         .routes(routes!(channel_summary))
+        .routes(routes!(search_traces))
         .with_state(state);
     let (router, doc) = dyeline_control::api::router(control)
         .merge(own)
@@ -332,6 +333,79 @@ async fn channel_summary(
     )
     .await?;
     Ok(Json(summary).into_response())
+}
+
+/// Query of the trace search.
+#[derive(Deserialize, IntoParams)]
+struct SearchQuery {
+    /// A span of an app in this channel.
+    channel: Option<String>,
+    /// A span of this app.
+    app: Option<String>,
+    /// A span on this colour: blue, green, unknown.
+    color: Option<String>,
+    /// true: with an error span; false: without.
+    error: Option<bool>,
+    /// true: with a cross-colour hop; false: without.
+    hop: Option<bool>,
+    /// Lasting at least this many ms.
+    min_duration_ms: Option<f64>,
+    /// From (RFC 3339 or Unix ns). Default: one hour before `to`.
+    from: Option<String>,
+    /// To. Default: now.
+    to: Option<String>,
+    /// At most this many (default 100, max 1000).
+    limit: Option<usize>,
+}
+
+/// Traces of a range matching every filter given, newest first: `{"traces": [...]}`.
+#[utoipa::path(get, path = "/api/v1/traces", tag = "analysis", params(SearchQuery),
+    responses((status = 200, description = "{\"traces\": [...]}"),
+              (status = 400, body = dyeline_control::api::ErrorBody)))]
+async fn search_traces(
+    State(state): State<Arc<ApiState>>,
+    headers: HeaderMap,
+    query: Result<Query<SearchQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    state.auth.authorize(&headers, Access::Read)?;
+    let Query(q) = query
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()))?;
+    let to = match &q.to {
+        Some(t) => parse_time(t)?,
+        None => dyeline_control::plane::now_unix_nano(),
+    };
+    let from = match &q.from {
+        Some(t) => parse_time(t)?,
+        None => to.saturating_sub(3_600_000_000_000),
+    };
+    let color = match q.color.as_deref() {
+        None => None,
+        Some(c) => Some(
+            dyeline_model::Color::parse(c)
+                .or((c == "unknown").then_some(dyeline_model::Color::Unknown))
+                .ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_query",
+                        format!("color {c:?} is not blue, green or unknown"),
+                    )
+                })?,
+        ),
+    };
+    let tq = dyeline_queries::search::TraceQuery {
+        channel: q.channel,
+        app: q.app,
+        color,
+        error: q.error,
+        hop: q.hop,
+        min_duration_ms: q.min_duration_ms,
+        from,
+        to,
+        limit: q.limit.unwrap_or(100),
+    };
+    let timeline = state.plane.timeline();
+    let traces = dyeline_queries::search::search(state.sql.context(), &timeline, &tq).await?;
+    Ok(Json(json!({ "traces": traces })).into_response())
 }
 
 /// Query of `GET /api/v1/alerts`.

@@ -402,6 +402,36 @@ fn findings_and_trace_drilldown_over_the_api() {
     );
     let (status, _) = get("/api/v1/channels/trade/summary?step=0s");
     assert_eq!(status, 400);
+    // Trace search.
+    let (status, v) = get(&format!("/api/v1/traces?{range}&hop=true"));
+    assert_eq!(status, 200, "{v}");
+    let hop_traces: Vec<&str> = v["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["trace_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(hop_traces.len(), 6, "{hop_traces:?}");
+    assert!(hop_traces.contains(&"a1000000000000000000000000000004"));
+    let (_, v) = get(&format!(
+        "/api/v1/traces?{range}&channel=pay&hop=false&limit=2"
+    ));
+    let t = v["traces"].as_array().unwrap();
+    assert_eq!(t.len(), 2);
+    assert!(
+        t.iter()
+            .all(|x| x["channels"].as_array().unwrap().contains(&json!("pay")) && x["hops"] == 0)
+    );
+    let (_, v) = get(&format!("/api/v1/traces?{range}&app=risk&color=unknown"));
+    assert!(
+        v["traces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["trace_id"] == "a100000000000000000000000000000d")
+    );
+    let (status, _) = get(&format!("/api/v1/traces?{range}&color=purple"));
+    assert_eq!(status, 400);
     let (status, v) = get("/api/v1/traces/not-an-id");
     assert_eq!(
         (status, v["error"]["code"].as_str()),

@@ -108,6 +108,8 @@ pub struct SpanRec {
     pub traffic: Option<Traffic>,
     /// Start, Unix ns.
     pub start: i64,
+    /// End, Unix ns.
+    pub end: i64,
     /// Error per domain §6 (resolved at ingest).
     pub is_error: bool,
     /// Decisions: (channel interned in [`Spans::channels`], colour), first-wins already.
@@ -231,7 +233,7 @@ async fn load_where(
     let sql = format!(
         "SELECT trace_id, span_id, parent_span_id, service_name, instance_id, color, color_rule, \
          span_kind, traffic_kind, start_time_unix_nano, is_error, decisions, decision_source, \
-         malformed_pairs, conflicting_channels FROM spans {where_clause}"
+         malformed_pairs, conflicting_channels, end_time_unix_nano FROM spans {where_clause}"
     );
     let df = ctx.sql(&sql).await.map_err(sql_err)?;
     let mut stream = df.execute_stream().await.map_err(sql_err)?;
@@ -285,6 +287,11 @@ async fn load_where(
             .as_any()
             .downcast_ref::<ListArray>()
             .ok_or_else(|| sql_err("conflicting type"))?;
+        let end = batch
+            .column(15)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| sql_err("end type"))?;
         for i in 0..batch.num_rows() {
             let (Ok(t), Ok(sp)) = (
                 u128::from_str_radix(trace.value(i), 16),
@@ -369,6 +376,7 @@ async fn load_where(
                 kind: k,
                 traffic: tr,
                 start: start.value(i),
+                end: end.value(i),
                 is_error: is_error.value(i),
                 decisions: decs,
                 channel: None,

@@ -97,6 +97,7 @@ impl B {
             kind: sp.kind,
             traffic,
             start: T0 + (sp.t * S as f64) as i64,
+            end: T0 + (sp.t * S as f64) as i64 + S / 100,
             is_error: sp.error,
             decisions,
             channel: None,

@@ -1,0 +1,153 @@
+//! Trace search (issue: analyzer, item 5): traces of a time range filtered by channel, app,
+//! colour, error, hop and minimum duration, newest first, for the dashboard's lists and
+//! drilldown links.
+
+use std::collections::{BTreeSet, HashSet};
+
+use datafusion::prelude::SessionContext;
+use dyeline_control::Timeline;
+use dyeline_model::Color;
+use serde::Serialize;
+
+use crate::analyze::load::load;
+use crate::analyze::{hex128, traces};
+use crate::sql::SqlError;
+
+/// Filters of a search (all optional; `limit` defaults to 100, at most 1000).
+#[derive(Clone, Debug, Default)]
+pub struct TraceQuery {
+    /// A span of an app whose effective channel is this one.
+    pub channel: Option<String>,
+    /// A span of this app.
+    pub app: Option<String>,
+    /// A span on an instance of this colour.
+    pub color: Option<Color>,
+    /// Has (true) or has no (false) error span.
+    pub error: Option<bool>,
+    /// Has (true) or has no (false) cross-colour hop.
+    pub hop: Option<bool>,
+    /// Lasts at least this long (first start to last end), ms.
+    pub min_duration_ms: Option<f64>,
+    /// Spans starting at or after, Unix ns.
+    pub from: i64,
+    /// Spans starting before, Unix ns.
+    pub to: i64,
+    /// At most this many traces.
+    pub limit: usize,
+}
+
+/// One trace of a search.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TraceSummary {
+    /// Trace id, lower-case hex.
+    pub trace_id: String,
+    /// First span start, Unix ns (decimal string).
+    pub start_unix_nano: String,
+    /// Last end − first start, ms.
+    pub duration_ms: f64,
+    /// Spans stored.
+    pub spans: usize,
+    /// Apps, sorted.
+    pub apps: Vec<String>,
+    /// Colours of its instances, sorted.
+    pub colors: Vec<String>,
+    /// Channels its apps were in, sorted.
+    pub channels: Vec<String>,
+    /// Any error span.
+    pub error: bool,
+    /// Cross-colour hops in it.
+    pub hops: usize,
+}
+
+/// Runs a search.
+///
+/// # Errors
+/// [`SqlError`] when the scan fails.
+pub async fn search(
+    ctx: &SessionContext,
+    timeline: &Timeline,
+    q: &TraceQuery,
+) -> Result<Vec<TraceSummary>, SqlError> {
+    let spans = load(ctx, timeline, Some(q.from), Some(q.to)).await?;
+    let mut hops = Vec::new();
+    let mut missing = Vec::new();
+    traces::find(&spans, &mut hops, &mut missing);
+    let mut hop_count: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for h in &hops {
+        *hop_count.entry(h.trace_id.clone()).or_default() += 1;
+    }
+    let channel_id = q.channel.as_deref().and_then(|c| spans.channels.get(c));
+    let app_id = q.app.as_deref().and_then(|a| spans.apps.get(a));
+    if (q.channel.is_some() && channel_id.is_none()) || (q.app.is_some() && app_id.is_none()) {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    let ss = &spans.spans;
+    let mut i = 0;
+    while i < ss.len() {
+        let mut j = i + 1;
+        while j < ss.len() && ss[j].trace == ss[i].trace {
+            j += 1;
+        }
+        let t = &ss[i..j];
+        i = j;
+        if channel_id.is_some() && !t.iter().any(|s| s.channel == channel_id) {
+            continue;
+        }
+        if app_id.is_some() && !t.iter().any(|s| Some(s.app) == app_id) {
+            continue;
+        }
+        if let Some(c) = q.color
+            && !t.iter().any(|s| s.color == c)
+        {
+            continue;
+        }
+        let error = t.iter().any(|s| s.is_error);
+        if q.error.is_some_and(|e| e != error) {
+            continue;
+        }
+        let id = hex128(t[0].trace);
+        let n_hops = hop_count.get(&id).copied().unwrap_or(0);
+        if q.hop.is_some_and(|h| h != (n_hops > 0)) {
+            continue;
+        }
+        let start = t.iter().map(|s| s.start).min().unwrap_or(0);
+        let end = t.iter().map(|s| s.end).max().unwrap_or(start);
+        let duration_ms = (end - start).max(0) as f64 / 1e6;
+        if q.min_duration_ms.is_some_and(|m| duration_ms < m) {
+            continue;
+        }
+        let apps: BTreeSet<String> = t
+            .iter()
+            .map(|s| spans.apps.name(s.app).to_owned())
+            .collect();
+        let colors: BTreeSet<String> = t.iter().map(|s| s.color.as_str().to_owned()).collect();
+        let channels: BTreeSet<String> = t
+            .iter()
+            .filter_map(|s| s.channel)
+            .collect::<HashSet<u32>>()
+            .into_iter()
+            .map(|c| spans.channels.name(c).to_owned())
+            .collect();
+        out.push(TraceSummary {
+            trace_id: id,
+            start_unix_nano: start.to_string(),
+            duration_ms,
+            spans: t.len(),
+            apps: apps.into_iter().collect(),
+            colors: colors.into_iter().collect(),
+            channels: channels.into_iter().collect(),
+            error,
+            hops: n_hops,
+        });
+    }
+    out.sort_by(|a, b| {
+        b.start_unix_nano
+            .parse::<i64>()
+            .unwrap_or(0)
+            .cmp(&a.start_unix_nano.parse::<i64>().unwrap_or(0))
+            .then(a.trace_id.cmp(&b.trace_id))
+    });
+    out.truncate(q.limit.clamp(1, 1000));
+    Ok(out)
+}
