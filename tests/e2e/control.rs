@@ -988,3 +988,49 @@ fn import_timeline_records_history_the_server_then_serves() {
         (400, Some("invalid_query"))
     );
 }
+
+#[test]
+fn reads_can_require_a_token() {
+    let dir = temp_dir();
+    let s = Server::start(
+        &dir.path().join("data"),
+        &[
+            ("DYELINE_API_TOKEN", TOKEN),
+            ("DYELINE_API__READ_REQUIRES_TOKEN", "true"),
+        ],
+    );
+    let (status, v, _) = call(&s, "GET", "/api/v1/channels", None, None, None);
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (401, Some("unauthorized"))
+    );
+    let (status, _, _) = call(&s, "GET", "/api/v1/channels", None, Some(TOKEN), None);
+    assert_eq!(status, 200);
+    let (status, _, _) = call(
+        &s,
+        "POST",
+        "/api/v1/sql",
+        Some(r#"{"sql": "SELECT 1"}"#),
+        None,
+        None,
+    );
+    assert_eq!(status, 401);
+    let (status, v, _) = call(
+        &s,
+        "POST",
+        "/api/v1/sql",
+        Some(r#"{"sql": "SELECT 1"}"#),
+        Some(TOKEN),
+        None,
+    );
+    assert_eq!(status, 200, "{v}");
+    let (status, _, _) = call(
+        &s,
+        "GET",
+        "/api/v1/apps/order/events",
+        None,
+        Some("wrong"),
+        None,
+    );
+    assert_eq!(status, 401);
+}
