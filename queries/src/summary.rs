@@ -60,6 +60,8 @@ pub struct Summary {
     pub steps: Vec<Step>,
 }
 
+type StepAcc = (Vec<i64>, Vec<i64>, u64, u64, u64);
+
 fn percentile(sorted: &[i64], p: f64) -> Option<f64> {
     if sorted.is_empty() {
         return None;
@@ -89,8 +91,8 @@ pub async fn channel_summary(
     }
     let first = window_start(from, step_ns);
     let n = ((to - first) + step_ns - 1) / step_ns;
-    let mut per: Vec<(Vec<i64>, Vec<i64>, u64, u64, u64)> =
-        vec![(Vec::new(), Vec::new(), 0, 0, 0); n as usize];
+    // per step: (blue durations, green durations, blue errors, green errors, unknown requests)
+    let mut per: Vec<StepAcc> = vec![(Vec::new(), Vec::new(), 0, 0, 0); n as usize];
     let sql = format!(
         "SELECT service_name, color, start_time_unix_nano, duration_ns, is_error FROM spans \
          WHERE span_kind = 'SERVER' AND start_time_unix_nano >= {from} AND start_time_unix_nano < {to}"

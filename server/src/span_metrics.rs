@@ -31,6 +31,9 @@ pub struct SpanLabels {
     pub kind: String,
 }
 
+/// Per (app, colour, kind) of one batch: spans, errors, durations in seconds.
+type Group = (u64, u64, Vec<f64>);
+
 fn duration_histogram() -> Histogram {
     Histogram::new([
         0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -96,7 +99,7 @@ impl SpanMetrics {
         );
         let (err, dur) = (err.as_boolean(), dur.as_primitive::<Int64Type>());
         // (app, color, kind) → (count, errors, durations)
-        let mut groups: HashMap<(&str, &str, &str), (u64, u64, Vec<f64>)> = HashMap::new();
+        let mut groups: HashMap<(&str, &str, &str), Group> = HashMap::new();
         for i in 0..batch.num_rows() {
             if kind.is_null(i) {
                 continue;
