@@ -569,14 +569,21 @@ impl ControlPlane {
         let mut report = ImportReport::default();
         let mut recs = Vec::new();
         for (i, (t, id, op)) in planned.into_iter().enumerate() {
-            let duplicate = match &op {
-                Op::Apps(apps) => state.get(id.as_str()).is_some_and(|c| {
-                    crate::state::normalize_apps(apps.clone()).ok().as_ref() == Some(&c.apps)
-                }),
-                _ => existing
-                    .iter()
-                    .any(|(et, eid, eop)| *et == t && *eid == id && *eop == op),
+            // Already recorded: the same op on the same channel at the same time (so a
+            // timeline imported twice, or exported by this server and imported back, adds
+            // nothing); or an app list equal to the channel's current one.
+            let normalized = match &op {
+                Op::Apps(apps) => {
+                    Op::Apps(crate::state::normalize_apps(apps.clone()).unwrap_or_default())
+                }
+                other => other.clone(),
             };
+            let recorded = existing
+                .iter()
+                .any(|(et, eid, eop)| *et == t && *eid == id && *eop == normalized);
+            let same_apps = matches!(&normalized, Op::Apps(apps)
+                if state.get(id.as_str()).is_some_and(|c| &c.apps == apps));
+            let duplicate = recorded || same_apps;
             if duplicate {
                 report.skipped += 1;
                 continue;

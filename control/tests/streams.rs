@@ -254,6 +254,21 @@ async fn imported_timeline_is_history_and_reimport_changes_nothing() {
         }
     }
 
+    // Re-importing adds nothing after the channels moved on, nor does the server's own
+    // export imported back.
+    plane
+        .write("trade", Op::Start, "owner", None)
+        .await
+        .unwrap();
+    assert_eq!(plane.import(&doc).await.unwrap().recorded, 0);
+    let exported = plane.timeline_doc(None, None);
+    let back = plane.import(&exported).await.unwrap();
+    assert_eq!((back.recorded, back.skipped), (0, exported.events.len()));
+    plane
+        .write("trade", Op::Finish, "owner", None)
+        .await
+        .unwrap();
+
     // A timeline whose ops are refused is refused whole, naming the event.
     let bad: TimelineDoc = serde_json::from_value(serde_json::json!({
         "channels": [{"id": "solo", "apps": ["x"]}],

@@ -190,8 +190,12 @@ fn table(body: &Value) -> String {
             "{:<24} {:<10} {:>12} {:>8}  {}\n",
             c["id"].as_str().unwrap_or(""),
             c["state"].as_str().unwrap_or(""),
-            c["blue_percent"],
-            c["version"],
+            c["blue_percent"]
+                .as_u64()
+                .map_or_else(String::new, |v| v.to_string()),
+            c["version"]
+                .as_u64()
+                .map_or_else(String::new, |v| v.to_string()),
             apps
         ));
     }

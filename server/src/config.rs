@@ -288,6 +288,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_readme_toml_example_loads() {
+        let readme = include_str!("../../README.md");
+        let start = readme.find("```toml\n").expect("a toml block") + "```toml\n".len();
+        let len = readme[start..].find("```").expect("closed");
+        let dir = std::env::temp_dir().join(format!("dyeline-readme-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("readme.toml");
+        std::fs::write(&file, &readme[start..start + len]).unwrap();
+        let cfg = Config::load(Some(&file), Figment::new()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.api.tokens.len(), 1);
+        assert_eq!(cfg.api.tokens[0].name, "alice");
+        assert_eq!(cfg.analyzer.defaults.ratio_min_requests, 200);
+        assert_eq!(cfg.alerts.interval, Duration::from_secs(2));
+        assert_eq!(cfg.color_rules.len(), 1);
+    }
+
+    #[test]
     fn layers_apply_in_order_and_unknown_keys_fail() {
         let dir = std::env::temp_dir().join(format!("dyeline-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
