@@ -164,6 +164,22 @@ async fn sql(
     .into_response())
 }
 
+/// The longest range the analysis routes scan in one request (they hold its spans in
+/// memory): 24 hours.
+pub const MAX_RANGE_NS: i64 = 24 * 3_600_000_000_000;
+
+/// Refuses `to <= from` and ranges over [`MAX_RANGE_NS`] with 400 `invalid_range`.
+fn check_range(from: i64, to: i64) -> Result<(), ApiError> {
+    if to <= from || to.saturating_sub(from) > MAX_RANGE_NS {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_range",
+            "give from < to, at most 24 hours apart (use `dyeline analyze` for longer post-mortems)",
+        ));
+    }
+    Ok(())
+}
+
 /// Query of `GET /api/v1/findings`.
 #[derive(Deserialize, IntoParams)]
 struct FindingsQuery {
@@ -218,6 +234,7 @@ async fn findings(
         Some(t) => parse_time(t)?,
         None => to.saturating_sub(3_600_000_000_000),
     };
+    check_range(from, to)?;
     let timeline = state.plane.timeline();
     let report = analyze(
         state.sql.context(),
@@ -312,6 +329,7 @@ async fn channel_summary(
         Some(t) => parse_time(t)?,
         None => to.saturating_sub(3_600_000_000_000),
     };
+    check_range(from, to)?;
     let step = match &q.step {
         None => std::time::Duration::from_secs(60),
         Some(s) => humantime::parse_duration(s).map_err(|e| {
@@ -378,6 +396,7 @@ async fn search_traces(
         Some(t) => parse_time(t)?,
         None => to.saturating_sub(3_600_000_000_000),
     };
+    check_range(from, to)?;
     let color = match q.color.as_deref() {
         None => None,
         Some(c) => Some(

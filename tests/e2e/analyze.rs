@@ -336,6 +336,13 @@ fn findings_and_trace_drilldown_over_the_api() {
         (status, v["error"]["code"].as_str()),
         (400, Some("invalid_query"))
     );
+    let (status, v) = get("/api/v1/findings?from=2025-01-01T00:00:00Z&to=2025-01-03T00:00:00Z");
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (400, Some("invalid_range"))
+    );
+    let (status, _) = get("/api/v1/traces?from=2025-01-02T00:00:00Z&to=2025-01-01T00:00:00Z");
+    assert_eq!(status, 400);
     // default range: the last hour holds none of the 2025 spans
     let (_, v) = get("/api/v1/findings");
     assert!(v["findings"].as_array().unwrap().is_empty());
