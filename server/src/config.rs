@@ -269,6 +269,21 @@ impl Config {
         if self.sql.max_rows == 0 {
             return Err(ConfigError::Invalid("sql.max_rows must be positive".into()));
         }
+        for (name, t) in std::iter::once(("defaults", &self.analyzer.defaults))
+            .chain(self.analyzer.channels.iter().map(|(k, v)| (k.as_str(), v)))
+        {
+            let day = Duration::from_secs(86_400);
+            if t.window < Duration::from_secs(1) || t.window > day || t.grace > day {
+                return Err(ConfigError::Invalid(format!(
+                    "analyzer.{name}: window must be 1s..=1day and grace at most 1day"
+                )));
+            }
+        }
+        if self.alerts.interval < Duration::from_millis(100) {
+            return Err(ConfigError::Invalid(
+                "alerts.interval must be at least 100ms".into(),
+            ));
+        }
         for t in &self.api.tokens {
             if t.name.trim().is_empty() || t.token.trim().len() < 8 {
                 return Err(ConfigError::Invalid(format!(
@@ -321,6 +336,9 @@ mod tests {
         assert_eq!(cfg.store.retention, Duration::from_secs(2 * 86400));
         assert_eq!(cfg.receiver.max_body_size, ByteSize::mib(1));
         assert_eq!(cfg.otlp_grpc_addr, "127.0.0.1:4317".parse().unwrap());
+        std::fs::write(&file, "[analyzer.channels.trade]\nwindow = \"0s\"\n").unwrap();
+        let err = Config::load(Some(&file), Figment::new()).unwrap_err();
+        assert!(err.to_string().contains("analyzer.trade"), "{err}");
         std::fs::write(&file, "nonsense = 1\n").unwrap();
         let err = Config::load(Some(&file), Figment::new()).unwrap_err();
         assert!(err.to_string().contains("nonsense"), "{err}");
