@@ -182,11 +182,14 @@ pub fn spawn(
             let now = now_unix_nano();
             let from = window_start(now - lateness, window) - window;
             let timeline = plane.timeline();
+            // One more window is read so that traces starting before `from` keep their
+            // root: a trace cut at the range's edge would be judged without it (a hop missed,
+            // or reported again from "(none)"). Findings of that extra window are dropped.
             let mut report = match analyze(
                 engine.context(),
                 &timeline,
                 &analyzer,
-                Some(from),
+                Some(from - window),
                 Some(now),
                 false,
             )
@@ -200,10 +203,22 @@ pub fn spawn(
             };
             report
                 .cross_color_hops
-                .retain(|h| h.t_unix_nano <= now - quiet);
+                .retain(|h| (from..=now - quiet).contains(&h.t_unix_nano));
             report
                 .missing_decisions
-                .retain(|m| m.t_unix_nano <= now - quiet);
+                .retain(|m| (from..=now - quiet).contains(&m.t_unix_nano));
+            report
+                .drained_side
+                .retain(|d| d.window_start_unix_nano >= from);
+            report
+                .ratio_deviation
+                .retain(|d| d.window_start_unix_nano >= from);
+            report
+                .instance_skew
+                .retain(|d| d.window_start_unix_nano >= from);
+            report
+                .error_spike
+                .retain(|d| d.window_start_unix_nano >= from);
             let (mut changes, firing) = {
                 let mut b = book.lock();
                 let mut c = b.observe(&report, &analyzer, now);
