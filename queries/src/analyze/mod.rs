@@ -460,6 +460,13 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
         r.decisions = Some(decisions);
     }
     traces::find(spans, &mut r.cross_color_hops, &mut r.missing_decisions);
+    // In time order, for people and stable output.
+    r.cross_color_hops.sort_by(|a, b| {
+        (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
+    });
+    r.missing_decisions.sort_by(|a, b| {
+        (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
+    });
     windows::find(
         spans,
         config,
