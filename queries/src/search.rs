@@ -82,15 +82,7 @@ pub async fn search(
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    let ss = &spans.spans;
-    let mut i = 0;
-    while i < ss.len() {
-        let mut j = i + 1;
-        while j < ss.len() && ss[j].trace == ss[i].trace {
-            j += 1;
-        }
-        let t = &ss[i..j];
-        i = j;
+    for t in spans.traces() {
         if channel_id.is_some() && !t.iter().any(|s| s.channel == channel_id) {
             continue;
         }

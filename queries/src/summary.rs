@@ -3,18 +3,15 @@
 //! errors, exact p50/p99 latency, the observed blue share against the blue_percent in force,
 //! and the cross-colour hops found in the step.
 
-use std::collections::BTreeMap;
-
-use arrow::array::AsArray;
-use arrow::datatypes::Int64Type;
 use datafusion::prelude::SessionContext;
 use dyeline_control::Timeline;
 use dyeline_control::state::ReleaseState;
-use futures::StreamExt;
+use dyeline_model::Color;
 use serde::Serialize;
 
+use crate::analyze::load::{Kind, load};
 use crate::analyze::windows::window_start;
-use crate::analyze::{AnalyzerConfig, analyze};
+use crate::analyze::{AnalyzerConfig, report};
 use crate::sql::SqlError;
 
 /// One colour within one step.
@@ -93,66 +90,32 @@ pub async fn channel_summary(
     let n = ((to - first) + step_ns - 1) / step_ns;
     // per step: (blue durations, green durations, blue errors, green errors, unknown requests)
     let mut per: Vec<StepAcc> = vec![(Vec::new(), Vec::new(), 0, 0, 0); n as usize];
-    let sql = format!(
-        "SELECT service_name, color, start_time_unix_nano, duration_ns, is_error FROM spans \
-         WHERE span_kind = 'SERVER' AND start_time_unix_nano >= {from} AND start_time_unix_nano < {to}"
-    );
-    let df = ctx
-        .sql(&sql)
-        .await
-        .map_err(|e| SqlError::Internal(e.to_string()))?;
-    let mut stream = df
-        .execute_stream()
-        .await
-        .map_err(|e| SqlError::Internal(e.to_string()))?;
-    let mut in_channel: BTreeMap<String, Vec<(i64, bool)>> = BTreeMap::new();
-    while let Some(b) = stream.next().await {
-        let b = b.map_err(|e| SqlError::Internal(e.to_string()))?;
-        let (app, color) = (
-            b.column(0).as_string::<i32>(),
-            b.column(1).as_string::<i32>(),
-        );
-        let (start, dur) = (
-            b.column(2).as_primitive::<Int64Type>(),
-            b.column(3).as_primitive::<Int64Type>(),
-        );
-        let err = b.column(4).as_boolean();
-        for r in 0..b.num_rows() {
-            let a = app.value(r);
-            // Effective channel per app at the span's start, from the app's changes.
-            let changes = in_channel.entry(a.to_owned()).or_insert_with(|| {
-                timeline
-                    .changes(a)
-                    .into_iter()
-                    .map(|c| {
-                        (
-                            c.t_unix_nano,
-                            c.effective.channel.is_some_and(|id| id.as_str() == channel),
-                        )
-                    })
-                    .collect()
-            });
-            let t = start.value(r);
-            let k = changes.partition_point(|(ct, _)| *ct <= t);
-            if k == 0 || !changes[k - 1].1 {
-                continue;
+    // One scan serves both the requests and the hops; each span's effective channel is
+    // the one `load` resolved from the timeline.
+    let spans = load(ctx, timeline, Some(from), Some(to)).await?;
+    let channel_id = spans.channels.get(channel);
+    for s in spans
+        .spans
+        .iter()
+        .filter(|s| s.kind == Kind::Server && s.channel.is_some() && s.channel == channel_id)
+    {
+        let Some(slot) = per.get_mut(((s.start - first) / step_ns) as usize) else {
+            continue;
+        };
+        let duration = s.end.saturating_sub(s.start).max(0);
+        match s.color {
+            Color::Blue => {
+                slot.0.push(duration);
+                slot.2 += u64::from(s.is_error);
             }
-            let i = ((t - first) / step_ns) as usize;
-            let Some(slot) = per.get_mut(i) else { continue };
-            match color.value(r) {
-                "blue" => {
-                    slot.0.push(dur.value(r));
-                    slot.2 += u64::from(err.value(r));
-                }
-                "green" => {
-                    slot.1.push(dur.value(r));
-                    slot.3 += u64::from(err.value(r));
-                }
-                _ => slot.4 += 1,
+            Color::Green => {
+                slot.1.push(duration);
+                slot.3 += u64::from(s.is_error);
             }
+            Color::Unknown => slot.4 += 1,
         }
     }
-    let report = analyze(ctx, timeline, config, Some(from), Some(to), false).await?;
+    let report = report(&spans, config, false);
     let mut hops = vec![0u64; n as usize];
     for h in report
         .cross_color_hops

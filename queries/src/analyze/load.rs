@@ -165,6 +165,13 @@ pub struct Spans {
     pub instance_rules: Vec<(String, String, Color, String)>,
 }
 
+impl Spans {
+    /// The spans of each trace (they are sorted by trace), one slice per trace.
+    pub fn traces(&self) -> impl Iterator<Item = &[SpanRec]> {
+        self.spans.chunk_by(|a, b| a.trace == b.trace)
+    }
+}
+
 fn parse_color(s: &str) -> Color {
     Color::parse(s).unwrap_or(Color::Unknown)
 }
@@ -441,11 +448,14 @@ pub fn resolve(out: &mut Spans, timeline: &Timeline) {
     for (new, &old) in order.iter().enumerate() {
         new_index[old] = new;
     }
-    let mut sorted = Vec::with_capacity(out.spans.len());
-    for &old in &order {
-        sorted.push(out.spans[old].clone());
-    }
-    out.spans = sorted;
+    let mut unsorted: Vec<Option<SpanRec>> = std::mem::take(&mut out.spans)
+        .into_iter()
+        .map(Some)
+        .collect();
+    out.spans = order
+        .iter()
+        .filter_map(|&old| unsorted[old].take())
+        .collect();
     for d in &mut out.decision_recs {
         d.index = new_index[d.index];
     }

@@ -21,22 +21,14 @@ fn color_str(c: Color) -> &'static str {
 
 /// Runs both per-trace detections over every trace of `spans` (sorted by trace).
 pub fn find(spans: &Spans, hops: &mut Vec<CrossColorHop>, missing: &mut Vec<MissingDecision>) {
-    let ss = &spans.spans;
     let mut index: HashMap<u64, usize> = HashMap::new();
-    let mut i = 0;
-    while i < ss.len() {
-        let mut j = i + 1;
-        while j < ss.len() && ss[j].trace == ss[i].trace {
-            j += 1;
-        }
-        let trace = &ss[i..j];
+    for trace in spans.traces() {
         if trace
             .iter()
             .any(|s| s.channel.is_some() && s.kind != Kind::Other)
         {
             one_trace(spans, trace, &mut index, hops, missing);
         }
-        i = j;
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use dyeline_model::Color;
 use dyeline_model::weights::weights;
 
-use super::load::{Kind, SpanRec, Spans, Traffic};
+use super::load::{Kind, Spans, Traffic};
 use super::{
     AnalyzerConfig, DrainedSide, ErrorSpike, InstanceSkew, RatioDeviation, Thresholds, hex128,
 };
@@ -266,11 +266,6 @@ pub fn find(
             window_end_unix_nano: we,
         });
     }
-}
-
-/// True when span `s` is a request (an RPC SERVER span) of an app in a channel.
-pub fn is_request(s: &SpanRec) -> bool {
-    s.kind == Kind::Server && s.channel.is_some()
 }
 
 #[cfg(test)]
