@@ -397,7 +397,9 @@ impl ControlPlane {
         store_channel(&mut tx, &id, next.get(id.as_str())).await?;
         tx.commit().await?;
         let channel = next.get(id.as_str()).cloned();
-        self.history.write().push(rec.clone());
+        self.history
+            .write()
+            .push_applied(rec.clone(), Arc::new(next));
         self.latest.send_replace(rec.seq);
         tracing::info!(seq = rec.seq, channel = %id, op = rec.op.name(), actor, "control operation");
         Ok(WriteOutcome {
@@ -631,12 +633,16 @@ impl ControlPlane {
 }
 
 impl History {
+    /// Appends `rec`, applying it to the current state.
     fn push(&mut self, rec: OpRecord) {
-        let before = self.current.clone();
-        let mut next = (*before).clone();
+        let mut next = (*self.current).clone();
         next.apply(&rec.channel, &rec.op);
-        let after = Arc::new(next);
-        self.current = after.clone();
+        self.push_applied(rec, Arc::new(next));
+    }
+
+    /// Appends `rec` whose resulting state the caller already computed.
+    fn push_applied(&mut self, rec: OpRecord, after: Arc<Channels>) {
+        let before = std::mem::replace(&mut self.current, after.clone());
         self.entries.push(Entry { rec, before, after });
     }
 }
