@@ -168,8 +168,18 @@ async fn sql(
 /// memory): 24 hours.
 pub const MAX_RANGE_NS: i64 = 24 * 3_600_000_000_000;
 
-/// Refuses `to <= from` and ranges over [`MAX_RANGE_NS`] with 400 `invalid_range`.
-fn check_range(from: i64, to: i64) -> Result<(), ApiError> {
+/// The `[from, to)` of an analysis route (RFC 3339 or Unix ns; `to` defaults to now, `from`
+/// to an hour before `to`), refused with 400 `invalid_range` when inverted or longer than
+/// [`MAX_RANGE_NS`].
+fn range(from: Option<&str>, to: Option<&str>) -> Result<(i64, i64), ApiError> {
+    let to = match to {
+        Some(t) => parse_time(t)?,
+        None => dyeline_control::plane::now_unix_nano(),
+    };
+    let from = match from {
+        Some(t) => parse_time(t)?,
+        None => to.saturating_sub(3_600_000_000_000),
+    };
     if to <= from || to.saturating_sub(from) > MAX_RANGE_NS {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -177,7 +187,7 @@ fn check_range(from: i64, to: i64) -> Result<(), ApiError> {
             "give from < to, at most 24 hours apart (use `dyeline analyze` for longer post-mortems)",
         ));
     }
-    Ok(())
+    Ok((from, to))
 }
 
 /// Query of `GET /api/v1/findings`.
@@ -226,15 +236,7 @@ async fn findings(
             ),
         ));
     }
-    let to = match &q.to {
-        Some(t) => parse_time(t)?,
-        None => dyeline_control::plane::now_unix_nano(),
-    };
-    let from = match &q.from {
-        Some(t) => parse_time(t)?,
-        None => to.saturating_sub(3_600_000_000_000),
-    };
-    check_range(from, to)?;
+    let (from, to) = range(q.from.as_deref(), q.to.as_deref())?;
     let timeline = state.plane.timeline();
     let report = analyze(
         state.sql.context(),
@@ -321,15 +323,7 @@ async fn channel_summary(
     if state.plane.channel(&id).is_err() && !timeline.ops().any(|(_, c, _)| c.as_str() == id) {
         return Err(ControlError::ChannelNotFound(id).into());
     }
-    let to = match &q.to {
-        Some(t) => parse_time(t)?,
-        None => dyeline_control::plane::now_unix_nano(),
-    };
-    let from = match &q.from {
-        Some(t) => parse_time(t)?,
-        None => to.saturating_sub(3_600_000_000_000),
-    };
-    check_range(from, to)?;
+    let (from, to) = range(q.from.as_deref(), q.to.as_deref())?;
     let step = match &q.step {
         None => std::time::Duration::from_secs(60),
         Some(s) => humantime::parse_duration(s).map_err(|e| {
@@ -388,15 +382,7 @@ async fn search_traces(
     state.auth.authorize(&headers, Access::Read)?;
     let Query(q) = query
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()))?;
-    let to = match &q.to {
-        Some(t) => parse_time(t)?,
-        None => dyeline_control::plane::now_unix_nano(),
-    };
-    let from = match &q.from {
-        Some(t) => parse_time(t)?,
-        None => to.saturating_sub(3_600_000_000_000),
-    };
-    check_range(from, to)?;
+    let (from, to) = range(q.from.as_deref(), q.to.as_deref())?;
     let color = match q.color.as_deref() {
         None => None,
         Some(c) => Some(

@@ -13,14 +13,6 @@ use crate::util::*;
 
 const TOKEN: &str = "e2e-analyze-token-01";
 
-const PATTERN_CONFIG: &str = r#"
-[[color_rules]]
-kind = "pattern"
-key = "host.name"
-regex = '^[a-z.]+-(?P<color>[bg])\d+$'
-map = { b = "blue", g = "green" }
-"#;
-
 fn server(dir: &std::path::Path) -> Server {
     let cfg = dir.join("dyeline.toml");
     std::fs::write(&cfg, PATTERN_CONFIG).unwrap();

@@ -3,15 +3,6 @@
 
 use crate::util::*;
 
-/// Host names like `order-b1` / `stock-g1` (the cases' convention) through a user pattern rule.
-const PATTERN_CONFIG: &str = r#"
-[[color_rules]]
-kind = "pattern"
-key = "host.name"
-regex = '^[a-z.]+-(?P<color>[bg])\d+$'
-map = { b = "blue", g = "green" }
-"#;
-
 fn server_with_patterns(dir: &std::path::Path) -> Server {
     let cfg = dir.join("dyeline.toml");
     std::fs::write(&cfg, PATTERN_CONFIG).unwrap();

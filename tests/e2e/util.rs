@@ -4,6 +4,16 @@ use std::io::Write;
 
 pub use crate::support::{Server, run_cli, run_cli_in, shared_dir};
 
+/// Host names like `order-b1` / `stock-g1` (the cases' convention) through a user pattern
+/// colour rule.
+pub const PATTERN_CONFIG: &str = r#"
+[[color_rules]]
+kind = "pattern"
+key = "host.name"
+regex = '^[a-z.]+-(?P<color>[bg])\d+$'
+map = { b = "blue", g = "green" }
+"#;
+
 /// A fresh temporary data directory.
 pub fn temp_dir() -> tempfile::TempDir {
     tempfile::Builder::new()
