@@ -24,7 +24,7 @@ use utoipa_axum::routes;
 
 use crate::auth::{Access, Auth};
 use crate::error::ControlError;
-use crate::plane::{ControlPlane, Cursor, Event, WriteOutcome};
+use crate::plane::{ControlPlane, Cursor, Event, WriteOutcome, normalize_note};
 use crate::state::{Channel, Effective, Op};
 use crate::timeline::TimelineDoc;
 
@@ -156,11 +156,13 @@ fn if_match(headers: &HeaderMap) -> Result<Option<u64>, ControlError> {
         .map_err(|_| ControlError::InvalidIfMatch(text.to_owned()))
 }
 
+/// Authorizes a write, then reads the request (`op`: the operation and its optional note)
+/// and hands it to the plane.
 async fn write(
     ctx: &ControlApi,
     headers: &HeaderMap,
     id: &str,
-    op: impl FnOnce() -> Result<Op, ControlError>,
+    op: impl FnOnce() -> Result<(Op, Option<String>), ControlError>,
     status: StatusCode,
 ) -> Result<Response, ControlError> {
     let actor = ctx
@@ -168,8 +170,11 @@ async fn write(
         .authorize(headers, Access::Write)?
         .ok_or(ControlError::Unauthorized("writes need a token"))?;
     let if_match = if_match(headers)?;
-    let op = op()?;
-    let out: WriteOutcome = ctx.plane.write(id, op, &actor, if_match).await?;
+    let (op, note) = op()?;
+    let out: WriteOutcome = ctx
+        .plane
+        .write(id, op, &actor, if_match, note.as_deref())
+        .await?;
     let channel = out.channel.clone();
     Ok(with_etag(
         (status, Json(out)).into_response(),
@@ -177,7 +182,7 @@ async fn write(
     ))
 }
 
-fn json_object(body: &Bytes, shape: &str) -> Result<serde_json::Map<String, Value>, ControlError> {
+fn json_object(body: &[u8], shape: &str) -> Result<serde_json::Map<String, Value>, ControlError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ControlError::InvalidBody(format!(
             "missing body: expected {shape}"
@@ -239,7 +244,7 @@ async fn put_channel(
             })?;
             let apps: Vec<String> = serde_json::from_value(apps)
                 .map_err(|_| ControlError::InvalidApps("apps must be a list of strings".into()))?;
-            Ok(Op::Apps(apps))
+            Ok((Op::Apps(apps), None))
         },
         status,
     )
@@ -258,56 +263,137 @@ async fn delete_channel(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ControlError> {
-    write(&ctx, &headers, &id, || Ok(Op::Delete), StatusCode::OK).await
+    write(
+        &ctx,
+        &headers,
+        &id,
+        || Ok((Op::Delete, None)),
+        StatusCode::OK,
+    )
+    .await
 }
 
-/// Starts a release (blue_percent 50); 409 if already releasing.
+/// Optional body of `POST /api/v1/channels/{id}/start` and `.../finish`:
+/// `{"note": "..."}`. No body at all is the same as no note.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, ToSchema)]
+pub struct NoteBody {
+    /// Free text recorded with the operation and shown on its events (`note`): trimmed,
+    /// empty → none, at most 500 characters (else 400 `invalid_note`).
+    #[serde(default)]
+    #[schema(max_length = 500)]
+    pub note: Option<String>,
+}
+
+/// The optional `note` of a request body object: absent or `null` → `None`; a string →
+/// normalized by [`crate::plane::normalize_note`] (trimmed, empty → `None`).
+///
+/// # Errors
+/// [`ControlError::InvalidNote`] for a note that is not a string or is longer than
+/// [`crate::plane::NOTE_MAX_CHARS`] characters.
+fn note_field(m: &serde_json::Map<String, Value>) -> Result<Option<String>, ControlError> {
+    match m.get("note") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => normalize_note(Some(text)),
+        Some(other) => Err(ControlError::InvalidNote(format!(
+            "note must be a JSON string, not {other}"
+        ))),
+    }
+}
+
+/// Reads the optional body of start and finish: empty (or only whitespace) → no note; else
+/// a JSON object `{"note": "..."}` whose `note` may be absent or `null` (other keys are
+/// ignored). The note comes back normalized (trimmed, empty → `None`).
+///
+/// # Errors
+/// [`ControlError::InvalidBody`] for a body that is not a JSON object;
+/// [`ControlError::InvalidNote`] for a note that is not a string or is longer than
+/// [`crate::plane::NOTE_MAX_CHARS`] characters.
+pub fn parse_note_body(body: &[u8]) -> Result<Option<String>, ControlError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let m = json_object(body, "{\"note\": \"...\"} or no body")?;
+    note_field(&m)
+}
+
+/// Starts a release (blue_percent 50); 409 if already releasing. Optional body
+/// `{"note": "..."}`.
 #[utoipa::path(post, path = "/api/v1/channels/{id}/start", tag = "channels",
+    request_body(content = Option<NoteBody>, description = "Optional: a note recorded with the operation"),
     params(("id" = String, Path, description = "Channel id"),
            ("If-Match" = Option<String>, Header, description = "\"<version>\"; 412 if stale")),
     security(("bearer" = [])),
-    responses((status = 200, body = WriteOutcome), (status = 404, body = ErrorBody),
-              (status = 409, body = ErrorBody), (status = 412, body = ErrorBody)))]
+    responses((status = 200, body = WriteOutcome), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 412, body = ErrorBody)))]
 async fn start_channel(
     State(ctx): Ctx,
     headers: HeaderMap,
     Path(id): Path<String>,
+    body: Bytes,
 ) -> Result<Response, ControlError> {
-    write(&ctx, &headers, &id, || Ok(Op::Start), StatusCode::OK).await
+    write(
+        &ctx,
+        &headers,
+        &id,
+        || Ok((Op::Start, parse_note_body(&body)?)),
+        StatusCode::OK,
+    )
+    .await
 }
 
-/// Finishes a release (blue_percent back to 50); 409 if idle.
+/// Finishes a release (blue_percent back to 50); 409 if idle. Optional body
+/// `{"note": "..."}`.
 #[utoipa::path(post, path = "/api/v1/channels/{id}/finish", tag = "channels",
+    request_body(content = Option<NoteBody>, description = "Optional: a note recorded with the operation"),
     params(("id" = String, Path, description = "Channel id"),
            ("If-Match" = Option<String>, Header, description = "\"<version>\"; 412 if stale")),
     security(("bearer" = [])),
-    responses((status = 200, body = WriteOutcome), (status = 404, body = ErrorBody),
-              (status = 409, body = ErrorBody), (status = 412, body = ErrorBody)))]
+    responses((status = 200, body = WriteOutcome), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 412, body = ErrorBody)))]
 async fn finish_channel(
     State(ctx): Ctx,
     headers: HeaderMap,
     Path(id): Path<String>,
+    body: Bytes,
 ) -> Result<Response, ControlError> {
-    write(&ctx, &headers, &id, || Ok(Op::Finish), StatusCode::OK).await
+    write(
+        &ctx,
+        &headers,
+        &id,
+        || Ok((Op::Finish, parse_note_body(&body)?)),
+        StatusCode::OK,
+    )
+    .await
 }
 
-/// Body of `POST /api/v1/channels/{id}/ratio`.
-#[derive(Deserialize, ToSchema)]
+/// Body of `POST /api/v1/channels/{id}/ratio`: `{"blue_percent": 0..=100, "note": "..."}`
+/// (`note` optional).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, ToSchema)]
 pub struct RatioBody {
     /// Integer 0..=100.
     pub blue_percent: u8,
+    /// Optional free text recorded with the operation and shown on its events (`note`):
+    /// trimmed, empty → none, at most 500 characters (else 400 `invalid_note`).
+    #[serde(default)]
+    #[schema(max_length = 500)]
+    pub note: Option<String>,
 }
 
-/// Reads `{"blue_percent": N}`: N must be a JSON integer in 0..=100 (domain §4).
+/// Reads `{"blue_percent": N, "note": "..."}`: N must be a JSON integer in 0..=100 (domain
+/// §4); `note` is optional (absent or `null`: none; a string comes back trimmed, empty →
+/// `None`). Other keys are ignored.
 ///
 /// # Errors
 /// [`ControlError::InvalidBody`] for a missing or non-object body;
 /// [`ControlError::InvalidBluePercent`] for a missing, fractional, textual or out-of-range
-/// value.
-pub fn parse_ratio_body(body: &[u8]) -> Result<u8, ControlError> {
+/// value (checked first); [`ControlError::InvalidNote`] for a note that is not a string or
+/// is longer than [`crate::plane::NOTE_MAX_CHARS`] characters.
+pub fn parse_ratio_body(body: &[u8]) -> Result<RatioBody, ControlError> {
     let shape = "{\"blue_percent\": 0..100}";
-    let m = json_object(&Bytes::copy_from_slice(body), shape)?;
-    match m.get("blue_percent") {
+    let m = json_object(body, shape)?;
+    let blue_percent = match m.get("blue_percent") {
         None => Err(ControlError::InvalidBluePercent(format!(
             "blue_percent is missing; expected {shape}"
         ))),
@@ -323,10 +409,15 @@ pub fn parse_ratio_body(body: &[u8]) -> Result<u8, ControlError> {
         Some(other) => Err(ControlError::InvalidBluePercent(format!(
             "blue_percent must be a JSON integer 0..=100, not {other}"
         ))),
-    }
+    }?;
+    Ok(RatioBody {
+        blue_percent,
+        note: note_field(&m)?,
+    })
 }
 
-/// Sets blue_percent while releasing; equal to the current value: accepted, no events.
+/// Sets blue_percent while releasing; equal to the current value: accepted, no events. An
+/// optional `note` is recorded with the operation and shown on its events.
 #[utoipa::path(post, path = "/api/v1/channels/{id}/ratio", tag = "channels", request_body = RatioBody,
     params(("id" = String, Path, description = "Channel id"),
            ("If-Match" = Option<String>, Header, description = "\"<version>\"; 412 if stale")),
@@ -344,7 +435,7 @@ async fn ratio_channel(
         &ctx,
         &headers,
         &id,
-        || parse_ratio_body(&body).map(Op::Ratio),
+        || parse_ratio_body(&body).map(|b| (Op::Ratio(b.blue_percent), b.note)),
         StatusCode::OK,
     )
     .await
@@ -699,8 +790,10 @@ mod tests {
 
     #[test]
     fn ratio_bodies_are_validated_as_domain_4_says() {
-        assert_eq!(parse_ratio_body(br#"{"blue_percent": 0}"#).unwrap(), 0);
-        assert_eq!(parse_ratio_body(br#"{"blue_percent": 100}"#).unwrap(), 100);
+        let ok = |b: &[u8]| parse_ratio_body(b).unwrap();
+        assert_eq!(ok(br#"{"blue_percent": 0}"#).blue_percent, 0);
+        assert_eq!(ok(br#"{"blue_percent": 100}"#).blue_percent, 100);
+        assert_eq!(ok(br#"{"blue_percent": 100}"#).note, None);
         for bad in [
             &br#"{"blue_percent": 101}"#[..],
             br#"{"blue_percent": -1}"#,
@@ -723,6 +816,59 @@ mod tests {
             "invalid_body"
         );
         assert_eq!(parse_ratio_body(b"{50").unwrap_err().code(), "invalid_body");
+        assert_eq!(
+            parse_ratio_body(b"").unwrap_err().to_string(),
+            "missing body: expected {\"blue_percent\": 0..100}"
+        );
+    }
+
+    #[test]
+    fn notes_are_read_from_ratio_start_and_finish_bodies() {
+        let ratio = |b: &str| parse_ratio_body(b.as_bytes());
+        assert_eq!(
+            ratio(r#"{"blue_percent": 10, "note": "  override: test \n"}"#).unwrap(),
+            RatioBody {
+                blue_percent: 10,
+                note: Some("override: test".into())
+            }
+        );
+        for none in [
+            r#"{"blue_percent": 10, "note": null}"#,
+            r#"{"blue_percent": 10, "note": "   "}"#,
+        ] {
+            assert_eq!(ratio(none).unwrap().note, None, "{none}");
+        }
+        let at_limit = format!(r#"{{"blue_percent": 10, "note": "{}"}}"#, "é".repeat(500));
+        assert_eq!(ratio(&at_limit).unwrap().note.unwrap().chars().count(), 500);
+        let over = format!(r#"{{"blue_percent": 10, "note": "{}"}}"#, "x".repeat(501));
+        assert_eq!(ratio(&over).unwrap_err().code(), "invalid_note");
+        assert_eq!(
+            ratio(r#"{"blue_percent": 10, "note": 7}"#)
+                .unwrap_err()
+                .code(),
+            "invalid_note"
+        );
+        // blue_percent is judged before the note
+        assert_eq!(
+            ratio(r#"{"blue_percent": 101, "note": 7}"#)
+                .unwrap_err()
+                .code(),
+            "invalid_blue_percent"
+        );
+
+        assert_eq!(parse_note_body(b"").unwrap(), None);
+        assert_eq!(parse_note_body(b" \n").unwrap(), None);
+        assert_eq!(parse_note_body(b"{}").unwrap(), None);
+        assert_eq!(
+            parse_note_body(br#"{"note": " why "}"#).unwrap().as_deref(),
+            Some("why")
+        );
+        assert_eq!(parse_note_body(b"[1]").unwrap_err().code(), "invalid_body");
+        assert_eq!(parse_note_body(b"note").unwrap_err().code(), "invalid_body");
+        assert_eq!(
+            parse_note_body(br#"{"note": ["x"]}"#).unwrap_err().code(),
+            "invalid_note"
+        );
     }
 
     #[test]

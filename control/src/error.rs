@@ -22,6 +22,10 @@ pub enum ControlError {
     /// A body that is missing or not the JSON object the route takes. 400 `invalid_body`.
     #[error("{0}")]
     InvalidBody(String),
+    /// An operation's note that is not a JSON string or is longer than
+    /// [`crate::plane::NOTE_MAX_CHARS`] characters after trimming. 400 `invalid_note`.
+    #[error("{0}")]
+    InvalidNote(String),
     /// A query parameter that does not parse. 400 `invalid_query`.
     #[error("{0}")]
     InvalidQuery(String),
@@ -84,6 +88,7 @@ impl ControlError {
             | InvalidBluePercent(_)
             | InvalidApps(_)
             | InvalidBody(_)
+            | InvalidNote(_)
             | InvalidQuery(_)
             | InvalidIfMatch(_)
             | GlobalChannel(_)
@@ -108,6 +113,7 @@ impl ControlError {
             InvalidBluePercent(_) => "invalid_blue_percent",
             InvalidApps(_) => "invalid_apps",
             InvalidBody(_) => "invalid_body",
+            InvalidNote(_) => "invalid_note",
             InvalidQuery(_) => "invalid_query",
             InvalidIfMatch(_) => "invalid_if_match",
             GlobalChannel(_) => "global_channel",
@@ -148,5 +154,75 @@ impl IntoResponse for ControlError {
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_has_its_status_and_code() {
+        let s = || String::from("x");
+        let cases = [
+            (
+                ControlError::InvalidChannelId(s()),
+                400,
+                "invalid_channel_id",
+            ),
+            (
+                ControlError::InvalidBluePercent(s()),
+                400,
+                "invalid_blue_percent",
+            ),
+            (ControlError::InvalidApps(s()), 400, "invalid_apps"),
+            (ControlError::InvalidBody(s()), 400, "invalid_body"),
+            (ControlError::InvalidNote(s()), 400, "invalid_note"),
+            (ControlError::InvalidQuery(s()), 400, "invalid_query"),
+            (ControlError::InvalidIfMatch(s()), 400, "invalid_if_match"),
+            (
+                ControlError::GlobalChannel("deleted"),
+                400,
+                "global_channel",
+            ),
+            (ControlError::InvalidTimeline(s()), 400, "invalid_timeline"),
+            (ControlError::ChannelNotFound(s()), 404, "channel_not_found"),
+            (
+                ControlError::AlreadyReleasing(s()),
+                409,
+                "already_releasing",
+            ),
+            (ControlError::NotReleasing(s()), 409, "not_releasing"),
+            (
+                ControlError::ChannelReleasing(s()),
+                409,
+                "channel_releasing",
+            ),
+            (
+                ControlError::AppInOtherChannel {
+                    app: s(),
+                    channel: s(),
+                },
+                409,
+                "app_in_other_channel",
+            ),
+            (
+                ControlError::VersionMismatch {
+                    channel: s(),
+                    expected: 1,
+                    actual: 2,
+                },
+                412,
+                "version_mismatch",
+            ),
+            (ControlError::Unauthorized("no token"), 401, "unauthorized"),
+            (ControlError::Forbidden(s()), 403, "forbidden"),
+            (ControlError::Storage(s()), 500, "storage"),
+        ];
+        for (e, status, code) in cases {
+            assert_eq!((e.status().as_u16(), e.code()), (status, code), "{e:?}");
+            let r = e.into_response();
+            assert_eq!(r.status().as_u16(), status);
+        }
     }
 }

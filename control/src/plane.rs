@@ -24,6 +24,29 @@ use crate::timeline::{Timeline, TimelineChannel, TimelineDoc, TimelineEvent, Uni
 /// The control database's file name inside the data dir.
 pub const DB_FILE: &str = "control.db";
 
+/// The longest note an operation may carry, in characters (Unicode scalar values) after
+/// trimming.
+pub const NOTE_MAX_CHARS: usize = 500;
+
+/// Normalizes an operation's note: surrounding whitespace trimmed; absent, empty or
+/// whitespace-only → `None`.
+///
+/// # Errors
+/// [`ControlError::InvalidNote`] (400 `invalid_note`) when the trimmed note is longer than
+/// [`NOTE_MAX_CHARS`] characters.
+pub fn normalize_note(note: Option<&str>) -> Result<Option<String>, ControlError> {
+    let Some(text) = note.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    let chars = text.chars().count();
+    if chars > NOTE_MAX_CHARS {
+        return Err(ControlError::InvalidNote(format!(
+            "note is {chars} characters long; at most {NOTE_MAX_CHARS} are allowed"
+        )));
+    }
+    Ok(Some(text.to_owned()))
+}
+
 /// One recorded operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpRecord {
@@ -39,6 +62,9 @@ pub struct OpRecord {
     pub actor: String,
     /// True for history recorded by `dyeline import --timeline`.
     pub imported: bool,
+    /// Free text recorded with the operation (trimmed, 1..=[`NOTE_MAX_CHARS`] characters),
+    /// e.g. why a ratio was raised while an alert fired; `None` when none was given.
+    pub note: Option<String>,
 }
 
 struct Entry {
@@ -77,6 +103,10 @@ pub struct Event {
     /// Flow changes only: true when replayed after a switch of channel.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replay: Option<bool>,
+    /// The operation's note (free text, at most [`NOTE_MAX_CHARS`] characters), on every
+    /// event of that operation; absent when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A position in a stream: after event `n` of operation `seq`. `n = u32::MAX` means after
@@ -197,6 +227,7 @@ fn number(bodies: Vec<EventBody>, rec: &OpRecord, after: Cursor) -> Vec<Event> {
             from: b.flow.map(|f| f.0),
             to: b.flow.map(|f| f.1),
             replay: b.flow.map(|f| f.2),
+            note: rec.note.clone(),
         })
         .collect()
 }
@@ -260,10 +291,18 @@ impl ControlPlane {
     }
 
     async fn load(pool: SqlitePool, read_only: bool) -> Result<Self, ControlError> {
-        let rows = sqlx::query(
-            "SELECT seq, t_unix_nano, channel, op, blue_percent, apps, actor, imported \
-             FROM ops ORDER BY seq",
+        // A database opened read-only is not migrated: one written before migration 0002
+        // has no `note` column, and its ops have no notes.
+        let has_note: bool = sqlx::query_scalar(
+            "SELECT COUNT(*) > 0 FROM pragma_table_info('ops') WHERE name = 'note'",
         )
+        .fetch_one(&pool)
+        .await?;
+        let note = if has_note { "note" } else { "NULL AS note" };
+        let rows = sqlx::query(&format!(
+            "SELECT seq, t_unix_nano, channel, op, blue_percent, apps, actor, imported, {note} \
+             FROM ops ORDER BY seq"
+        ))
         .fetch_all(&pool)
         .await?;
         let mut history = History::default();
@@ -281,6 +320,7 @@ impl ControlPlane {
                 )?,
                 actor: row.try_get("actor")?,
                 imported: row.try_get::<i64, _>("imported")? != 0,
+                note: row.try_get("note")?,
             };
             history.push(rec);
         }
@@ -333,12 +373,14 @@ impl ControlPlane {
         self.latest.subscribe()
     }
 
-    /// Validates and applies `op` to channel `id` as `actor`, records it durably, and
+    /// Validates and applies `op` to channel `id` as `actor`, records it durably with
+    /// `note` (free text, normalized by [`normalize_note`]: trimmed, empty → none), and
     /// notifies stream subscribers. With `if_match`, the channel's version must equal it
     /// (0 for a channel that does not exist yet).
     ///
     /// # Errors
     /// Those of [`Channels::check`], [`ControlError::InvalidChannelId`],
+    /// [`ControlError::InvalidNote`] (400, a note over [`NOTE_MAX_CHARS`] characters),
     /// [`ControlError::VersionMismatch`] (412), [`ControlError::Storage`]. A refused write
     /// records nothing and consumes no sequence number.
     pub async fn write(
@@ -347,6 +389,7 @@ impl ControlPlane {
         op: Op,
         actor: &str,
         if_match: Option<u64>,
+        note: Option<&str>,
     ) -> Result<WriteOutcome, ControlError> {
         if self.read_only {
             return Err(ControlError::Storage(
@@ -354,6 +397,7 @@ impl ControlPlane {
             ));
         }
         let id = parse_id(id)?;
+        let note = normalize_note(note)?;
         let op = match op {
             Op::Apps(apps) => Op::Apps(crate::state::normalize_apps(apps)?),
             other => other,
@@ -389,6 +433,7 @@ impl ControlPlane {
             op,
             actor: actor.to_owned(),
             imported: false,
+            note,
         };
         let mut next = (*current).clone();
         next.apply(&id, &rec.op);
@@ -406,6 +451,19 @@ impl ControlPlane {
             seq: rec.seq,
             channel,
         })
+    }
+
+    /// Every recorded operation in sequence order (live and imported, with actor and note),
+    /// or only those of channel `channel` when given. An invalid or unknown channel id gives
+    /// an empty list.
+    pub fn op_records(&self, channel: Option<&str>) -> Vec<OpRecord> {
+        self.history
+            .read()
+            .entries
+            .iter()
+            .filter(|e| channel.is_none_or(|c| e.rec.channel.as_str() == c))
+            .map(|e| e.rec.clone())
+            .collect()
     }
 
     /// The events of `app`'s stream after `after`, in order (domain §4).
@@ -491,6 +549,7 @@ impl ControlPlane {
                         blue_percent,
                         apps,
                         actor: Some(r.actor.clone()),
+                        note: r.note.clone(),
                     }
                 })
                 .collect(),
@@ -522,14 +581,15 @@ impl ControlPlane {
 
     /// Records a timeline document as history (`dyeline import --timeline`): the channels'
     /// app lists (at `t0_unix_nano`, else the first event's time), then the events in time
-    /// order, each validated against the state it lands on (domain §4), with actor `import`.
-    /// Operations already present (same time, channel and op) are skipped, so importing the
-    /// same timeline twice changes nothing. All or nothing: one transaction. Live stream
-    /// subscribers are not notified.
+    /// order, each validated against the state it lands on (domain §4), with actor `import`
+    /// and the event's `note` if it has one (the channels' app lists have none).
+    /// Operations already present (same time, channel and op; notes are not compared) are
+    /// skipped, so importing the same timeline twice changes nothing. All or nothing: one
+    /// transaction. Live stream subscribers are not notified.
     ///
     /// # Errors
     /// [`ControlError::InvalidTimeline`] naming the first event that does not parse or is
-    /// refused; [`ControlError::Storage`].
+    /// refused, or whose note is over [`NOTE_MAX_CHARS`] characters; [`ControlError::Storage`].
     pub async fn import(&self, doc: &TimelineDoc) -> Result<ImportReport, ControlError> {
         if self.read_only {
             return Err(ControlError::Storage(
@@ -537,10 +597,18 @@ impl ControlPlane {
             ));
         }
         let _guard = self.write.lock().await;
-        let mut events: Vec<(i64, ChannelId, Op)> = Vec::with_capacity(doc.events.len());
+        let mut events: Vec<(i64, ChannelId, Op, Option<String>)> =
+            Vec::with_capacity(doc.events.len());
         for ev in &doc.events {
             let (id, op) = ev.to_op()?;
-            events.push((ev.t_unix_nano.0, id, op));
+            let note = normalize_note(ev.note.as_deref()).map_err(|e| {
+                ControlError::InvalidTimeline(format!(
+                    "{} on {id} at {}: {e}",
+                    op.name(),
+                    ev.t_unix_nano.0
+                ))
+            })?;
+            events.push((ev.t_unix_nano.0, id, op, note));
         }
         events.sort_by_key(|(t, ..)| *t);
         let t_apps = doc
@@ -548,12 +616,12 @@ impl ControlPlane {
             .map(|t| t.0)
             .or_else(|| events.first().map(|e| e.0))
             .unwrap_or_else(now_unix_nano);
-        let mut planned: Vec<(i64, ChannelId, Op)> = Vec::new();
+        let mut planned: Vec<(i64, ChannelId, Op, Option<String>)> = Vec::new();
         for ch in &doc.channels {
             let id = parse_id(&ch.id)
                 .map_err(|_| ControlError::InvalidTimeline(format!("channel id {:?}", ch.id)))?;
             if !id.is_global() {
-                planned.push((t_apps, id, Op::Apps(ch.apps.clone())));
+                planned.push((t_apps, id, Op::Apps(ch.apps.clone()), None));
             }
         }
         planned.extend(events);
@@ -570,7 +638,7 @@ impl ControlPlane {
         };
         let mut report = ImportReport::default();
         let mut recs = Vec::new();
-        for (i, (t, id, op)) in planned.into_iter().enumerate() {
+        for (i, (t, id, op, note)) in planned.into_iter().enumerate() {
             // Already recorded: the same op on the same channel at the same time (so a
             // timeline imported twice, or exported by this server and imported back, adds
             // nothing); or an app list equal to the channel's current one.
@@ -610,6 +678,7 @@ impl ControlPlane {
                 op,
                 actor: "import".into(),
                 imported: true,
+                note,
             });
         }
         let mut tx = self.pool.begin().await?;
@@ -657,8 +726,8 @@ async fn insert_op(
 ) -> Result<u64, ControlError> {
     let (blue_percent, apps) = op_columns(&rec.op);
     let seq: i64 = sqlx::query_scalar(
-        "INSERT INTO ops (t_unix_nano, channel, op, blue_percent, apps, actor, imported) \
-         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+        "INSERT INTO ops (t_unix_nano, channel, op, blue_percent, apps, actor, imported, note) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
     )
     .bind(rec.t_unix_nano)
     .bind(rec.channel.as_str())
@@ -667,6 +736,7 @@ async fn insert_op(
     .bind(apps)
     .bind(&rec.actor)
     .bind(i64::from(rec.imported))
+    .bind(rec.note.as_deref())
     .fetch_one(&mut **tx)
     .await?;
     Ok(seq as u64)

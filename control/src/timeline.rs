@@ -76,6 +76,10 @@ pub struct TimelineEvent {
     /// Name of the token that made it (`import` for imported history).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
+    /// Free text recorded with the operation (at most 500 characters after trimming);
+    /// absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl TimelineEvent {
@@ -296,6 +300,7 @@ mod tests {
             blue_percent: bp,
             apps: None,
             actor: None,
+            note: None,
         };
         assert!(ev("ratio", Some(101)).to_op().is_err());
         assert!(ev("ratio", None).to_op().is_err());

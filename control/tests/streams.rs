@@ -1,6 +1,7 @@
 //! The event streams of domain §4: the test vector against
 //! `../shared/fixtures/events/expected-app-streams.json`, a property test over random
-//! interleavings, restart continuity and timeline import.
+//! interleavings, restart continuity, timeline import, and operation notes (recorded, shown on
+//! events, kept across restarts and schema upgrades).
 
 use dyeline_control::events::{EventKind, app_events};
 use dyeline_control::plane::{ControlPlane, Cursor, Event};
@@ -79,7 +80,13 @@ async fn domain_4_test_vector_gives_the_expected_app_streams() {
                 .map(|a| a.as_str().unwrap().to_owned())
                 .collect();
             plane
-                .write(ch["id"].as_str().unwrap(), Op::Apps(apps), "test", None)
+                .write(
+                    ch["id"].as_str().unwrap(),
+                    Op::Apps(apps),
+                    "test",
+                    None,
+                    None,
+                )
                 .await
                 .unwrap();
             setup += 1;
@@ -87,7 +94,13 @@ async fn domain_4_test_vector_gives_the_expected_app_streams() {
     }
     for step in v["channel_events"].as_array().unwrap() {
         let out = plane
-            .write(step["channel"].as_str().unwrap(), op_of(step), "test", None)
+            .write(
+                step["channel"].as_str().unwrap(),
+                op_of(step),
+                "test",
+                None,
+                None,
+            )
             .await
             .unwrap();
         assert_eq!(out.seq, setup + step["step"].as_u64().unwrap());
@@ -125,7 +138,7 @@ async fn domain_4_test_vector_gives_the_expected_app_streams() {
     assert_eq!(plane.channels(), before);
     assert_eq!(plane.latest_seq(), last);
     let out = plane
-        .write("global", Op::Start, "test", None)
+        .write("global", Op::Start, "test", None, None)
         .await
         .unwrap();
     assert_eq!(out.seq, last + 1);
@@ -142,11 +155,11 @@ async fn refused_writes_record_nothing_and_consume_no_sequence_number() {
     let dir = tempfile::tempdir().unwrap();
     let plane = ControlPlane::open(dir.path()).await.unwrap();
     plane
-        .write("trade", Op::Apps(vec!["order".into()]), "a", None)
+        .write("trade", Op::Apps(vec!["order".into()]), "a", None, None)
         .await
         .unwrap();
     plane
-        .write("pay", Op::Apps(vec![]), "a", None)
+        .write("pay", Op::Apps(vec![]), "a", None, None)
         .await
         .unwrap();
     let cases: Vec<(&str, Op, Option<u64>, &str)> = vec![
@@ -164,15 +177,18 @@ async fn refused_writes_record_nothing_and_consume_no_sequence_number() {
         ("trade", Op::Ratio(101), None, "invalid_blue_percent"),
     ];
     for (id, op, if_match, code) in cases {
-        let e = plane.write(id, op, "a", if_match).await.unwrap_err();
+        let e = plane.write(id, op, "a", if_match, None).await.unwrap_err();
         assert_eq!(e.code(), code);
     }
     assert_eq!(plane.latest_seq(), 2);
-    let started = plane.write("trade", Op::Start, "a", Some(1)).await.unwrap();
+    let started = plane
+        .write("trade", Op::Start, "a", Some(1), None)
+        .await
+        .unwrap();
     assert_eq!(started.seq, 3);
     assert_eq!(
         plane
-            .write("trade", Op::Start, "a", None)
+            .write("trade", Op::Start, "a", None, None)
             .await
             .unwrap_err()
             .code(),
@@ -180,7 +196,7 @@ async fn refused_writes_record_nothing_and_consume_no_sequence_number() {
     );
     // a ratio equal to the current one is accepted and emits nothing
     let same = plane
-        .write("trade", Op::Ratio(50), "a", None)
+        .write("trade", Op::Ratio(50), "a", None, None)
         .await
         .unwrap();
     assert_eq!(same.seq, 4);
@@ -257,7 +273,7 @@ async fn imported_timeline_is_history_and_reimport_changes_nothing() {
     // Re-importing adds nothing after the channels moved on, nor does the server's own
     // export imported back.
     plane
-        .write("trade", Op::Start, "owner", None)
+        .write("trade", Op::Start, "owner", None, None)
         .await
         .unwrap();
     assert_eq!(plane.import(&doc).await.unwrap().recorded, 0);
@@ -265,7 +281,7 @@ async fn imported_timeline_is_history_and_reimport_changes_nothing() {
     let back = plane.import(&exported).await.unwrap();
     assert_eq!((back.recorded, back.skipped), (0, exported.events.len()));
     plane
-        .write("trade", Op::Finish, "owner", None)
+        .write("trade", Op::Finish, "owner", None, None)
         .await
         .unwrap();
 
@@ -284,6 +300,224 @@ async fn imported_timeline_is_history_and_reimport_changes_nothing() {
     assert!(e.to_string().contains("event 2"), "{e}");
     assert_eq!(plane.latest_seq(), before);
     assert!(plane.channel("solo").is_err());
+}
+
+/// (seq, event kind, note) of each event of channel `id`'s stream and of app `app`'s stream.
+fn notes(plane: &ControlPlane, id: &str, app: &str) -> Vec<(u64, String, Option<String>)> {
+    let channel = plane.channel_events(id, Cursor::default()).unwrap();
+    let app = plane.app_events(app, Cursor::default());
+    channel
+        .iter()
+        .chain(&app)
+        .map(|e| (e.seq, e.event.as_str().to_owned(), e.note.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_note_is_recorded_with_its_op_shown_on_its_events_and_survives_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let plane = ControlPlane::open(dir.path()).await.unwrap();
+    plane
+        .write("trade", Op::Apps(vec!["order".into()]), "a", None, None)
+        .await
+        .unwrap();
+    // whitespace only is no note
+    let started = plane
+        .write("trade", Op::Start, "a", None, Some(" \n "))
+        .await
+        .unwrap();
+    let note = "override: ratio increase while a one-sided error spike fires on green";
+    let ratio = plane
+        .write(
+            "trade",
+            Op::Ratio(100),
+            "a",
+            None,
+            Some(&format!("  {note}\n")),
+        )
+        .await
+        .unwrap();
+    let expected = |plane: &ControlPlane| {
+        let got = notes(plane, "trade", "order");
+        // channel stream then app stream: start, then flow_change + enter_all_blue
+        let kinds: Vec<&str> = got.iter().map(|(_, k, _)| k.as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "start",
+                "flow_change",
+                "enter_all_blue",
+                "start",
+                "flow_change",
+                "enter_all_blue"
+            ]
+        );
+        for (seq, kind, n) in &got {
+            if *seq == ratio.seq {
+                assert_eq!(n.as_deref(), Some(note), "{kind}");
+            } else {
+                assert_eq!((*seq, n.as_deref()), (started.seq, None), "{kind}");
+            }
+        }
+        // JSON: the note next to the event's fields, absent when none
+        let events = plane.channel_events("trade", Cursor::default()).unwrap();
+        let json: Vec<Value> = events
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        assert!(json[0].get("note").is_none(), "{}", json[0]);
+        assert_eq!(json[1]["note"], note);
+        assert_eq!(json[1]["event"], "flow_change");
+        // the timeline document carries it and round-trips it
+        let doc = plane.timeline_doc(None, None);
+        let ev = doc
+            .events
+            .iter()
+            .find(|e| e.seq == Some(ratio.seq))
+            .unwrap();
+        assert_eq!(ev.note.as_deref(), Some(note));
+        assert!(
+            doc.events
+                .iter()
+                .filter(|e| e.seq != Some(ratio.seq))
+                .all(|e| e.note.is_none())
+        );
+        let text = serde_json::to_string(&doc).unwrap();
+        assert_eq!(text.matches("\"note\"").count(), 1, "{text}");
+        assert_eq!(serde_json::from_str::<TimelineDoc>(&text).unwrap(), doc);
+    };
+    expected(&plane);
+
+    // The records keep it too, per channel or all.
+    let recs = plane.op_records(Some("trade"));
+    assert_eq!(
+        recs.iter()
+            .map(|r| (r.seq, r.note.as_deref()))
+            .collect::<Vec<_>>(),
+        [(1, None), (started.seq, None), (ratio.seq, Some(note))]
+    );
+    assert_eq!(plane.op_records(None), recs);
+    assert!(plane.op_records(Some("pay")).is_empty());
+
+    // Refused: one character too many records nothing.
+    let before = (plane.latest_seq(), plane.channels());
+    let e = plane
+        .write("trade", Op::Ratio(40), "a", None, Some(&"x".repeat(501)))
+        .await
+        .unwrap_err();
+    assert_eq!((e.code(), e.status().as_u16()), ("invalid_note", 400));
+    assert_eq!((plane.latest_seq(), plane.channels()), before);
+    assert_eq!(notes(&plane, "trade", "order").len(), 6);
+
+    // Restart: the note is read back from the database.
+    plane.close().await;
+    drop(plane);
+    let plane = ControlPlane::open(dir.path()).await.unwrap();
+    assert_eq!(plane.latest_seq(), before.0);
+    expected(&plane);
+
+    // The limit counts characters, not bytes.
+    let long = "é".repeat(500);
+    let out = plane
+        .write("trade", Op::Finish, "a", None, Some(&long))
+        .await
+        .unwrap();
+    let finish = plane
+        .channel_events("trade", Cursor::after_seq(ratio.seq))
+        .unwrap();
+    assert_eq!(finish.len(), 1);
+    assert_eq!(
+        (finish[0].seq, finish[0].note.as_deref()),
+        (out.seq, Some(&*long))
+    );
+
+    // An import carries the timeline events' notes into another data dir.
+    let exported = plane.timeline_doc(None, None);
+    let other = tempfile::tempdir().unwrap();
+    let copy = ControlPlane::open(other.path()).await.unwrap();
+    copy.import(&exported).await.unwrap();
+    let notes_of = |doc: &TimelineDoc| -> Vec<Option<String>> {
+        doc.events.iter().map(|e| e.note.clone()).collect()
+    };
+    assert_eq!(
+        notes_of(&copy.timeline_doc(None, None)),
+        notes_of(&exported)
+    );
+    // ... and refuses a timeline whose note is too long, naming it.
+    let mut bad = exported.clone();
+    bad.events.last_mut().unwrap().note = Some("y".repeat(501));
+    let third_dir = tempfile::tempdir().unwrap();
+    let third = ControlPlane::open(third_dir.path()).await.unwrap();
+    let e = third.import(&bad).await.unwrap_err();
+    assert_eq!(e.code(), "invalid_timeline");
+    assert!(e.to_string().contains("501 characters"), "{e}");
+    assert_eq!(third.latest_seq(), 0);
+}
+
+#[tokio::test]
+async fn a_database_from_before_notes_upgrades_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    // A control.db with only the first migration applied and one op recorded.
+    let only_first = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/0001_init.sql"),
+        only_first.path().join("0001_init.sql"),
+    )
+    .unwrap();
+    {
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(dir.path().join(dyeline_control::plane::DB_FILE))
+            .create_if_missing(true);
+        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+        sqlx::migrate::Migrator::new(only_first.path())
+            .await
+            .unwrap()
+            .run(&pool)
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO ops (t_unix_nano, channel, op, apps, actor) \
+             VALUES (1, 'trade', 'apps', '[\"order\"]', 'old')",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+    }
+    // Read-only (not migrated): the old op, without a note.
+    let ro = ControlPlane::open_read_only(dir.path()).await.unwrap();
+    assert_eq!(ro.latest_seq(), 1);
+    assert_eq!(ro.timeline_doc(None, None).events[0].note, None);
+    ro.close().await;
+    drop(ro);
+    // Read-write: migrated; the old op keeps no note and new ops take one.
+    let plane = ControlPlane::open(dir.path()).await.unwrap();
+    assert_eq!(
+        plane.channel("trade").unwrap().apps,
+        vec!["order".to_string()]
+    );
+    let out = plane
+        .write("trade", Op::Start, "a", None, Some("after the upgrade"))
+        .await
+        .unwrap();
+    assert_eq!(out.seq, 2);
+    let doc = plane.timeline_doc(None, None);
+    assert_eq!(
+        doc.events
+            .iter()
+            .map(|e| e.note.as_deref())
+            .collect::<Vec<_>>(),
+        [None, Some("after the upgrade")]
+    );
+    plane.close().await;
+    drop(plane);
+    let plane = ControlPlane::open_read_only(dir.path()).await.unwrap();
+    assert_eq!(
+        plane.channel_events("trade", Cursor::default()).unwrap()[0]
+            .note
+            .as_deref(),
+        Some("after the upgrade")
+    );
 }
 
 #[derive(Debug, Clone)]

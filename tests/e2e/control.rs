@@ -1,6 +1,7 @@
 //! The control plane through the real server's HTTP API: the domain §4 test vector, invalid
 //! input, weights (weights.json, case 13), optimistic concurrency, SSE resumption, restart,
-//! the OpenAPI document, the generated token, the `channel` CLI and `import --timeline`.
+//! the OpenAPI document, the generated token, the `channel` CLI, `import --timeline` and
+//! operation notes.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -741,6 +742,49 @@ fn restart_continues_channels_states_ratios_and_the_sequence() {
         (eff["channel"].as_str(), eff["blue_percent"].as_u64()),
         (Some("global"), Some(50))
     );
+}
+
+#[test]
+fn notes_given_with_ratio_start_and_finish_show_on_the_channel_events() {
+    let dir = temp_dir();
+    let s = start(&dir.path().join("data"));
+    write(
+        &s,
+        "PUT",
+        "/api/v1/channels/trade",
+        Some(r#"{"apps": ["order"]}"#),
+    );
+    write(&s, "POST", "/api/v1/channels/trade/start", None);
+    let out = write(
+        &s,
+        "POST",
+        "/api/v1/channels/trade/ratio",
+        Some(r#"{"blue_percent":10,"note":"override: test"}"#),
+    );
+    write(
+        &s,
+        "POST",
+        "/api/v1/channels/trade/finish",
+        Some(r#"{"note": "done"}"#),
+    );
+    let events = get(&s, "/api/v1/channels/trade/events");
+    let rows: Vec<(&str, Option<&str>)> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["event"].as_str().unwrap(), e["note"].as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("start", None),
+            ("flow_change", Some("override: test")),
+            ("finish", Some("done")),
+        ],
+        "{events}"
+    );
+    assert_eq!(events["events"][1]["seq"], out["seq"]);
+    assert!(events["events"][0].get("note").is_none(), "{events}");
 }
 
 #[test]
