@@ -55,6 +55,7 @@ pub enum Change {
 #[derive(Debug, Default)]
 pub struct AlertBook {
     alerts: HashMap<Vec<(String, String)>, Alert>,
+    version: u64,
 }
 
 fn camel(t: &str) -> String {
@@ -270,7 +271,14 @@ impl AlertBook {
                 changes.push(Change::Fired(alert.clone()));
             }
         }
+        self.version += changes.len() as u64;
         changes
+    }
+
+    /// A count of state changes (fired or resolved) so far: it moves whenever the list of
+    /// firing alerts does (the dashboard's live updates watch it).
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// Resolves firing alerts whose condition last held more than one window (plus
@@ -294,6 +302,7 @@ impl AlertBook {
                 changes.push(Change::Resolved(alert.clone()));
             }
         }
+        self.version += changes.len() as u64;
         changes
     }
 

@@ -100,6 +100,27 @@ impl SqlEngine {
         &self.ctx
     }
 
+    /// Start of the newest stored span, Unix ns; `None` when the table is empty.
+    ///
+    /// # Errors
+    /// [`SqlError::Internal`] when the scan fails.
+    pub async fn newest_span_unix_nano(&self) -> Result<Option<i64>, SqlError> {
+        use arrow::array::{Array, AsArray};
+        use arrow::datatypes::Int64Type;
+        let batches = self
+            .ctx
+            .sql("SELECT max(start_time_unix_nano) AS newest FROM spans")
+            .await
+            .map_err(|e| SqlError::Internal(e.to_string()))?
+            .collect()
+            .await
+            .map_err(|e| SqlError::Internal(e.to_string()))?;
+        Ok(batches.first().and_then(|b| {
+            let col = b.column(0).as_primitive_opt::<Int64Type>()?;
+            (col.len() == 1 && col.is_valid(0)).then(|| col.value(0))
+        }))
+    }
+
     /// Refuses anything but one read-only statement.
     ///
     /// # Errors

@@ -9,9 +9,9 @@ use dyeline_control::state::ReleaseState;
 use dyeline_model::Color;
 use serde::Serialize;
 
-use crate::analyze::load::{Kind, load};
+use crate::analyze::load::{Kind, Spans, load};
 use crate::analyze::windows::window_start;
-use crate::analyze::{AnalyzerConfig, report};
+use crate::analyze::{AnalyzerConfig, Report, report};
 use crate::sql::SqlError;
 
 /// One colour within one step.
@@ -81,18 +81,42 @@ pub async fn channel_summary(
     to: i64,
     step_ns: i64,
 ) -> Result<Summary, SqlError> {
+    check_steps(from, to, step_ns)?;
+    // One scan serves both the requests and the hops; each span's effective channel is
+    // the one `load` resolved from the timeline.
+    let spans = load(ctx, timeline, Some(from), Some(to)).await?;
+    let report = report(&spans, config, false);
+    summarize(&spans, &report, timeline, channel, from, to, step_ns)
+}
+
+fn check_steps(from: i64, to: i64, step_ns: i64) -> Result<(), SqlError> {
     if step_ns <= 0 || to <= from || (to - from) / step_ns > 10_000 {
         return Err(SqlError::Syntax(
             "give from < to and a positive step, at most 10000 steps".into(),
         ));
     }
+    Ok(())
+}
+
+/// As [`channel_summary`], over spans already loaded for `[from, to)` and their report (the
+/// dashboard reuses one load for all its panels).
+///
+/// # Errors
+/// [`SqlError::Syntax`] for a range of more than 10,000 steps or a non-positive step.
+pub fn summarize(
+    spans: &Spans,
+    report: &Report,
+    timeline: &Timeline,
+    channel: &str,
+    from: i64,
+    to: i64,
+    step_ns: i64,
+) -> Result<Summary, SqlError> {
+    check_steps(from, to, step_ns)?;
     let first = window_start(from, step_ns);
     let n = ((to - first) + step_ns - 1) / step_ns;
     // per step: (blue durations, green durations, blue errors, green errors, unknown requests)
     let mut per: Vec<StepAcc> = vec![(Vec::new(), Vec::new(), 0, 0, 0); n as usize];
-    // One scan serves both the requests and the hops; each span's effective channel is
-    // the one `load` resolved from the timeline.
-    let spans = load(ctx, timeline, Some(from), Some(to)).await?;
     let channel_id = spans.channels.get(channel);
     for s in spans
         .spans
@@ -115,7 +139,6 @@ pub async fn channel_summary(
             Color::Unknown => slot.4 += 1,
         }
     }
-    let report = report(&spans, config, false);
     let mut hops = vec![0u64; n as usize];
     for h in report
         .cross_color_hops

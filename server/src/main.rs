@@ -7,6 +7,7 @@ mod analyze;
 mod api;
 mod client;
 mod config;
+mod dashboard;
 mod import;
 mod serve;
 mod sink;

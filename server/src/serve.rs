@@ -220,8 +220,16 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         .with_graceful_shutdown(stopped(stop_rx.clone()))
         .into_future(),
     );
+    let dashboard = dyeline_ui::Ui::new(
+        Arc::new(crate::dashboard::DashboardAdapter::new(
+            Arc::clone(&api_state),
+            store.metrics().rows_written.clone(),
+        )),
+        std::time::Duration::from_secs(1),
+    );
+    let app = api::router(api_state, control).merge(dyeline_ui::router(dashboard));
     let api = tokio::spawn(
-        axum::serve(api_listener, api::router(api_state, control))
+        axum::serve(api_listener, app)
             .with_graceful_shutdown(stopped(stop_rx.clone()))
             .into_future(),
     );

@@ -1,0 +1,120 @@
+//! The spike guard of the channel page's controls: while a one-sided error spike (domain
+//! §6.6) fires on the colour that would gain traffic, a change that increases that colour's
+//! share is refused with the reason, unless the owner ticks an override (recorded as the
+//! operation's note).
+
+use crate::source::{Action, AlertLine, ChannelRow};
+
+/// The colour whose share `action` increases on `channel`, if any: blue when blue_percent
+/// rises, green when it falls (domain §4).
+pub fn gaining_color(channel: &ChannelRow, action: &Action) -> Option<&'static str> {
+    let now = channel.blue_percent;
+    let after = action.blue_percent_after();
+    match after.cmp(&now) {
+        std::cmp::Ordering::Greater => Some("blue"),
+        std::cmp::Ordering::Less => Some("green"),
+        std::cmp::Ordering::Equal => None,
+    }
+}
+
+/// Why `action` must be refused on `channel` given its `alerts`, or `None` when it may go
+/// ahead. Only firing `error_spike` alerts on the gaining colour count.
+pub fn refusal(channel: &ChannelRow, action: &Action, alerts: &[AlertLine]) -> Option<String> {
+    let gaining = gaining_color(channel, action)?;
+    let spike = alerts.iter().find(|a| {
+        a.state == "firing" && a.kind == "error_spike" && a.color.as_deref() == Some(gaining)
+    })?;
+    Some(format!(
+        "refused: blue_percent {} → {} moves traffic to {gaining}, where a one-sided error \
+         spike is firing ({}). Tick the override to proceed anyway.",
+        channel.blue_percent,
+        action.blue_percent_after(),
+        spike.summary
+    ))
+}
+
+/// The note recorded with an overriding write.
+pub fn override_note(reason: &str) -> String {
+    let mut note = format!("override: {reason}");
+    if note.chars().count() > 480 {
+        note = note.chars().take(477).collect::<String>() + "...";
+    }
+    note
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::ColorLoad;
+
+    fn channel(bp: u8) -> ChannelRow {
+        ChannelRow {
+            id: "trade".into(),
+            state: "releasing".into(),
+            blue_percent: bp,
+            apps: vec!["order".into()],
+            blue: ColorLoad::default(),
+            green: ColorLoad::default(),
+            unknown_requests: 0,
+            firing_alerts: 1,
+            hops_last_5m: 0,
+        }
+    }
+
+    fn spike(color: &str, state: &str) -> AlertLine {
+        AlertLine {
+            name: "ErrorSpike".into(),
+            state: state.into(),
+            labels: format!("color={color}"),
+            summary: format!("{color} error rate 30%"),
+            color: Some(color.into()),
+            kind: "error_spike".into(),
+            starts_at_unix_nano: 0,
+            ends_at_unix_nano: None,
+            trace_ids: vec![],
+        }
+    }
+
+    #[test]
+    fn an_increase_towards_a_spiking_colour_is_refused() {
+        let r = refusal(&channel(10), &Action::Ratio(50), &[spike("blue", "firing")]);
+        let r = r.expect("refused");
+        assert!(r.contains("10 → 50"), "{r}");
+        assert!(r.contains("blue error rate 30%"), "{r}");
+        // Green gains when blue_percent falls.
+        assert!(refusal(&channel(50), &Action::Ratio(0), &[spike("green", "firing")]).is_some());
+    }
+
+    #[test]
+    fn moving_away_from_the_spike_or_a_resolved_spike_is_allowed() {
+        assert_eq!(
+            refusal(&channel(50), &Action::Ratio(0), &[spike("blue", "firing")]),
+            None
+        );
+        assert_eq!(
+            refusal(
+                &channel(10),
+                &Action::Ratio(50),
+                &[spike("blue", "resolved")]
+            ),
+            None
+        );
+        assert_eq!(
+            refusal(&channel(50), &Action::Ratio(50), &[spike("blue", "firing")]),
+            None
+        );
+        // Finish returns to 50: from 100 that moves traffic to green.
+        assert!(refusal(&channel(100), &Action::Finish, &[spike("green", "firing")]).is_some());
+        assert_eq!(
+            refusal(&channel(100), &Action::Finish, &[spike("blue", "firing")]),
+            None
+        );
+    }
+
+    #[test]
+    fn override_note_is_bounded() {
+        let long = "x".repeat(2000);
+        assert!(override_note(&long).chars().count() <= 480);
+        assert_eq!(override_note("r"), "override: r");
+    }
+}

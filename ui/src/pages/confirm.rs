@@ -1,0 +1,108 @@
+//! The confirmation step of every channel write: what will change, the weights that will
+//! apply to each app's instances (domain §5), the spike guard's refusal with its override
+//! box, and the form that posts the write.
+
+use leptos::prelude::*;
+
+use super::{Chrome, encode};
+use crate::source::{Action, ChannelRow, WeightPreview};
+
+/// What the confirmation page shows.
+pub struct Confirm<'a> {
+    /// The channel now.
+    pub channel: &'a ChannelRow,
+    /// The write asked for.
+    pub action: &'a Action,
+    /// Weights after it.
+    pub weights: &'a [WeightPreview],
+    /// The spike guard's reason to refuse, if any.
+    pub refusal: Option<String>,
+    /// An error from a previous attempt (e.g. a 409 from the control API).
+    pub error: Option<String>,
+}
+
+/// `start`, `ratio` or `finish`.
+pub fn action_name(action: &Action) -> &'static str {
+    match action {
+        Action::Start => "start",
+        Action::Ratio(_) => "ratio",
+        Action::Finish => "finish",
+    }
+}
+
+/// The confirmation page's body.
+pub fn body(chrome: &Chrome, m: &Confirm<'_>) -> AnyView {
+    let c = m.channel;
+    let after = m.action.blue_percent_after();
+    let what = match m.action {
+        Action::Start => format!("Start releasing channel {} (blue_percent 50)", c.id),
+        Action::Ratio(p) => format!(
+            "Set blue_percent of {} from {} to {p}",
+            c.id, c.blue_percent
+        ),
+        Action::Finish => format!("Finish the release of {} (blue_percent back to 50)", c.id),
+    };
+    let weights = m
+        .weights
+        .iter()
+        .map(|w| {
+            view! {
+                <tr>
+                    <td>{w.app.clone()}</td>
+                    <td class="num">{w.blue_instances}</td><td class="num">{w.blue_weight}</td>
+                    <td class="num">{w.green_instances}</td><td class="num">{w.green_weight}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let error = m
+        .error
+        .clone()
+        .map(|e| view! { <p class="error" role="alert" id="write-error">{e}</p> });
+    let refusal = m.refusal.clone().map(|r| {
+        view! {
+            <p class="refusal" role="alert" id="refusal">{r}</p>
+            <label class="override"><input type="checkbox" name="override" value="1" id="override"/>
+                " Override: go ahead although the spike fires (recorded with the event)"</label>
+        }
+    });
+    let form = if chrome.identity.as_ref().is_some_and(|i| i.can_write) {
+        view! {
+            <form method="post" action=format!("/channels/{}/actions", c.id) id="confirm-form">
+                <input type="hidden" name="csrf" value=chrome.csrf.clone()/>
+                <input type="hidden" name="action" value=action_name(m.action)/>
+                <input type="hidden" name="blue_percent" value=after.to_string()/>
+                {refusal}
+                <button type="submit" id="confirm">"Confirm"</button>
+                " " <a href=chrome.link(&format!("/channels/{}", c.id))>"Cancel"</a>
+            </form>
+        }
+        .into_any()
+    } else if chrome.identity.is_some() {
+        view! { {refusal} <p class="error">"Your token may only read; sign in with a write token."</p> }.into_any()
+    } else {
+        let next = format!(
+            "/channels/{}/confirm?action={}&blue_percent={after}",
+            c.id,
+            action_name(m.action)
+        );
+        view! {
+            {refusal}
+            <p><a id="sign-in-to-confirm" href=format!("/login?next={}", encode(&next))>"Sign in to confirm"</a></p>
+        }
+        .into_any()
+    };
+    view! {
+        <h1>"Confirm"</h1>
+        <p id="what">{what}</p>
+        {error}
+        <h2>"Weights that will apply"</h2>
+        <p class="hint">"Per instance, count-aware so each colour's share of an app's traffic is " {after} "% blue, from the instances seen in the last 5 minutes."</p>
+        <table class="data" id="weights">
+            <thead><tr><th>"app"</th><th>"blue instances"</th><th>"blue weight"</th><th>"green instances"</th><th>"green weight"</th></tr></thead>
+            <tbody>{weights}</tbody>
+        </table>
+        {form}
+    }
+    .into_any()
+}

@@ -1,0 +1,182 @@
+//! The trace page `/traces/{trace_id}` (a waterfall with each span's app, instance, host,
+//! colour chip, decisions and status; hop and missing-decision spans marked, with the via
+//! apps) and trace search `/traces` (the drilldown API's filters).
+
+use leptos::prelude::*;
+
+use super::{Chrome, chip, trace_link};
+use crate::range::rfc3339;
+use crate::source::{TraceHit, TraceSearch, TraceView};
+
+/// The trace page's body.
+pub fn body(view_: &TraceView) -> AnyView {
+    let t0 = view_
+        .spans
+        .iter()
+        .map(|s| s.start_unix_nano)
+        .min()
+        .unwrap_or(0);
+    let t1 = view_
+        .spans
+        .iter()
+        .map(|s| s.start_unix_nano + s.duration_ns.max(0))
+        .max()
+        .unwrap_or(t0 + 1);
+    let total = (t1 - t0).max(1) as f64;
+    let hops = view_.spans.iter().filter(|s| !s.hops.is_empty()).count();
+    let missing = view_
+        .spans
+        .iter()
+        .filter(|s| !s.missing_decision_channels.is_empty())
+        .count();
+    let rows = view_
+        .spans
+        .iter()
+        .map(|s| {
+            let left = (s.start_unix_nano - t0) as f64 / total * 100.0;
+            let width = (s.duration_ns.max(0) as f64 / total * 100.0).max(0.3);
+            let mut class = String::from("span");
+            if !s.hops.is_empty() {
+                class.push_str(" hop");
+            }
+            if !s.missing_decision_channels.is_empty() {
+                class.push_str(" missing");
+            }
+            if s.is_error {
+                class.push_str(" error");
+            }
+            let marks = s
+                .hops
+                .iter()
+                .map(|h| view! { <span class="mark m-hop">"HOP " {h.clone()}</span> })
+                .collect_view();
+            let missing_marks = s
+                .missing_decision_channels
+                .iter()
+                .map(|c| view! { <span class="mark m-missing">"MISSING DECISION for " {c.clone()}</span> })
+                .collect_view();
+            let waiting = s.waiting_for_parent.then(|| view! { <span class="mark">"waiting for parent"</span> });
+            let kind = match &s.traffic_kind {
+                Some(k) => format!("{} {k}", s.span_kind),
+                None => s.span_kind.clone(),
+            };
+            view! {
+                <tr class=class data-span-id=s.span_id.clone()>
+                    <td class="name" style=format!("padding-left:{}em", 0.3 + s.depth as f64 * 1.2)>{s.name.clone()}</td>
+                    <td>{kind}</td>
+                    <td>{s.app.clone()}</td>
+                    <td>{s.instance.clone()}</td>
+                    <td>{s.host.clone().unwrap_or_else(|| "–".into())}</td>
+                    <td>{chip(&s.color)}</td>
+                    <td class="decisions">{if s.decisions.is_empty() { "–".to_owned() } else { s.decisions.clone() }}</td>
+                    <td class=if s.is_error { "status error" } else { "status" }>{s.status_code.clone()}{if s.is_error { " (error)" } else { "" }}</td>
+                    <td class="num">{format!("{:.2} ms", s.duration_ns as f64 / 1e6)}</td>
+                    <td class="bar"><div class="track"><div class="fill" style=format!("margin-left:{left:.2}%;width:{width:.2}%")></div></div></td>
+                    <td class="marks">{marks}{missing_marks}{waiting}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <h1>"Trace " <code id="trace-id">{view_.trace_id.clone()}</code></h1>
+        <p class="facts">
+            {view_.spans.len()} " spans · " {format!("{:.2} ms", total / 1e6)}
+            " · started " {rfc3339(t0)}
+            " · " <span id="hop-count">{hops}</span> " hop span(s) · " <span id="missing-count">{missing}</span> " missing-decision span(s)"
+        </p>
+        <table class="data waterfall" id="waterfall">
+            <thead><tr><th>"span"</th><th>"kind"</th><th>"app"</th><th>"instance"</th><th>"host"</th><th>"colour"</th><th>"decisions"</th><th>"status"</th><th>"duration"</th><th>"timeline"</th><th>"marks"</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
+}
+
+fn selected(v: &Option<bool>, want: Option<bool>) -> bool {
+    *v == want
+}
+
+/// The search page's body.
+pub fn search_body(
+    chrome: &Chrome,
+    q: &TraceSearch,
+    hits: &[TraceHit],
+    channels: &[String],
+) -> AnyView {
+    let channel_options = std::iter::once(String::new())
+        .chain(channels.iter().cloned())
+        .map(|c| {
+            let sel = q.channel.as_deref().unwrap_or("") == c;
+            let label = if c.is_empty() {
+                "any".to_owned()
+            } else {
+                c.clone()
+            };
+            view! { <option value=c selected=sel>{label}</option> }
+        })
+        .collect_view();
+    let color_options = ["", "blue", "green", "unknown"]
+        .into_iter()
+        .map(|c| {
+            let sel = q.color.as_deref().unwrap_or("") == c;
+            view! { <option value=c selected=sel>{if c.is_empty() { "any" } else { c }}</option> }
+        })
+        .collect_view();
+    let tri = |name: &'static str, v: &Option<bool>| {
+        view! {
+            <select name=name>
+                <option value="" selected=selected(v, None)>"any"</option>
+                <option value="true" selected=selected(v, Some(true))>"yes"</option>
+                <option value="false" selected=selected(v, Some(false))>"no"</option>
+            </select>
+        }
+    };
+    let rows = hits
+        .iter()
+        .map(|h| {
+            let colors = h
+                .colors
+                .iter()
+                .map(|c| view! { {chip(c)} " " })
+                .collect_view();
+            view! {
+                <tr>
+                    <td>{trace_link(&h.trace_id)}</td>
+                    <td>{rfc3339(h.start_unix_nano)}</td>
+                    <td class="num">{format!("{:.2} ms", h.duration_ms)}</td>
+                    <td class="num">{h.spans}</td>
+                    <td>{h.apps.join(", ")}</td>
+                    <td>{colors}</td>
+                    <td>{if h.error { "error" } else { "" }}</td>
+                    <td class="num">{h.hops}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let keep_range = (!chrome.range_query().is_empty()).then(|| {
+        view! {
+            <input type="hidden" name="from" value=rfc3339(chrome.range.from_unix_nano)/>
+            <input type="hidden" name="to" value=rfc3339(chrome.range.to_unix_nano)/>
+        }
+    });
+    view! {
+        <h1>"Traces"</h1>
+        <form method="get" action="/traces" class="filters" id="search-form">
+            {keep_range}
+            <label>"channel " <select name="channel">{channel_options}</select></label>
+            <label>" app " <input name="app" value=q.app.clone().unwrap_or_default() size="12"/></label>
+            <label>" colour " <select name="color">{color_options}</select></label>
+            <label>" error " {tri("error", &q.error)}</label>
+            <label>" hop " {tri("hop", &q.hop)}</label>
+            <label>" min duration (ms) " <input name="min_duration_ms" type="number" step="any" min="0" size="6" value=q.min_duration_ms.map(|v| v.to_string()).unwrap_or_default()/></label>
+            <label>" limit " <input name="limit" type="number" min="1" max="1000" size="4" value=q.limit.to_string()/></label>
+            <button type="submit">"Search"</button>
+        </form>
+        <p id="hit-count">{hits.len()} " trace(s)"</p>
+        <table class="data" id="traces">
+            <thead><tr><th>"trace"</th><th>"start"</th><th>"duration"</th><th>"spans"</th><th>"apps"</th><th>"colours"</th><th>"error"</th><th>"hops"</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
+}

@@ -1,0 +1,157 @@
+//! The time range every page takes (`?from=&to=`, RFC 3339 or Unix ns): parsing, bounds,
+//! and the default — the last 5 minutes, or, when the newest span is older than that (an
+//! imported capture), the hour that ends at the newest span.
+
+use crate::source::TimeRange;
+
+/// The default range's length when data is live, ns (5 minutes).
+pub const LIVE_RANGE_NS: i64 = 5 * 60 * 1_000_000_000;
+/// The default range's length for a capture whose newest span is older, ns (1 hour).
+pub const CAPTURE_RANGE_NS: i64 = 60 * 60 * 1_000_000_000;
+/// The longest range a page reads, ns (24 hours).
+pub const MAX_RANGE_NS: i64 = 24 * 60 * 60 * 1_000_000_000;
+
+/// Parses a time: an RFC 3339 timestamp or an integer of Unix ns.
+///
+/// # Errors
+/// A message naming the text, for anything else.
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    let t = text.trim();
+    if let Ok(n) = t.parse::<i64>() {
+        return Ok(n);
+    }
+    chrono::DateTime::parse_from_rfc3339(t)
+        .ok()
+        .and_then(|d| d.timestamp_nanos_opt())
+        .ok_or_else(|| format!("{text:?} is neither RFC 3339 (2026-11-30T12:00:00Z) nor Unix ns"))
+}
+
+/// Formats Unix ns as RFC 3339 UTC with seconds (`2026-11-30T12:00:00Z`).
+pub fn rfc3339(t_unix_nano: i64) -> String {
+    chrono::DateTime::from_timestamp_nanos(t_unix_nano)
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Formats Unix ns as a clock time `HH:MM:SS` (UTC).
+pub fn clock(t_unix_nano: i64) -> String {
+    chrono::DateTime::from_timestamp_nanos(t_unix_nano)
+        .format("%H:%M:%S")
+        .to_string()
+}
+
+/// The range of a page given its `from`/`to` parameters (empty = absent), the time `now` and
+/// the newest stored span's start. Without `to`: now, or the newest span + 1 ns when that is
+/// older than the live range. Without `from`: 5 minutes before `to`, or 1 hour when the
+/// capture fallback applied.
+///
+/// # Errors
+/// A message for an unparsable time, `from >= to`, or a range longer than 24 h.
+pub fn resolve(
+    from: Option<&str>,
+    to: Option<&str>,
+    now: i64,
+    newest_span: Option<i64>,
+) -> Result<TimeRange, String> {
+    let from = from
+        .filter(|s| !s.trim().is_empty())
+        .map(parse_time)
+        .transpose()?;
+    let to = to
+        .filter(|s| !s.trim().is_empty())
+        .map(parse_time)
+        .transpose()?;
+    let stale = newest_span.filter(|&n| n < now - LIVE_RANGE_NS);
+    let (to, len) = match (to, stale) {
+        (Some(t), _) => (t, LIVE_RANGE_NS),
+        (None, Some(newest)) if from.is_none() => (newest + 1, CAPTURE_RANGE_NS),
+        (None, _) => (now, LIVE_RANGE_NS),
+    };
+    let from = from.unwrap_or(to - len);
+    if from >= to {
+        return Err(format!(
+            "from ({}) must be before to ({})",
+            rfc3339(from),
+            rfc3339(to)
+        ));
+    }
+    if to - from > MAX_RANGE_NS {
+        return Err("a page shows at most 24 hours".into());
+    }
+    Ok(TimeRange {
+        from_unix_nano: from,
+        to_unix_nano: to,
+    })
+}
+
+/// A step that gives 20..=120 points over `range`, rounded to a whole number of seconds
+/// from a fixed ladder (1 s … 1 h).
+pub fn step_ns(range: &TimeRange) -> i64 {
+    const LADDER: [i64; 12] = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600];
+    let len = range.to_unix_nano - range.from_unix_nano;
+    LADDER
+        .iter()
+        .map(|s| s * 1_000_000_000)
+        .find(|s| len / s <= 120)
+        .unwrap_or(3600 * 1_000_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000_000_000;
+    const MIN: i64 = 60_000_000_000;
+
+    #[test]
+    fn live_data_opens_on_the_last_five_minutes() {
+        let r = resolve(None, None, NOW, Some(NOW - MIN)).unwrap();
+        assert_eq!((r.from_unix_nano, r.to_unix_nano), (NOW - 5 * MIN, NOW));
+        let r = resolve(None, None, NOW, None).unwrap();
+        assert_eq!(r.to_unix_nano, NOW);
+    }
+
+    #[test]
+    fn a_capture_opens_on_the_hour_ending_at_its_newest_span() {
+        let newest = NOW - 30 * 24 * 60 * MIN;
+        let r = resolve(None, None, NOW, Some(newest)).unwrap();
+        assert_eq!(
+            (r.from_unix_nano, r.to_unix_nano),
+            (newest + 1 - 60 * MIN, newest + 1)
+        );
+    }
+
+    #[test]
+    fn explicit_bounds_win_and_are_checked() {
+        let r = resolve(
+            Some("2026-11-30T12:00:00Z"),
+            Some("2026-11-30T13:00:00Z"),
+            NOW,
+            None,
+        )
+        .unwrap();
+        assert_eq!(r.to_unix_nano - r.from_unix_nano, 60 * MIN);
+        assert_eq!(rfc3339(r.from_unix_nano), "2026-11-30T12:00:00Z");
+        let r = resolve(None, Some("1000000000000"), NOW, None).unwrap();
+        assert_eq!(r.from_unix_nano, 1_000_000_000_000 - 5 * MIN);
+        assert!(
+            resolve(Some("x"), None, NOW, None)
+                .unwrap_err()
+                .contains("\"x\"")
+        );
+        assert!(resolve(Some("10"), Some("5"), NOW, None).is_err());
+        assert!(resolve(Some("0"), Some(&(25 * 60 * MIN).to_string()), NOW, None).is_err());
+    }
+
+    #[test]
+    fn steps_give_at_most_120_points() {
+        for len in [MIN, 5 * MIN, 60 * MIN, 24 * 60 * MIN] {
+            let r = TimeRange {
+                from_unix_nano: 0,
+                to_unix_nano: len,
+            };
+            let s = step_ns(&r);
+            assert!(len / s <= 120 && len / s >= 20, "{len} {s}");
+        }
+    }
+}

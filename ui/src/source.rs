@@ -1,0 +1,479 @@
+//! The port the dashboard reads and writes through: [`DashboardSource`] and the plain view
+//! models it returns. The server implements it over the store, the analyzer and the control
+//! plane; UI tests implement it over fixtures. Nothing here does I/O.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// A half-open time range `[from_unix_nano, to_unix_nano)`, Unix ns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeRange {
+    /// Start, inclusive, Unix ns.
+    pub from_unix_nano: i64,
+    /// End, exclusive, Unix ns.
+    pub to_unix_nano: i64,
+}
+
+impl TimeRange {
+    /// Length in seconds (at least 1 ns, so rates never divide by zero).
+    pub fn seconds(&self) -> f64 {
+        (self.to_unix_nano - self.from_unix_nano).max(1) as f64 / 1e9
+    }
+}
+
+/// What went wrong in a source call.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The caller's input is invalid (400): bad id, bad value.
+    #[error("{0}")]
+    Invalid(String),
+    /// No such channel or trace (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The token is missing or wrong (401).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The token may not write (403).
+    #[error("{0}")]
+    Forbidden(String),
+    /// The write conflicts with the channel's state (409): e.g. ratio while idle.
+    #[error("{0}")]
+    Conflict(String),
+    /// Anything else (500): storage, query engine.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl SourceError {
+    /// The HTTP status a page shows for it.
+    pub fn status(&self) -> http::StatusCode {
+        use http::StatusCode as S;
+        match self {
+            SourceError::Invalid(_) => S::BAD_REQUEST,
+            SourceError::NotFound(_) => S::NOT_FOUND,
+            SourceError::Unauthorized(_) => S::UNAUTHORIZED,
+            SourceError::Forbidden(_) => S::FORBIDDEN,
+            SourceError::Conflict(_) => S::CONFLICT,
+            SourceError::Internal(_) => S::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// Requests, errors and latency of one colour over a range.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ColorLoad {
+    /// Requests (RPC SERVER spans of the channel's apps, domain §6).
+    pub requests: u64,
+    /// Requests that are errors (domain §6).
+    pub errors: u64,
+    /// 99th percentile duration, ms (none without requests).
+    pub p99_ms: Option<f64>,
+}
+
+impl ColorLoad {
+    /// errors / requests, none without requests.
+    pub fn error_rate(&self) -> Option<f64> {
+        (self.requests > 0).then(|| self.errors as f64 / self.requests as f64)
+    }
+}
+
+/// One channel on the overview.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChannelRow {
+    /// Channel id (`global` for the global channel).
+    pub id: String,
+    /// `idle` or `releasing` (domain §4).
+    pub state: String,
+    /// blue_percent in force, 0..=100 (50 while idle).
+    pub blue_percent: u8,
+    /// Member apps (empty for `global`: every app without a releasing local channel).
+    pub apps: Vec<String>,
+    /// Blue instances' load over the range.
+    pub blue: ColorLoad,
+    /// Green instances' load over the range.
+    pub green: ColorLoad,
+    /// Requests served by instances whose colour is unknown (domain §1).
+    pub unknown_requests: u64,
+    /// Alerts of this channel firing now.
+    pub firing_alerts: usize,
+    /// Cross-colour hops in the 5 minutes that end at the range's end.
+    pub hops_last_5m: u64,
+}
+
+/// An instance whose colour could not be told (domain §1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnknownInstance {
+    /// App.
+    pub app: String,
+    /// Instance id.
+    pub instance: String,
+    /// Its host name, if any.
+    pub host: Option<String>,
+    /// Spans it sent in the range.
+    pub spans: u64,
+}
+
+/// The overview page's data.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    /// Every channel, `global` first, then by id.
+    pub channels: Vec<ChannelRow>,
+    /// Instances of colour unknown seen in the range.
+    pub unknown_instances: Vec<UnknownInstance>,
+}
+
+/// One step of a channel's time series.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// Step start, Unix ns.
+    pub start_unix_nano: i64,
+    /// Blue load in the step.
+    pub blue: ColorLoad,
+    /// Green load in the step.
+    pub green: ColorLoad,
+    /// blue / (blue + green) requests; none without requests.
+    pub blue_share: Option<f64>,
+    /// blue_percent in force at the step's end; none while idle.
+    pub blue_percent: Option<u8>,
+    /// Cross-colour hops in the step.
+    pub hops: u64,
+}
+
+/// A control operation on the channel (annotation and event log line).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpLine {
+    /// Operation sequence number.
+    pub seq: u64,
+    /// When, Unix ns.
+    pub t_unix_nano: i64,
+    /// `start`, `ratio`, `finish`, `apps`, `delete`.
+    pub op: String,
+    /// Ratio only: the new blue_percent.
+    pub blue_percent: Option<u8>,
+    /// Token name of the writer, or `import`.
+    pub actor: String,
+    /// Note recorded with it (e.g. an override), if any.
+    pub note: Option<String>,
+}
+
+/// Per-app load of the channel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppRow {
+    /// App.
+    pub app: String,
+    /// Blue load.
+    pub blue: ColorLoad,
+    /// Green load.
+    pub green: ColorLoad,
+    /// Requests on instances of unknown colour.
+    pub unknown_requests: u64,
+}
+
+/// Cross-colour hops grouped by edge (domain §6.1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HopEdge {
+    /// Calling app (none at the entry).
+    pub from_app: String,
+    /// Its colour (none when it has no instance colour).
+    pub from_color: Option<String>,
+    /// Called app.
+    pub to_app: String,
+    /// Its colour.
+    pub to_color: String,
+    /// RPC or MQ.
+    pub kind: String,
+    /// Why it is a hop (e.g. `decision_mismatch`).
+    pub reason: String,
+    /// Apps outside the channel the call passed through.
+    pub via: Vec<String>,
+    /// Hops on this edge in the range.
+    pub count: u64,
+    /// Up to 5 example trace ids.
+    pub trace_ids: Vec<String>,
+}
+
+/// Missing decisions grouped by caller (domain §6.2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MissingRow {
+    /// The app whose call arrived without the decision.
+    pub caller_app: String,
+    /// The receiving app.
+    pub app: String,
+    /// RPC or MQ.
+    pub kind: String,
+    /// Spans.
+    pub count: u64,
+    /// Up to 5 example trace ids.
+    pub trace_ids: Vec<String>,
+}
+
+/// A finding in one window: drained-side traffic, ratio deviation, skew or spike.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WindowFinding {
+    /// `drained_side`, `ratio_deviation`, `instance_skew` or `error_spike`.
+    pub finding: String,
+    /// App (none for a channel-wide spike).
+    pub app: Option<String>,
+    /// Colour concerned.
+    pub color: String,
+    /// RPC, MQ or JOB.
+    pub kind: String,
+    /// Instance (skew only).
+    pub instance: Option<String>,
+    /// One line: observed value, comparator and threshold.
+    pub detail: String,
+    /// Window start, Unix ns.
+    pub window_start_unix_nano: i64,
+    /// Up to 5 example trace ids.
+    pub trace_ids: Vec<String>,
+}
+
+/// One instance of the channel's apps.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InstanceRow {
+    /// App.
+    pub app: String,
+    /// Instance id.
+    pub instance: String,
+    /// `blue`, `green` or `unknown`.
+    pub color: String,
+    /// Requests it served in the range.
+    pub requests: u64,
+    /// Mean requests per instance of its app and colour.
+    pub color_mean: f64,
+    /// The analyzer found it skewed in some window of the range (domain §6.5).
+    pub skewed: bool,
+    /// Weight in force (domain §5), none while the channel is idle or colour unknown.
+    pub weight: Option<u32>,
+}
+
+/// An alert of the channel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AlertLine {
+    /// `CrossColorHop`, `ErrorSpike`, …
+    pub name: String,
+    /// `firing` or `resolved`.
+    pub state: String,
+    /// Labels other than alertname and channel, `k=v` joined by spaces.
+    pub labels: String,
+    /// Observed value, comparator and threshold.
+    pub summary: String,
+    /// Colour label, if any.
+    pub color: Option<String>,
+    /// `type` label (the detection).
+    pub kind: String,
+    /// Since, Unix ns.
+    pub starts_at_unix_nano: i64,
+    /// Resolved at, Unix ns.
+    pub ends_at_unix_nano: Option<i64>,
+    /// Example trace ids.
+    pub trace_ids: Vec<String>,
+}
+
+/// The channel page's data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChannelPage {
+    /// The channel now.
+    pub channel: ChannelRow,
+    /// Its version (for If-Match).
+    pub version: u64,
+    /// Step length, seconds.
+    pub step_seconds: u64,
+    /// Time series over the range.
+    pub steps: Vec<Step>,
+    /// Control operations on this channel, oldest first (all time; the page shows those in
+    /// the range on the chart and every one in the event log).
+    pub ops: Vec<OpLine>,
+    /// Per-app load, by app.
+    pub apps: Vec<AppRow>,
+    /// Hop edges, most frequent first.
+    pub hops: Vec<HopEdge>,
+    /// Missing decisions by caller.
+    pub missing: Vec<MissingRow>,
+    /// Window findings, newest first.
+    pub findings: Vec<WindowFinding>,
+    /// Instances of the channel's apps.
+    pub instances: Vec<InstanceRow>,
+    /// Alerts of the channel, firing first.
+    pub alerts: Vec<AlertLine>,
+}
+
+/// One span of a trace, in depth-first order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceSpan {
+    /// Span id, hex.
+    pub span_id: String,
+    /// Parent span id, hex.
+    pub parent_span_id: Option<String>,
+    /// Depth in the tree, 0 for roots.
+    pub depth: usize,
+    /// Span name.
+    pub name: String,
+    /// SERVER, CLIENT, PRODUCER, CONSUMER, INTERNAL.
+    pub span_kind: String,
+    /// RPC, MQ, JOB or none.
+    pub traffic_kind: Option<String>,
+    /// App.
+    pub app: String,
+    /// Instance.
+    pub instance: String,
+    /// Host.
+    pub host: Option<String>,
+    /// `blue`, `green`, `unknown`.
+    pub color: String,
+    /// `channel=color` pairs, `&`-joined as in baggage.
+    pub decisions: String,
+    /// Start, Unix ns.
+    pub start_unix_nano: i64,
+    /// Duration, ns.
+    pub duration_ns: i64,
+    /// UNSET, OK, ERROR.
+    pub status_code: String,
+    /// Error per domain §6.
+    pub is_error: bool,
+    /// Its parent is not stored (yet).
+    pub waiting_for_parent: bool,
+    /// Hop markers on this span: one line each (channel, from → to, reason, via).
+    pub hops: Vec<String>,
+    /// Channels this span lacks a decision for.
+    pub missing_decision_channels: Vec<String>,
+}
+
+/// The trace page's data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceView {
+    /// Trace id, hex.
+    pub trace_id: String,
+    /// Spans, depth-first, children by start.
+    pub spans: Vec<TraceSpan>,
+}
+
+/// Trace search filters (those of `GET /api/v1/traces`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceSearch {
+    /// Channel.
+    pub channel: Option<String>,
+    /// App.
+    pub app: Option<String>,
+    /// `blue`, `green`, `unknown`.
+    pub color: Option<String>,
+    /// Only traces with (true) or without (false) an error.
+    pub error: Option<bool>,
+    /// Only traces with (true) or without (false) a hop.
+    pub hop: Option<bool>,
+    /// Minimum duration, ms.
+    pub min_duration_ms: Option<f64>,
+    /// At most this many, newest first.
+    pub limit: usize,
+}
+
+/// One search result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceHit {
+    /// Trace id, hex.
+    pub trace_id: String,
+    /// Start, Unix ns.
+    pub start_unix_nano: i64,
+    /// Duration, ms.
+    pub duration_ms: f64,
+    /// Spans.
+    pub spans: usize,
+    /// Apps.
+    pub apps: Vec<String>,
+    /// Colours seen.
+    pub colors: Vec<String>,
+    /// Has an error.
+    pub error: bool,
+    /// Hops.
+    pub hops: usize,
+}
+
+/// A write from the channel page's controls.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Action {
+    /// Start releasing (blue_percent 50).
+    Start,
+    /// Set blue_percent, 0..=100.
+    Ratio(u8),
+    /// Finish (blue_percent back to 50).
+    Finish,
+}
+
+impl Action {
+    /// blue_percent after the action (domain §4: start and finish set 50).
+    pub fn blue_percent_after(&self) -> u8 {
+        match self {
+            Action::Start | Action::Finish => 50,
+            Action::Ratio(p) => *p,
+        }
+    }
+}
+
+/// Weights of one app's instances after an action (domain §5).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WeightPreview {
+    /// App.
+    pub app: String,
+    /// Blue instances seen recently.
+    pub blue_instances: u32,
+    /// Green instances seen recently.
+    pub green_instances: u32,
+    /// Weight of each blue instance.
+    pub blue_weight: u32,
+    /// Weight of each green instance.
+    pub green_weight: u32,
+}
+
+/// Who a token belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    /// Token name (recorded as the actor of writes).
+    pub name: String,
+    /// May write.
+    pub can_write: bool,
+}
+
+/// Everything the dashboard reads and writes.
+///
+/// Implementations must be cheap to call per request; the server caches analysis results
+/// between data changes.
+#[async_trait]
+pub trait DashboardSource: Send + Sync + 'static {
+    /// Start of the newest stored span, Unix ns; none when nothing is stored.
+    async fn newest_span_unix_nano(&self) -> Result<Option<i64>, SourceError>;
+    /// The overview over `range`.
+    async fn overview(&self, range: TimeRange) -> Result<Overview, SourceError>;
+    /// The channel page over `range`, `None` for an unknown channel.
+    async fn channel(&self, id: &str, range: TimeRange)
+    -> Result<Option<ChannelPage>, SourceError>;
+    /// One trace (id: 32 hex digits, any case); `None` when no span of it is stored.
+    async fn trace(&self, trace_id: &str) -> Result<Option<TraceView>, SourceError>;
+    /// Traces matching `query` in `range`, newest first.
+    async fn search(
+        &self,
+        query: &TraceSearch,
+        range: TimeRange,
+    ) -> Result<Vec<TraceHit>, SourceError>;
+    /// The weights each app of channel `id` would get after `action`, from the instances
+    /// seen in the last 5 minutes of `range`.
+    async fn preview(
+        &self,
+        id: &str,
+        action: &Action,
+        range: TimeRange,
+    ) -> Result<Vec<WeightPreview>, SourceError>;
+    /// Who `token` is; [`SourceError::Unauthorized`] for an unknown token.
+    async fn identify(&self, token: &str) -> Result<Identity, SourceError>;
+    /// Applies `action` to channel `id` as the holder of `token`, recording `note` with it.
+    /// The source does not apply the spike guard; the caller does ([`crate::guard`]).
+    async fn write(
+        &self,
+        token: &str,
+        id: &str,
+        action: &Action,
+        note: Option<&str>,
+    ) -> Result<(), SourceError>;
+    /// A number that changes whenever the pages' data may have changed (new spans, a control
+    /// operation, an alert); the live stream polls it.
+    fn data_version(&self) -> u64;
+}

@@ -1,0 +1,544 @@
+//! Page tests over a fixture source (no store): the numbers reach the HTML, the forms check
+//! CSRF, the spike guard refuses and the override is recorded with the write.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use parking_lot::Mutex;
+use tower::ServiceExt;
+
+use crate::source::*;
+
+const T0: i64 = 1_764_000_000_000_000_000;
+const SEC: i64 = 1_000_000_000;
+const TOKEN: &str = "secret-token";
+const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+
+#[derive(Default)]
+struct Fixture {
+    writes: Mutex<Vec<(String, Action, Option<String>)>>,
+    spike_on: Option<&'static str>,
+}
+
+fn load(requests: u64, errors: u64, p99: f64) -> ColorLoad {
+    ColorLoad {
+        requests,
+        errors,
+        p99_ms: Some(p99),
+    }
+}
+
+fn trade() -> ChannelRow {
+    ChannelRow {
+        id: "trade".into(),
+        state: "releasing".into(),
+        blue_percent: 10,
+        apps: vec!["order".into(), "inventory".into()],
+        blue: load(600, 6, 12.5),
+        green: load(5400, 27, 9.25),
+        unknown_requests: 3,
+        firing_alerts: 1,
+        hops_last_5m: 4,
+    }
+}
+
+#[async_trait]
+impl DashboardSource for Fixture {
+    async fn newest_span_unix_nano(&self) -> Result<Option<i64>, SourceError> {
+        Ok(Some(T0))
+    }
+    async fn overview(&self, _: TimeRange) -> Result<Overview, SourceError> {
+        let mut global = trade();
+        global.id = "global".into();
+        global.state = "idle".into();
+        global.blue_percent = 50;
+        global.apps = vec![];
+        Ok(Overview {
+            channels: vec![global, trade()],
+            unknown_instances: vec![UnknownInstance {
+                app: "legacy-proxy".into(),
+                instance: "lp-1".into(),
+                host: None,
+                spans: 42,
+            }],
+        })
+    }
+    async fn channel(
+        &self,
+        id: &str,
+        range: TimeRange,
+    ) -> Result<Option<ChannelPage>, SourceError> {
+        if id != "trade" {
+            return Ok(None);
+        }
+        let alerts = self
+            .spike_on
+            .map(|c| AlertLine {
+                name: "ErrorSpike".into(),
+                state: "firing".into(),
+                labels: format!("color={c} type=error_spike"),
+                summary: format!("{c} error rate 31.00% (31 of 100)"),
+                color: Some(c.into()),
+                kind: "error_spike".into(),
+                starts_at_unix_nano: T0 - 60 * SEC,
+                ends_at_unix_nano: None,
+                trace_ids: vec![TRACE.into()],
+            })
+            .into_iter()
+            .collect();
+        Ok(Some(ChannelPage {
+            channel: trade(),
+            version: 7,
+            step_seconds: 30,
+            steps: (0..4)
+                .map(|i| Step {
+                    start_unix_nano: range.from_unix_nano + i * 30 * SEC,
+                    blue: load(10, 1, 5.0),
+                    green: load(90, 0, 4.0),
+                    blue_share: Some(0.1),
+                    blue_percent: Some(10),
+                    hops: 1,
+                })
+                .collect(),
+            ops: vec![OpLine {
+                seq: 3,
+                t_unix_nano: T0 - 600 * SEC,
+                op: "ratio".into(),
+                blue_percent: Some(10),
+                actor: "admin".into(),
+                note: Some("override: earlier".into()),
+            }],
+            apps: vec![
+                AppRow {
+                    app: "order".into(),
+                    blue: load(300, 3, 12.5),
+                    green: load(2700, 9, 9.25),
+                    unknown_requests: 0,
+                },
+                AppRow {
+                    app: "inventory".into(),
+                    blue: load(300, 3, 7.0),
+                    green: load(2700, 18, 6.0),
+                    unknown_requests: 3,
+                },
+            ],
+            hops: vec![HopEdge {
+                from_app: "order".into(),
+                from_color: Some("green".into()),
+                to_app: "inventory".into(),
+                to_color: "blue".into(),
+                kind: "RPC".into(),
+                reason: "decision_mismatch".into(),
+                via: vec!["legacy-proxy".into()],
+                count: 17,
+                trace_ids: vec![TRACE.into()],
+            }],
+            missing: vec![],
+            findings: vec![WindowFinding {
+                finding: "instance_skew".into(),
+                app: Some("order".into()),
+                color: "green".into(),
+                kind: "RPC".into(),
+                instance: Some("order-green-2".into()),
+                detail: "700 of 900 green requests: 2.3× the mean".into(),
+                window_start_unix_nano: T0 - 120 * SEC,
+                trace_ids: vec![TRACE.into()],
+            }],
+            instances: vec![],
+            alerts,
+        }))
+    }
+    async fn trace(&self, trace_id: &str) -> Result<Option<TraceView>, SourceError> {
+        Ok((trace_id == TRACE).then(|| TraceView {
+            trace_id: TRACE.into(),
+            spans: vec![
+                TraceSpan {
+                    span_id: "aaaaaaaaaaaaaaaa".into(),
+                    parent_span_id: None,
+                    depth: 0,
+                    name: "GET /order".into(),
+                    span_kind: "SERVER".into(),
+                    traffic_kind: Some("RPC".into()),
+                    app: "order".into(),
+                    instance: "order-green-1".into(),
+                    host: Some("host-green-1".into()),
+                    color: "green".into(),
+                    decisions: "trade=green".into(),
+                    start_unix_nano: T0,
+                    duration_ns: 10_000_000,
+                    status_code: "OK".into(),
+                    is_error: false,
+                    waiting_for_parent: false,
+                    hops: vec![],
+                    missing_decision_channels: vec![],
+                },
+                TraceSpan {
+                    span_id: "bbbbbbbbbbbbbbbb".into(),
+                    parent_span_id: Some("aaaaaaaaaaaaaaaa".into()),
+                    depth: 1,
+                    name: "reserve".into(),
+                    span_kind: "SERVER".into(),
+                    traffic_kind: Some("RPC".into()),
+                    app: "inventory".into(),
+                    instance: "inv-blue-1".into(),
+                    host: Some("host-blue-1".into()),
+                    color: "blue".into(),
+                    decisions: "trade=green".into(),
+                    start_unix_nano: T0 + 2_000_000,
+                    duration_ns: 5_000_000,
+                    status_code: "ERROR".into(),
+                    is_error: true,
+                    waiting_for_parent: false,
+                    hops: vec![
+                        "trade: order(green) → inventory(blue) decision_mismatch via legacy-proxy"
+                            .into(),
+                    ],
+                    missing_decision_channels: vec![],
+                },
+            ],
+        }))
+    }
+    async fn search(&self, q: &TraceSearch, _: TimeRange) -> Result<Vec<TraceHit>, SourceError> {
+        Ok(if q.hop == Some(false) {
+            vec![]
+        } else {
+            vec![TraceHit {
+                trace_id: TRACE.into(),
+                start_unix_nano: T0,
+                duration_ms: 10.0,
+                spans: 2,
+                apps: vec!["inventory".into(), "order".into()],
+                colors: vec!["blue".into(), "green".into()],
+                error: true,
+                hops: 1,
+            }]
+        })
+    }
+    async fn preview(
+        &self,
+        _: &str,
+        action: &Action,
+        _: TimeRange,
+    ) -> Result<Vec<WeightPreview>, SourceError> {
+        let bp = u32::from(action.blue_percent_after());
+        Ok(vec![WeightPreview {
+            app: "order".into(),
+            blue_instances: 2,
+            green_instances: 2,
+            blue_weight: bp,
+            green_weight: 100 - bp,
+        }])
+    }
+    async fn identify(&self, token: &str) -> Result<Identity, SourceError> {
+        if token == TOKEN {
+            Ok(Identity {
+                name: "owner".into(),
+                can_write: true,
+            })
+        } else {
+            Err(SourceError::Unauthorized(
+                "the bearer token is not valid".into(),
+            ))
+        }
+    }
+    async fn write(
+        &self,
+        token: &str,
+        id: &str,
+        action: &Action,
+        note: Option<&str>,
+    ) -> Result<(), SourceError> {
+        self.identify(token).await?;
+        self.writes
+            .lock()
+            .push((id.to_owned(), action.clone(), note.map(str::to_owned)));
+        Ok(())
+    }
+    fn data_version(&self) -> u64 {
+        1
+    }
+}
+
+async fn get(
+    app: &axum::Router,
+    uri: &str,
+    cookie: Option<&str>,
+) -> (StatusCode, String, Vec<String>) {
+    let mut req = Request::get(uri);
+    if let Some(c) = cookie {
+        req = req.header(header::COOKIE, c);
+    }
+    send(app, req.body(Body::empty()).unwrap()).await
+}
+
+async fn post(
+    app: &axum::Router,
+    uri: &str,
+    cookie: &str,
+    form: &str,
+) -> (StatusCode, String, Vec<String>) {
+    let req = Request::post(uri)
+        .header(header::COOKIE, cookie)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(form.to_owned()))
+        .unwrap();
+    send(app, req).await
+}
+
+async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode, String, Vec<String>) {
+    let res = app.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let mut headers: Vec<String> = res
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect();
+    if let Some(l) = res.headers().get(header::LOCATION) {
+        headers.push(format!("location: {}", l.to_str().unwrap()));
+    }
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    // Leptos separates adjacent text nodes with empty comments; they are not content.
+    let html = String::from_utf8(body.to_vec()).unwrap().replace("<!>", "");
+    (status, html, headers)
+}
+
+fn app(f: Arc<Fixture>) -> axum::Router {
+    crate::router(crate::Ui::new(f, Duration::from_millis(50)))
+}
+
+const CSRF: &str = "0123456789abcdef0123456789abcdef";
+
+fn signed_in() -> String {
+    format!("dyeline_csrf={CSRF}; dyeline_token={TOKEN}")
+}
+
+#[tokio::test]
+async fn overview_shows_every_channel_with_rates_and_unknown_instances() {
+    let (status, html, cookies) = get(&app(Arc::default()), "/", None).await;
+    assert_eq!(status, StatusCode::OK);
+    // A capture older than 5 minutes opens on its last hour: 600 requests / 3600 s.
+    assert!(html.contains(">0.2/s<"), "{html}");
+    assert!(html.contains(">1.5/s<"), "5400 / 3600 s");
+    assert!(html.contains(">1.00%<"), "blue error rate 6/600");
+    assert!(html.contains(">0.50%<"), "green error rate 27/5400");
+    let global = html.find("data-channel=\"global\"").unwrap();
+    let trade = html.find("data-channel=\"trade\"").unwrap();
+    assert!(global < trade, "global first");
+    assert!(html.contains("1 instance(s) of unknown colour"));
+    assert!(html.contains("lp-1"));
+    assert!(cookies.iter().any(|c| c.starts_with("dyeline_csrf=")
+        && c.contains("HttpOnly")
+        && c.contains("SameSite=Strict")));
+}
+
+#[tokio::test]
+async fn channel_page_shows_findings_controls_and_events() {
+    let (status, html, _) = get(&app(Arc::default()), "/channels/trade", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("id=\"blue-percent\">10<"), "{html}");
+    assert!(html.contains("decision_mismatch"));
+    assert!(html.contains("legacy-proxy"));
+    assert!(html.contains(">17<"), "hop count");
+    assert!(html.contains(&format!("/traces/{TRACE}")));
+    assert!(html.contains("order-green-2"));
+    assert!(html.contains("override: earlier"));
+    assert!(html.contains("<svg class=\"chart\""));
+    assert!(html.contains("name=\"preset\" value=\"100\""));
+    // The app filter narrows the table.
+    let (_, html, _) = get(&app(Arc::default()), "/channels/trade?app=inv", None).await;
+    let apps = &html[html.find("id=\"apps\"").unwrap()..];
+    let apps = &apps[..apps.find("</table>").unwrap()];
+    assert!(
+        apps.contains("inventory") && !apps.contains(">order<"),
+        "{apps}"
+    );
+    let (status, _, _) = get(&app(Arc::default()), "/channels/nope", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, html, _) = get(&app(Arc::default()), "/channels/trade?from=x", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(html.contains("RFC 3339"));
+}
+
+#[tokio::test]
+async fn trace_page_marks_the_hop_span_and_search_lists_it() {
+    let (status, html, _) = get(&app(Arc::default()), &format!("/traces/{TRACE}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let hop_row = html.find("data-span-id=\"bbbbbbbbbbbbbbbb\" class=\"span hop error\"");
+    assert!(hop_row.is_some(), "{html}");
+    assert!(
+        html.contains(
+            "HOP trade: order(green) → inventory(blue) decision_mismatch via legacy-proxy"
+        )
+    );
+    assert!(html.contains("chip c-blue\">blue<"));
+    assert!(html.contains("host-blue-1"));
+    let (status, _, _) = get(
+        &app(Arc::default()),
+        "/traces/ffffffffffffffffffffffffffffffff",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, html, _) = get(&app(Arc::default()), "/traces?hop=true", None).await;
+    assert!(html.contains("1 trace(s)"));
+    let (_, html, _) = get(&app(Arc::default()), "/traces?hop=false", None).await;
+    assert!(html.contains("0 trace(s)"));
+    let (status, _, _) = get(&app(Arc::default()), "/traces?limit=0", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn login_sets_an_httponly_cookie_and_rejects_bad_tokens_and_csrf() {
+    let a = app(Arc::default());
+    let c = format!("dyeline_csrf={CSRF}");
+    let (status, _, _) = post(&a, "/login", &c, &format!("csrf={CSRF}&token=wrong&next=/")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, _) = post(
+        &a,
+        "/login",
+        &c,
+        &format!("csrf=ffffffffffffffffffffffffffffffff&token={TOKEN}"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, h) = post(
+        &a,
+        "/login",
+        &c,
+        &format!("csrf={CSRF}&token={TOKEN}&next=%2Fchannels%2Ftrade"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(
+        h.iter()
+            .any(|c| c.starts_with(&format!("dyeline_token={TOKEN}")) && c.contains("HttpOnly"))
+    );
+    assert!(h.contains(&"location: /channels/trade".to_owned()), "{h:?}");
+    let (_, _, h) = post(
+        &a,
+        "/login",
+        &c,
+        &format!("csrf={CSRF}&token={TOKEN}&next=%2F%2Fevil.example"),
+    )
+    .await;
+    assert!(h.contains(&"location: /".to_owned()), "{h:?}");
+}
+
+#[tokio::test]
+async fn writes_need_csrf_and_go_through_with_the_token() {
+    let f = Arc::new(Fixture::default());
+    let a = app(f.clone());
+    let (status, html, _) = get(
+        &a,
+        "/channels/trade/confirm?action=ratio&preset=50",
+        Some(&signed_in()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("from 10 to 50"), "{html}");
+    assert!(html.contains("id=\"confirm\""));
+    let (status, _, _) = post(
+        &a,
+        "/channels/trade/actions",
+        &signed_in(),
+        "csrf=bad&action=ratio&blue_percent=50",
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(f.writes.lock().is_empty());
+    let (status, _, h) = post(
+        &a,
+        "/channels/trade/actions",
+        &signed_in(),
+        &format!("csrf={CSRF}&action=ratio&blue_percent=50"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(
+        h.contains(&"location: /channels/trade?done=ratio-50".to_owned()),
+        "{h:?}"
+    );
+    assert_eq!(
+        f.writes.lock().as_slice(),
+        &[("trade".to_owned(), Action::Ratio(50), None)]
+    );
+    // Without a token the write is not made: sign in first.
+    let (status, _, h) = post(
+        &a,
+        "/channels/trade/actions",
+        &format!("dyeline_csrf={CSRF}"),
+        &format!("csrf={CSRF}&action=finish"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(h.iter().any(|l| l.starts_with("location: /login")), "{h:?}");
+    assert_eq!(f.writes.lock().len(), 1);
+}
+
+#[tokio::test]
+async fn an_increase_towards_a_spiking_colour_is_refused_unless_overridden() {
+    let f = Arc::new(Fixture {
+        spike_on: Some("blue"),
+        ..Fixture::default()
+    });
+    let a = app(f.clone());
+    let (status, html, _) = post(
+        &a,
+        "/channels/trade/actions",
+        &signed_in(),
+        &format!("csrf={CSRF}&action=ratio&blue_percent=50"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(html.contains("id=\"refusal\""), "{html}");
+    assert!(html.contains("blue error rate 31.00%"));
+    assert!(html.contains("name=\"override\""));
+    assert!(f.writes.lock().is_empty());
+    // Moving traffic away from blue is fine.
+    let (status, _, _) = post(
+        &a,
+        "/channels/trade/actions",
+        &signed_in(),
+        &format!("csrf={CSRF}&action=ratio&blue_percent=0"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let (status, _, _) = post(
+        &a,
+        "/channels/trade/actions",
+        &signed_in(),
+        &format!("csrf={CSRF}&action=ratio&blue_percent=50&override=1"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let w = f.writes.lock();
+    assert_eq!(w.len(), 2);
+    assert_eq!(w[1].1, Action::Ratio(50));
+    let note = w[1].2.as_deref().expect("override recorded");
+    assert!(
+        note.starts_with("override: refused: blue_percent 10 → 50"),
+        "{note}"
+    );
+}
+
+#[tokio::test]
+async fn live_stream_and_assets_are_served() {
+    let a = app(Arc::default());
+    let (status, js, _) = get(&a, "/assets/live.js", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(js.contains("EventSource(\"/live\")"));
+    let (status, css, _) = get(&a, "/assets/style.css", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(css.contains("prefers-color-scheme: dark"));
+    let res = a
+        .clone()
+        .oneshot(Request::get("/live").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(res.headers()[header::CONTENT_TYPE], "text/event-stream");
+}
