@@ -44,6 +44,8 @@ pub struct DashboardAdapter {
     state: Arc<ApiState>,
     rows_written: prometheus_client::metrics::counter::Counter,
     last: Mutex<Option<Loaded>>,
+    /// (data version, newest span start) of the last lookup.
+    newest: parking_lot::Mutex<Option<(u64, Option<i64>)>>,
 }
 
 impl DashboardAdapter {
@@ -57,6 +59,7 @@ impl DashboardAdapter {
             state,
             rows_written,
             last: Mutex::new(None),
+            newest: parking_lot::Mutex::new(None),
         }
     }
 

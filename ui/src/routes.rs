@@ -102,7 +102,9 @@ async fn chrome(
     };
     let newest = ui.source.newest_span_unix_nano().await.unwrap_or(None);
     let explicit = param(p, "from").is_some() || param(p, "to").is_some();
-    let now = now_unix_nano();
+    // Whole seconds, so viewers of a live range within one second share the source's
+    // cached load.
+    let now = now_unix_nano() / 1_000_000_000 * 1_000_000_000;
     let (range, err) = match range::resolve(param(p, "from"), param(p, "to"), now, newest) {
         Ok(r) => (r, Ok(())),
         Err(e) => (

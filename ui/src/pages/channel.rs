@@ -283,14 +283,14 @@ pub fn body(
         .iter()
         .map(|i| {
             let ratio = if i.color_mean > 0.0 { i.requests as f64 / i.color_mean } else { 0.0 };
-            let mark = if i.skewed { "skewed" } else { "" };
+            let mark = i.skewed.then(|| view! { <span class="mark">"skewed"</span> });
             view! {
                 <tr class=if i.skewed { "skewed" } else { "" }>
                     <td>{i.app.clone()}</td><td>{i.instance.clone()}</td><td>{chip(&i.color)}</td>
                     <td class="num">{i.requests}</td>
                     <td class="num">{format!("{:.1}", i.color_mean)}</td>
                     <td class="num">{format!("{ratio:.2}×")}</td>
-                    <td class="mark">{mark}</td>
+                    <td>{mark}</td>
                     <td class="num">{i.weight.map_or_else(|| "–".to_owned(), |w| w.to_string())}</td>
                 </tr>
             }

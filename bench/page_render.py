@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Dashboard page render benchmark of issue 5 (target: p95 <= 200 ms).
+
+Imports a capture with its timeline into a fresh data dir, starts `dyeline serve` on it,
+and times whole-page GETs (server render + transfer on loopback) of the overview, the
+channel page, a trace page and trace search, each over the hour that ends at the newest
+span of the capture (the pages' default for a capture), given explicitly. Two cases per page, in the same run:
+
+- warm: the data did not change since the previous request (the adapter's cached load of
+  the range is reused; what a viewer sees between data changes);
+- cold: one new span is sent over OTLP/HTTP before each request, so the data version moves
+  and the page is rendered from a fresh scan and analysis of the whole range (what the first
+  viewer after each change pays).
+
+Usage: python3 bench/page_render.py [--profile bench-fast] [--n 30]
+       [--capture ../shared/fixtures/analysis/release-walk]
+Writes bench/results/page-render-<date>.json and prints a table.
+"""
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url):
+    t = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=120) as r:
+        body = r.read()
+        status = r.status
+    return (time.perf_counter() - t) * 1000.0, status, body
+
+
+def span_json(i):
+    now = time.time_ns()
+    return json.dumps({"resourceSpans": [{
+        "resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "bench-probe"}},
+            {"key": "service.instance.id", "value": {"stringValue": "bench-probe-1"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": "%032x" % (0xBE4C0000000000000000000000000000 + i),
+            "spanId": "%016x" % (0xBE4C000000000000 + i),
+            "name": "probe", "kind": 2,
+            "startTimeUnixNano": str(now), "endTimeUnixNano": str(now + 1000)}]}]}]}).encode()
+
+
+def p95(xs):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(0.95 * (len(xs) - 1))))]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile", default="bench-fast")
+    ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")))
+    ap.add_argument("--n", type=int, default=30)
+    ap.add_argument("--capture", default=os.path.join(ROOT, "..", "shared", "fixtures", "analysis", "release-walk"))
+    args = ap.parse_args()
+    exe = os.path.join(args.target_dir, args.profile, "dyeline")
+    data = tempfile.mkdtemp(prefix="dyeline-render-")
+    files = sorted(glob.glob(os.path.join(args.capture, "*.jsonl*")))
+    subprocess.run([exe, "import", "--data-dir", data, "--timeline",
+                    os.path.join(args.capture, "timeline.json")] + files,
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    api, grpc, http = free_port(), free_port(), free_port()
+    server = subprocess.Popen([exe, "serve", "--data-dir", data,
+                               "--api-addr", f"127.0.0.1:{api}",
+                               "--otlp-grpc-addr", f"127.0.0.1:{grpc}",
+                               "--otlp-http-addr", f"127.0.0.1:{http}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{api}"
+    try:
+        for _ in range(200):
+            try:
+                get(base + "/healthz")
+                break
+            except OSError:
+                time.sleep(0.1)
+        row = json.loads(urllib.request.urlopen(urllib.request.Request(
+            base + "/api/v1/sql",
+            data=json.dumps({"sql": "SELECT count(*) AS n, max(start_time_unix_nano) AS newest FROM spans"}).encode(),
+            headers={"content-type": "application/json"})).read())["rows"][0]
+        spans, newest = row["n"], int(row["newest"])
+        hits = json.loads(get(base + f"/api/v1/traces?hop=true&limit=1&from={newest - 3600 * 10**9}&to={newest + 1}")[2])
+        trace = (hits.get("traces") or [{}])[0].get("trace_id")
+        # An explicit range (the hour that ends at the capture's newest span, the pages'
+        # default for a capture), so the probe spans sent "now" stay outside it.
+        rng = f"?from={newest + 1 - 3600 * 10**9}&to={newest + 1}"
+        pages = [p + rng for p in ["/", "/channels/trade", "/traces"]] + (
+            [f"/traces/{trace}"] if trace else [])
+        seq = [0]
+
+        def invalidate():
+            seq[0] += 1
+            req = urllib.request.Request(f"http://127.0.0.1:{http}/v1/traces", data=span_json(seq[0]),
+                                         headers={"content-type": "application/json"})
+            urllib.request.urlopen(req).read()
+
+        results = {}
+        for page in pages:
+            get(base + page)  # first render
+            warm = [get(base + page)[0] for _ in range(args.n)]
+            cold = []
+            for _ in range(args.n):
+                invalidate()
+                cold.append(get(base + page)[0])
+            results[page] = {
+                "warm_p50_ms": statistics.median(warm), "warm_p95_ms": p95(warm),
+                "cold_p50_ms": statistics.median(cold), "cold_p95_ms": p95(cold),
+            }
+        out = {"date": datetime.date.today().isoformat(), "profile": args.profile,
+               "capture": os.path.basename(os.path.normpath(args.capture)), "spans": spans,
+               "requests_per_case": args.n, "target_p95_ms": 200, "pages": results}
+        path = os.path.join(ROOT, "bench", "results", f"page-render-{out['date']}.json")
+        with open(path, "w") as f:
+            json.dump(out, f, indent=2)
+        print(f"{spans} spans ({out['capture']}), {args.n} requests per case, profile {args.profile}")
+        print(f"{'page':<48} {'warm p50':>9} {'warm p95':>9} {'cold p50':>9} {'cold p95':>9}")
+        for page, r in results.items():
+            print(f"{page:<48} {r['warm_p50_ms']:>9.1f} {r['warm_p95_ms']:>9.1f} "
+                  f"{r['cold_p50_ms']:>9.1f} {r['cold_p95_ms']:>9.1f}")
+        print(f"written to {path}")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    main()
