@@ -9,8 +9,8 @@ use dyeline_control::Timeline;
 use dyeline_model::Color;
 use serde::Serialize;
 
-use crate::analyze::load::load;
-use crate::analyze::{hex128, traces};
+use crate::analyze::load::{Spans, load};
+use crate::analyze::{CrossColorHop, hex128, traces};
 use crate::sql::SqlError;
 
 /// Filters of a search (all optional; `limit` defaults to 100, at most 1000).
@@ -72,14 +72,20 @@ pub async fn search(
     let mut hops = Vec::new();
     let mut missing = Vec::new();
     traces::find(&spans, &mut hops, &mut missing);
+    Ok(search_in(&spans, &hops, q))
+}
+
+/// As [`search`], over spans already loaded for `[q.from, q.to)` and the hops found in them
+/// (the dashboard reuses its snapshot's load and report).
+pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<TraceSummary> {
     let mut hop_count: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for h in &hops {
+    for h in hops {
         *hop_count.entry(h.trace_id.clone()).or_default() += 1;
     }
     let channel_id = q.channel.as_deref().and_then(|c| spans.channels.get(c));
     let app_id = q.app.as_deref().and_then(|a| spans.apps.get(a));
     if (q.channel.is_some() && channel_id.is_none()) || (q.app.is_some() && app_id.is_none()) {
-        return Ok(Vec::new());
+        return Vec::new();
     }
     let mut out = Vec::new();
     for t in spans.traces() {
@@ -141,5 +147,5 @@ pub async fn search(
             .then(a.trace_id.cmp(&b.trace_id))
     });
     out.truncate(q.limit.clamp(1, 1000));
-    Ok(out)
+    out
 }

@@ -1,12 +1,19 @@
 //! The dashboard's data: [`DashboardAdapter`] implements `dyeline_ui::DashboardSource` over
 //! the store (through the analyzer's one scan), the control plane and the live alerts.
 //!
-//! One load of a range serves every panel of a page: the analyzer's report (domain §6), the
-//! per-step summary, per-app and per-instance loads. The last load is cached with the data
-//! version it was made at (rows written, newest control op, alert changes), so a page, its
-//! confirmation and the write behind it, or several viewers of one live range, share it.
+//! **Snapshots.** One load and report of a range (a snapshot) serves every span-derived panel
+//! of a page ([`parts`]); the live parts (channel state, operations, alerts, weights in
+//! force) are read fresh on every request, so a write shows at once. A snapshot is made at a
+//! data version (rows written, newest control op, alert changes). When the data has moved
+//! on, a request is answered from the newest snapshot of the same range, or of a range of
+//! the same length ending at most [`MAX_LAG_NS`] earlier (a live range moves every second),
+//! while a fresh snapshot is computed in the background (one at a time per range); pages say
+//! up to when their spans were analysed. Only a range never seen before is computed while
+//! the request waits.
 
-use std::collections::{BTreeMap, HashMap};
+mod parts;
+
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -17,35 +24,47 @@ use dyeline_control::{ControlError, Timeline};
 use dyeline_model::Color;
 use dyeline_model::weights::count_aware_weights;
 use dyeline_queries::alerts::AlertState;
-use dyeline_queries::analyze::load::{Kind, Spans, load};
+use dyeline_queries::analyze::load::{Spans, load};
 use dyeline_queries::analyze::{Report, report};
-use dyeline_queries::{SqlError, drilldown, search, summary};
+use dyeline_queries::{SqlError, drilldown, search};
 use dyeline_ui::{
-    Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLoad, DashboardSource, HopEdge,
-    Identity, InstanceRow, MissingRow, OpLine, Overview, SourceError, Step, TimeRange, TraceHit,
-    TraceSearch, TraceSpan, TraceView, UnknownInstance, WeightPreview, WindowFinding,
+    Action, AlertLine, ChannelPage, ChannelRow, DashboardSource, Identity, InstanceRow, OpLine,
+    Overview, SourceError, TimeRange, TraceHit, TraceSearch, TraceSpan, TraceView, WeightPreview,
 };
-use tokio::sync::Mutex;
+use parking_lot::Mutex;
 
 use crate::api::ApiState;
+use parts::{ChannelParts, FIVE_MIN_NS, OverviewParts, hop_line};
 
-const FIVE_MIN_NS: i64 = 5 * 60 * 1_000_000_000;
+/// How far (ns) the end of a served snapshot's range may lag the requested end for a range of
+/// the same length (5 s).
+pub const MAX_LAG_NS: i64 = 5_000_000_000;
+/// Snapshots kept (the most recently made).
+const KEEP: usize = 8;
 
-struct Loaded {
+/// One load and report of a range at a data version, with its panels computed on demand.
+struct Snapshot {
     range: TimeRange,
     version: u64,
-    spans: Arc<Spans>,
-    report: Arc<Report>,
-    timeline: Arc<Timeline>,
+    spans: Spans,
+    report: Report,
+    timeline: Timeline,
+    overview: std::sync::OnceLock<OverviewParts>,
+    channels: Mutex<std::collections::HashMap<String, Arc<ChannelParts>>>,
+}
+
+struct Inner {
+    state: Arc<ApiState>,
+    rows_written: prometheus_client::metrics::counter::Counter,
+    snapshots: Mutex<Vec<Arc<Snapshot>>>,
+    refreshing: Mutex<HashSet<(i64, i64)>>,
+    /// (data version, newest span start) of the last lookup.
+    newest: Mutex<Option<(u64, Option<i64>)>>,
 }
 
 /// The dashboard's source over the server's state.
 pub struct DashboardAdapter {
-    state: Arc<ApiState>,
-    rows_written: prometheus_client::metrics::counter::Counter,
-    last: Mutex<Option<Loaded>>,
-    /// (data version, newest span start) of the last lookup.
-    newest: parking_lot::Mutex<Option<(u64, Option<i64>)>>,
+    inner: Arc<Inner>,
 }
 
 impl DashboardAdapter {
@@ -56,26 +75,32 @@ impl DashboardAdapter {
         rows_written: prometheus_client::metrics::counter::Counter,
     ) -> Self {
         Self {
-            state,
-            rows_written,
-            last: Mutex::new(None),
-            newest: parking_lot::Mutex::new(None),
+            inner: Arc::new(Inner {
+                state,
+                rows_written,
+                snapshots: Mutex::new(Vec::new()),
+                refreshing: Mutex::new(HashSet::new()),
+                newest: Mutex::new(None),
+            }),
         }
     }
+}
 
-    async fn loaded(
-        &self,
-        range: TimeRange,
-    ) -> Result<(Arc<Spans>, Arc<Report>, Arc<Timeline>), SourceError> {
+impl Inner {
+    fn data_version(&self) -> u64 {
+        let alerts = self.state.alerts.lock().version();
+        self.rows_written
+            .get()
+            .wrapping_mul(1_000_003)
+            .wrapping_add(self.state.plane.latest_seq())
+            .wrapping_mul(1_000_003)
+            .wrapping_add(alerts)
+    }
+
+    async fn make(&self, range: TimeRange) -> Result<Arc<Snapshot>, SourceError> {
         let version = self.data_version();
-        let mut last = self.last.lock().await;
-        if let Some(l) = last.as_ref()
-            && l.range == range
-            && l.version == version
-        {
-            return Ok((l.spans.clone(), l.report.clone(), l.timeline.clone()));
-        }
-        let timeline = Arc::new(self.state.plane.timeline());
+        let started = std::time::Instant::now();
+        let timeline = self.state.plane.timeline();
         let spans = load(
             self.state.sql.context(),
             &timeline,
@@ -84,17 +109,68 @@ impl DashboardAdapter {
         )
         .await
         .map_err(sql_error)?;
-        let rep = report(&spans, &self.state.analyzer, false);
-        let l = Loaded {
+        let report = report(&spans, &self.state.analyzer, false);
+        let snap = Arc::new(Snapshot {
             range,
             version,
-            spans: Arc::new(spans),
-            report: Arc::new(rep),
+            spans,
+            report,
             timeline,
+            overview: std::sync::OnceLock::new(),
+            channels: Mutex::new(std::collections::HashMap::new()),
+        });
+        tracing::debug!(
+            spans = snap.spans.spans.len(),
+            seconds = started.elapsed().as_secs_f64(),
+            "dashboard snapshot"
+        );
+        let mut all = self.snapshots.lock();
+        all.retain(|s| s.range != range);
+        all.push(Arc::clone(&snap));
+        if all.len() > KEEP {
+            all.remove(0);
+        }
+        Ok(snap)
+    }
+
+    fn refresh_later(self: &Arc<Self>, range: TimeRange) {
+        let key = (range.from_unix_nano, range.to_unix_nano);
+        if !self.refreshing.lock().insert(key) {
+            return;
+        }
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            if let Err(e) = me.make(range).await {
+                tracing::warn!(error = %e, "dashboard snapshot failed");
+            }
+            me.refreshing.lock().remove(&key);
+        });
+    }
+
+    /// The snapshot serving `range` (see the module docs).
+    async fn snapshot(self: &Arc<Self>, range: TimeRange) -> Result<Arc<Snapshot>, SourceError> {
+        let version = self.data_version();
+        let len = range.to_unix_nano - range.from_unix_nano;
+        let best = {
+            let all = self.snapshots.lock();
+            all.iter()
+                .filter(|s| {
+                    s.range == range
+                        || (s.range.to_unix_nano - s.range.from_unix_nano == len
+                            && s.range.to_unix_nano <= range.to_unix_nano
+                            && range.to_unix_nano - s.range.to_unix_nano <= MAX_LAG_NS)
+                })
+                .max_by_key(|s| (s.range == range, s.range.to_unix_nano, s.version))
+                .cloned()
         };
-        let out = (l.spans.clone(), l.report.clone(), l.timeline.clone());
-        *last = Some(l);
-        Ok(out)
+        match best {
+            Some(s) if s.range == range && s.version == version => Ok(s),
+            Some(s) => {
+                self.refresh_later(range);
+                Ok(s)
+            }
+            None => self.make(range).await,
+        }
     }
 
     fn alerts_of(&self, channel: &str) -> Vec<AlertLine> {
@@ -132,10 +208,40 @@ impl DashboardAdapter {
         });
         v
     }
+}
 
-    fn channel_rows(&self, spans: &Spans, rep: &Report, range: TimeRange) -> Vec<ChannelRow> {
-        let loads = loads_by(spans, |s| s.channel);
-        let firing: Vec<_> = self.state.alerts.lock().firing();
+impl Snapshot {
+    fn overview(&self) -> &OverviewParts {
+        self.overview
+            .get_or_init(|| parts::overview_parts(&self.spans, &self.report, self.range))
+    }
+
+    fn channel(
+        &self,
+        id: &str,
+        analyzer: &dyeline_queries::analyze::AnalyzerConfig,
+    ) -> Result<Arc<ChannelParts>, SourceError> {
+        if let Some(p) = self.channels.lock().get(id) {
+            return Ok(Arc::clone(p));
+        }
+        let p = Arc::new(parts::channel_parts(
+            &self.spans,
+            &self.report,
+            &self.timeline,
+            analyzer,
+            id,
+            self.range,
+        )?);
+        self.channels.lock().insert(id.to_owned(), Arc::clone(&p));
+        Ok(p)
+    }
+}
+
+impl Inner {
+    /// Rows of the overview: live channel state with the snapshot's loads.
+    fn channel_rows(&self, snap: &Snapshot) -> Vec<ChannelRow> {
+        let parts = snap.overview();
+        let firing = self.state.alerts.lock().firing();
         let mut rows: Vec<ChannelRow> = self
             .state
             .plane
@@ -143,29 +249,19 @@ impl DashboardAdapter {
             .into_iter()
             .map(|c| {
                 let id = c.id.to_string();
-                let cid = spans.channels.get(&id);
-                let l = cid
-                    .and_then(|i| loads.get(&Some(i)))
-                    .cloned()
-                    .unwrap_or_default();
+                let l = parts.channels.get(&id).cloned().unwrap_or_default();
                 ChannelRow {
                     state: c.state.as_str().to_owned(),
                     blue_percent: c.blue_percent,
                     apps: c.apps.clone(),
-                    blue: l.blue.finish(),
-                    green: l.green.finish(),
-                    unknown_requests: l.unknown,
+                    blue: l.blue,
+                    green: l.green,
+                    unknown_requests: l.unknown_requests,
                     firing_alerts: firing
                         .iter()
                         .filter(|a| a.labels.get("channel") == Some(&id))
                         .count(),
-                    hops_last_5m: rep
-                        .cross_color_hops
-                        .iter()
-                        .filter(|h| {
-                            h.channel == id && h.t_unix_nano >= range.to_unix_nano - FIVE_MIN_NS
-                        })
-                        .count() as u64,
+                    hops_last_5m: l.hops_last_5m,
                     id,
                 }
             })
@@ -175,7 +271,8 @@ impl DashboardAdapter {
     }
 }
 
-fn sql_error(e: SqlError) -> SourceError {
+/// Maps an analysis error to the page's.
+pub(crate) fn sql_error(e: SqlError) -> SourceError {
     match e {
         SqlError::Syntax(m) => SourceError::Invalid(m),
         other => SourceError::Internal(other.to_string()),
@@ -192,72 +289,6 @@ fn control_error(e: ControlError) -> SourceError {
         409 | 412 => SourceError::Conflict(m),
         _ => SourceError::Internal(m),
     }
-}
-
-/// Durations and errors of one colour, finished into a [`ColorLoad`].
-#[derive(Clone, Default)]
-struct Acc {
-    durations: Vec<i64>,
-    errors: u64,
-}
-
-impl Acc {
-    fn finish(&self) -> ColorLoad {
-        let mut d = self.durations.clone();
-        d.sort_unstable();
-        ColorLoad {
-            requests: d.len() as u64,
-            errors: self.errors,
-            p99_ms: (!d.is_empty())
-                .then(|| d[((d.len() as f64 - 1.0) * 0.99).round() as usize] as f64 / 1e6),
-        }
-    }
-}
-
-#[derive(Clone, Default)]
-struct ColorAcc {
-    blue: Acc,
-    green: Acc,
-    unknown: u64,
-}
-
-/// Requests (SERVER spans, as the summary counts them) by `key`, per colour.
-fn loads_by<K: std::hash::Hash + Eq>(
-    spans: &Spans,
-    key: impl Fn(&dyeline_queries::analyze::load::SpanRec) -> K,
-) -> HashMap<K, ColorAcc> {
-    let mut out: HashMap<K, ColorAcc> = HashMap::new();
-    for s in spans.spans.iter().filter(|s| s.kind == Kind::Server) {
-        let e = out.entry(key(s)).or_default();
-        let acc = match s.color {
-            Color::Blue => &mut e.blue,
-            Color::Green => &mut e.green,
-            Color::Unknown => {
-                e.unknown += 1;
-                continue;
-            }
-        };
-        acc.durations.push(s.end.saturating_sub(s.start).max(0));
-        acc.errors += u64::from(s.is_error);
-    }
-    out
-}
-
-fn hop_line(h: &dyeline_queries::analyze::CrossColorHop) -> String {
-    format!(
-        "{}: {}({}) → {}({}) {}{}",
-        h.channel,
-        h.from_app,
-        h.from_color.unwrap_or("-"),
-        h.to_app,
-        h.to_color,
-        h.reason,
-        if h.via.is_empty() {
-            String::new()
-        } else {
-            format!(" via {}", h.via.join(" → "))
-        }
-    )
 }
 
 fn flatten(node: &drilldown::SpanNode, depth: usize, out: &mut Vec<TraceSpan>) {
@@ -294,32 +325,30 @@ fn flatten(node: &drilldown::SpanNode, depth: usize, out: &mut Vec<TraceSpan>) {
 #[async_trait]
 impl DashboardSource for DashboardAdapter {
     async fn newest_span_unix_nano(&self) -> Result<Option<i64>, SourceError> {
-        self.state
+        let me = &self.inner;
+        // Rows written count every accepted span, so an unchanged version means no newer span.
+        let version = me.data_version();
+        if let Some((v, newest)) = *me.newest.lock()
+            && v == version
+        {
+            return Ok(newest);
+        }
+        let newest = me
+            .state
             .sql
             .newest_span_unix_nano()
             .await
-            .map_err(sql_error)
+            .map_err(sql_error)?;
+        *me.newest.lock() = Some((version, newest));
+        Ok(newest)
     }
 
     async fn overview(&self, range: TimeRange) -> Result<Overview, SourceError> {
-        let (spans, rep, _) = self.loaded(range).await?;
-        let mut unknown: BTreeMap<(u32, u32), u64> = BTreeMap::new();
-        for s in spans.spans.iter().filter(|s| s.color == Color::Unknown) {
-            *unknown.entry((s.app, s.instance)).or_default() += 1;
-        }
-        let mut unknown_instances: Vec<UnknownInstance> = unknown
-            .into_iter()
-            .map(|((app, instance), n)| UnknownInstance {
-                app: spans.apps.name(app).to_owned(),
-                instance: spans.instances.name(instance).to_owned(),
-                host: None,
-                spans: n,
-            })
-            .collect();
-        unknown_instances.sort_by(|a, b| (&a.app, &a.instance).cmp(&(&b.app, &b.instance)));
+        let snap = self.inner.snapshot(range).await?;
         Ok(Overview {
-            channels: self.channel_rows(&spans, &rep, range),
-            unknown_instances,
+            channels: self.inner.channel_rows(&snap),
+            unknown_instances: snap.overview().unknown_instances.clone(),
+            analysed_to_unix_nano: (snap.range != range).then_some(snap.range.to_unix_nano),
         })
     }
 
@@ -328,273 +357,43 @@ impl DashboardSource for DashboardAdapter {
         id: &str,
         range: TimeRange,
     ) -> Result<Option<ChannelPage>, SourceError> {
-        let Ok(now) = self.state.plane.channel(id) else {
+        let me = &self.inner;
+        let Ok(now) = me.state.plane.channel(id) else {
             return Ok(None);
         };
-        let (spans, rep, timeline) = self.loaded(range).await?;
-        let Some(row) = self
-            .channel_rows(&spans, &rep, range)
-            .into_iter()
-            .find(|c| c.id == id)
-        else {
+        let snap = me.snapshot(range).await?;
+        let Some(row) = me.channel_rows(&snap).into_iter().find(|c| c.id == id) else {
             return Ok(None);
         };
-        let step = dyeline_ui::range::step_ns(&range);
-        let sum = summary::summarize(
-            &spans,
-            &rep,
-            &timeline,
-            id,
-            range.from_unix_nano,
-            range.to_unix_nano,
-            step,
-        )
-        .map_err(sql_error)?;
-        let steps = sum
-            .steps
-            .iter()
-            .map(|s| Step {
-                start_unix_nano: s.start_unix_nano.parse().unwrap_or(0),
-                blue: ColorLoad {
-                    requests: s.blue.requests,
-                    errors: s.blue.errors,
-                    p99_ms: s.blue.p99_ms,
-                },
-                green: ColorLoad {
-                    requests: s.green.requests,
-                    errors: s.green.errors,
-                    p99_ms: s.green.p99_ms,
-                },
-                blue_share: s.blue_share,
-                blue_percent: s.blue_percent,
-                hops: s.hops,
-            })
-            .collect();
-        let cid = spans.channels.get(id);
-        let in_channel =
-            |s: &dyeline_queries::analyze::load::SpanRec| cid.is_some() && s.channel == cid;
-        let by_app = loads_by(&spans, |s| in_channel(s).then_some(s.app));
-        let mut apps: Vec<AppRow> = by_app
-            .iter()
-            .filter_map(|(k, l)| k.map(|app| (app, l)))
-            .map(|(app, l)| AppRow {
-                app: spans.apps.name(app).to_owned(),
-                blue: l.blue.finish(),
-                green: l.green.finish(),
-                unknown_requests: l.unknown,
-            })
-            .collect();
-        apps.sort_by(|a, b| a.app.cmp(&b.app));
-
-        let mut edges: BTreeMap<
-            (
-                String,
-                Option<String>,
-                String,
-                String,
-                String,
-                String,
-                Vec<String>,
-            ),
-            (u64, Vec<String>),
-        > = BTreeMap::new();
-        for h in rep.cross_color_hops.iter().filter(|h| h.channel == id) {
-            let e = edges
-                .entry((
-                    h.from_app.clone(),
-                    h.from_color.map(str::to_owned),
-                    h.to_app.clone(),
-                    h.to_color.to_owned(),
-                    h.kind.to_owned(),
-                    h.reason.to_owned(),
-                    h.via.clone(),
-                ))
-                .or_default();
-            e.0 += 1;
-            if e.1.len() < 5 && !e.1.contains(&h.trace_id) {
-                e.1.push(h.trace_id.clone());
-            }
-        }
-        let mut hops: Vec<HopEdge> = edges
-            .into_iter()
-            .map(
-                |(
-                    (from_app, from_color, to_app, to_color, kind, reason, via),
-                    (count, trace_ids),
-                )| HopEdge {
-                    from_app,
-                    from_color,
-                    to_app,
-                    to_color,
-                    kind,
-                    reason,
-                    via,
-                    count,
-                    trace_ids,
-                },
-            )
-            .collect();
-        hops.sort_by_key(|h| std::cmp::Reverse(h.count));
-
-        let mut miss: BTreeMap<(String, String, String), (u64, Vec<String>)> = BTreeMap::new();
-        for m in rep.missing_decisions.iter().filter(|m| m.channel == id) {
-            let e = miss
-                .entry((m.caller_app.clone(), m.app.clone(), m.kind.to_owned()))
-                .or_default();
-            e.0 += 1;
-            if e.1.len() < 5 && !e.1.contains(&m.trace_id) {
-                e.1.push(m.trace_id.clone());
-            }
-        }
-        let missing = miss
-            .into_iter()
-            .map(|((caller_app, app, kind), (count, trace_ids))| MissingRow {
-                caller_app,
-                app,
-                kind,
-                count,
-                trace_ids,
-            })
-            .collect();
-
-        let mut findings = Vec::new();
-        for d in rep.drained_side.iter().filter(|d| d.channel == id) {
-            findings.push(WindowFinding {
-                finding: "drained_side".into(),
-                app: Some(d.app.clone()),
-                color: d.color.into(),
-                kind: d.kind.into(),
-                instance: None,
-                detail: format!(
-                    "{} {} span(s) on drained {} at blue_percent {} ({}); threshold 0",
-                    d.count,
-                    d.kind,
-                    d.color,
-                    d.blue_percent,
-                    d.instances.join(", ")
-                ),
-                window_start_unix_nano: d.window_start_unix_nano,
-                trace_ids: d.trace_ids.iter().take(5).cloned().collect(),
-            });
-        }
-        for d in rep.ratio_deviation.iter().filter(|d| d.channel == id) {
-            findings.push(WindowFinding {
-                finding: "ratio_deviation".into(),
-                app: Some(d.app.clone()),
-                color: d.color.into(),
-                kind: d.kind.into(),
-                instance: None,
-                detail: format!(
-                    "blue share {:.1}% of {} requests vs blue_percent {}: gap {:.1} pp > tolerance {:.1} pp{}",
-                    d.blue_share * 100.0,
-                    d.requests,
-                    d.blue_percent,
-                    (d.blue_share * 100.0 - f64::from(d.blue_percent)).abs(),
-                    d.tolerance * 100.0,
-                    d.cause.map(|c| format!(" (cause: {c})")).unwrap_or_default()
-                ),
-                window_start_unix_nano: d.window_start_unix_nano,
-                trace_ids: d.exemplar_trace_ids.clone(),
-            });
-        }
-        let skew_factor = self.state.analyzer.for_channel(id).skew_factor;
-        for s in rep.instance_skew.iter().filter(|s| s.channel == id) {
-            findings.push(WindowFinding {
-                finding: "instance_skew".into(),
-                app: Some(s.app.clone()),
-                color: s.color.into(),
-                kind: s.kind.into(),
-                instance: Some(s.instance.clone()),
-                detail: format!(
-                    "{} of {} {} requests: {:.1}× the mean {:.1} > {}×",
-                    s.requests,
-                    s.color_requests,
-                    s.color,
-                    s.requests as f64 / s.mean_requests.max(1e-9),
-                    s.mean_requests,
-                    skew_factor
-                ),
-                window_start_unix_nano: s.window_start_unix_nano,
-                trace_ids: s.exemplar_trace_ids.clone(),
-            });
-        }
-        let t = self.state.analyzer.for_channel(id);
-        for e in rep.error_spike.iter().filter(|e| e.channel == id) {
-            findings.push(WindowFinding {
-                finding: "error_spike".into(),
-                app: e.app.clone(),
-                color: e.color.into(),
-                kind: e.kind.into(),
-                instance: None,
-                detail: format!(
-                    "error rate {:.2}% ({} of {}) vs other side {:.2}% ({} of {}): ≥ {:.0}% and ≥ {}×, p = {:.1e} < {}",
-                    e.error_rate * 100.0,
-                    e.errors,
-                    e.requests,
-                    e.other_error_rate * 100.0,
-                    e.other_errors,
-                    e.other_requests,
-                    t.spike_min_error_rate * 100.0,
-                    t.spike_factor,
-                    e.p_value,
-                    t.spike_p_value
-                ),
-                window_start_unix_nano: e.window_start_unix_nano,
-                trace_ids: e.exemplar_trace_ids.clone(),
-            });
-        }
-        findings.sort_by_key(|f| std::cmp::Reverse(f.window_start_unix_nano));
-
-        // Instances: requests per (app, instance, colour) of the channel's spans.
-        let mut per_instance: BTreeMap<(u32, u32, Color), u64> = BTreeMap::new();
-        for s in spans
-            .spans
-            .iter()
-            .filter(|s| s.kind == Kind::Server && in_channel(s))
-        {
-            *per_instance
-                .entry((s.app, s.instance, s.color))
-                .or_default() += 1;
-        }
-        let mut group: HashMap<(u32, Color), (u64, u32)> = HashMap::new();
-        for (&(app, _, color), &n) in &per_instance {
-            let g = group.entry((app, color)).or_default();
-            g.0 += n;
-            g.1 += 1;
-        }
+        let p = snap.channel(id, &me.state.analyzer)?;
         let releasing = now.state == ReleaseState::Releasing;
-        let instances = per_instance
+        let instances = p
+            .instances
             .iter()
-            .map(|(&(app, instance, color), &n)| {
-                let (total, count) = group[&(app, color)];
-                let name = spans.instances.name(instance).to_owned();
-                let nb = group.get(&(app, Color::Blue)).map_or(0, |g| g.1);
-                let ng = group.get(&(app, Color::Green)).map_or(0, |g| g.1);
-                let weight = (releasing && color != Color::Unknown)
+            .map(|i| {
+                let (nb, ng) = i.app_instances;
+                let weight = (releasing && i.color != Color::Unknown)
                     .then(|| count_aware_weights(now.blue_percent, nb.max(1), ng.max(1)).ok())
                     .flatten()
                     .map(|w| {
-                        if color == Color::Blue {
+                        if i.color == Color::Blue {
                             w.blue_weight
                         } else {
                             w.green_weight
                         }
                     });
                 InstanceRow {
-                    app: spans.apps.name(app).to_owned(),
-                    skewed: rep
-                        .instance_skew
-                        .iter()
-                        .any(|s| s.channel == id && s.instance == name),
-                    instance: name,
-                    color: color.as_str().to_owned(),
-                    requests: n,
-                    color_mean: total as f64 / f64::from(count.max(1)),
+                    app: i.app.clone(),
+                    instance: i.instance.clone(),
+                    color: i.color.as_str().to_owned(),
+                    requests: i.requests,
+                    color_mean: i.color_mean,
+                    skewed: i.skewed,
                     weight,
                 }
             })
             .collect();
-        let ops = self
+        let ops = me
             .state
             .plane
             .op_records(Some(id))
@@ -614,24 +413,25 @@ impl DashboardSource for DashboardAdapter {
         Ok(Some(ChannelPage {
             channel: row,
             version: now.version,
-            step_seconds: (step / 1_000_000_000) as u64,
-            steps,
+            step_seconds: p.step_seconds,
+            steps: p.steps.clone(),
             ops,
-            apps,
-            hops,
-            missing,
-            findings,
+            apps: p.apps.clone(),
+            hops: p.hops.clone(),
+            missing: p.missing.clone(),
+            findings: p.findings.clone(),
             instances,
-            alerts: self.alerts_of(id),
+            alerts: me.alerts_of(id),
+            analysed_to_unix_nano: (snap.range != range).then_some(snap.range.to_unix_nano),
         }))
     }
 
     async fn trace(&self, trace_id: &str) -> Result<Option<TraceView>, SourceError> {
-        let timeline = self.state.plane.timeline();
+        let timeline = self.inner.state.plane.timeline();
         let view = drilldown::trace(
-            self.state.sql.context(),
+            self.inner.state.sql.context(),
             &timeline,
-            &self.state.analyzer,
+            &self.inner.state.analyzer,
             trace_id,
         )
         .await
@@ -653,7 +453,6 @@ impl DashboardSource for DashboardAdapter {
         q: &TraceSearch,
         range: TimeRange,
     ) -> Result<Vec<TraceHit>, SourceError> {
-        let timeline = self.state.plane.timeline();
         let query = search::TraceQuery {
             channel: q.channel.clone(),
             app: q.app.clone(),
@@ -665,9 +464,8 @@ impl DashboardSource for DashboardAdapter {
             to: range.to_unix_nano,
             limit: q.limit,
         };
-        let hits = search::search(self.state.sql.context(), &timeline, &query)
-            .await
-            .map_err(sql_error)?;
+        let snap = self.inner.snapshot(range).await?;
+        let hits = search::search_in(&snap.spans, &snap.report.cross_color_hops, &query);
         Ok(hits
             .into_iter()
             .map(|h| TraceHit {
@@ -689,12 +487,13 @@ impl DashboardSource for DashboardAdapter {
         action: &Action,
         range: TimeRange,
     ) -> Result<Vec<WeightPreview>, SourceError> {
-        let channel = self.state.plane.channel(id).map_err(control_error)?;
+        let channel = self.inner.state.plane.channel(id).map_err(control_error)?;
         let recent = TimeRange {
             from_unix_nano: range.from_unix_nano.max(range.to_unix_nano - FIVE_MIN_NS),
             to_unix_nano: range.to_unix_nano,
         };
-        let (spans, _, _) = self.loaded(range).await?;
+        let snap = self.inner.snapshot(range).await?;
+        let spans = &snap.spans;
         // Instances seen per app and colour: the channel's apps (global: the apps whose
         // effective channel was global), in the last 5 minutes of the range.
         let cid = spans.channels.get(id);
@@ -749,7 +548,7 @@ impl DashboardSource for DashboardAdapter {
         let value = HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|_| SourceError::Unauthorized("the token is not valid".into()))?;
         h.insert(header::AUTHORIZATION, value);
-        match self.state.auth.authorize(&h, Access::Write) {
+        match self.inner.state.auth.authorize(&h, Access::Write) {
             Ok(Some(name)) => Ok(Identity {
                 name,
                 can_write: true,
@@ -782,7 +581,8 @@ impl DashboardSource for DashboardAdapter {
             Action::Ratio(p) => Op::Ratio(*p),
             Action::Finish => Op::Finish,
         };
-        self.state
+        self.inner
+            .state
             .plane
             .write(id, op, &who.name, None, note)
             .await
@@ -791,12 +591,6 @@ impl DashboardSource for DashboardAdapter {
     }
 
     fn data_version(&self) -> u64 {
-        let alerts = self.state.alerts.lock().version();
-        self.rows_written
-            .get()
-            .wrapping_mul(1_000_003)
-            .wrapping_add(self.state.plane.latest_seq())
-            .wrapping_mul(1_000_003)
-            .wrapping_add(alerts)
+        self.inner.data_version()
     }
 }

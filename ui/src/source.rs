@@ -120,6 +120,10 @@ pub struct Overview {
     pub channels: Vec<ChannelRow>,
     /// Instances of colour unknown seen in the range.
     pub unknown_instances: Vec<UnknownInstance>,
+    /// End of the range whose spans were analysed, Unix ns, when it differs from the
+    /// requested one (the source answered from a slightly older analysis while it makes a
+    /// new one); none when they are the same.
+    pub analysed_to_unix_nano: Option<i64>,
 }
 
 /// One step of a channel's time series.
@@ -296,6 +300,8 @@ pub struct ChannelPage {
     pub instances: Vec<InstanceRow>,
     /// Alerts of the channel, firing first.
     pub alerts: Vec<AlertLine>,
+    /// As [`Overview::analysed_to_unix_nano`].
+    pub analysed_to_unix_nano: Option<i64>,
 }
 
 /// One span of a trace, in depth-first order.

@@ -65,6 +65,7 @@ impl DashboardSource for Fixture {
                 host: None,
                 spans: 42,
             }],
+            analysed_to_unix_nano: None,
         })
     }
     async fn channel(
@@ -150,6 +151,7 @@ impl DashboardSource for Fixture {
             }],
             instances: vec![],
             alerts,
+            analysed_to_unix_nano: Some(T0 - 5 * SEC),
         }))
     }
     async fn trace(&self, trace_id: &str) -> Result<Option<TraceView>, SourceError> {
@@ -347,6 +349,10 @@ async fn channel_page_shows_findings_controls_and_events() {
     assert!(html.contains(&format!("/traces/{TRACE}")));
     assert!(html.contains("order-green-2"));
     assert!(html.contains("override: earlier"));
+    assert!(
+        html.contains("Spans analysed up to"),
+        "an older analysis is said"
+    );
     assert!(html.contains("<svg class=\"chart\""));
     assert!(html.contains("name=\"preset\" value=\"100\""));
     // The app filter narrows the table.

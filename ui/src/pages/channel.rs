@@ -347,6 +347,7 @@ pub fn body(
     view! {
         <h1>"Channel " <span id="channel-id">{c.id.clone()}</span></h1>
         {flash}
+        {super::staleness(page.analysed_to_unix_nano)}
         <p class="facts">
             <span class=state_class id="channel-state">{c.state.clone()}</span>
             " blue_percent " <strong id="blue-percent">{c.blue_percent}</strong> "%"

@@ -166,6 +166,17 @@ pub fn encode(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
+/// The "older analysis" note of a page answered from a snapshot that ends before the range.
+pub fn staleness(analysed_to: Option<i64>) -> Option<impl IntoView + use<>> {
+    analysed_to.map(|t| {
+        view! {
+            <p class="hint" id="analysed-to">
+                {format!("Spans analysed up to {}; a newer analysis is being made and the page refreshes when it is ready.", crate::range::clock(t))}
+            </p>
+        }
+    })
+}
+
 /// An error page body.
 pub fn error_body(status: u16, message: &str) -> AnyView {
     view! {

@@ -66,6 +66,7 @@ pub fn body(chrome: &Chrome, data: &Overview) -> AnyView {
     let unknown_class = if unknown_count > 0 { "warn" } else { "ok" };
     view! {
         <h1>"Channels"</h1>
+        {super::staleness(data.analysed_to_unix_nano)}
         <table class="data" id="channels">
             <thead>
                 <tr>

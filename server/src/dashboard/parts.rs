@@ -1,0 +1,459 @@
+//! Span-derived panels of the dashboard, computed once per snapshot (one load and report of
+//! a range) and reused by every request the snapshot serves: per-channel loads for the
+//! overview, and a channel's time series, per-app table, hop edges, missing decisions,
+//! window findings and per-instance counts. Live parts (channel state, operations, alerts,
+//! weights in force) are not here; the adapter adds them per request.
+
+use std::collections::{BTreeMap, HashMap};
+
+use dyeline_control::Timeline;
+use dyeline_model::Color;
+use dyeline_queries::analyze::load::{Kind, SpanRec, Spans};
+use dyeline_queries::analyze::{AnalyzerConfig, CrossColorHop, Report};
+use dyeline_queries::summary;
+use dyeline_ui::{
+    AppRow, ColorLoad, HopEdge, MissingRow, SourceError, Step, TimeRange, UnknownInstance,
+    WindowFinding,
+};
+
+use super::sql_error;
+
+/// Five minutes, ns: the overview's hop column and the weights preview look back this far.
+pub const FIVE_MIN_NS: i64 = 5 * 60 * 1_000_000_000;
+
+/// Durations and errors of one colour, finished into a [`ColorLoad`].
+#[derive(Clone, Default)]
+struct Acc {
+    durations: Vec<i64>,
+    errors: u64,
+}
+
+impl Acc {
+    fn finish(&self) -> ColorLoad {
+        let mut d = self.durations.clone();
+        d.sort_unstable();
+        ColorLoad {
+            requests: d.len() as u64,
+            errors: self.errors,
+            p99_ms: (!d.is_empty())
+                .then(|| d[((d.len() as f64 - 1.0) * 0.99).round() as usize] as f64 / 1e6),
+        }
+    }
+}
+
+#[derive(Clone, Default)]
+struct ColorAcc {
+    blue: Acc,
+    green: Acc,
+    unknown: u64,
+}
+
+/// Requests (SERVER spans, as the summary counts them) by `key`, per colour.
+fn loads_by<K: std::hash::Hash + Eq>(
+    spans: &Spans,
+    key: impl Fn(&SpanRec) -> K,
+) -> HashMap<K, ColorAcc> {
+    let mut out: HashMap<K, ColorAcc> = HashMap::new();
+    for s in spans.spans.iter().filter(|s| s.kind == Kind::Server) {
+        let e = out.entry(key(s)).or_default();
+        let acc = match s.color {
+            Color::Blue => &mut e.blue,
+            Color::Green => &mut e.green,
+            Color::Unknown => {
+                e.unknown += 1;
+                continue;
+            }
+        };
+        acc.durations.push(s.end.saturating_sub(s.start).max(0));
+        acc.errors += u64::from(s.is_error);
+    }
+    out
+}
+
+/// One channel's span-derived totals.
+#[derive(Clone, Debug, Default)]
+pub struct ChannelLoad {
+    /// Blue load.
+    pub blue: ColorLoad,
+    /// Green load.
+    pub green: ColorLoad,
+    /// Requests on instances of unknown colour.
+    pub unknown_requests: u64,
+    /// Hops in the last 5 minutes of the range.
+    pub hops_last_5m: u64,
+}
+
+/// The overview's span-derived parts.
+#[derive(Clone, Debug, Default)]
+pub struct OverviewParts {
+    /// Per channel id.
+    pub channels: HashMap<String, ChannelLoad>,
+    /// Instances of unknown colour.
+    pub unknown_instances: Vec<UnknownInstance>,
+}
+
+/// Computes the overview's parts.
+pub fn overview_parts(spans: &Spans, rep: &Report, range: TimeRange) -> OverviewParts {
+    let loads = loads_by(spans, |s| s.channel);
+    let mut channels: HashMap<String, ChannelLoad> = HashMap::new();
+    for (k, l) in &loads {
+        let Some(c) = k else { continue };
+        channels.insert(
+            spans.channels.name(*c).to_owned(),
+            ChannelLoad {
+                blue: l.blue.finish(),
+                green: l.green.finish(),
+                unknown_requests: l.unknown,
+                hops_last_5m: 0,
+            },
+        );
+    }
+    for h in rep
+        .cross_color_hops
+        .iter()
+        .filter(|h| h.t_unix_nano >= range.to_unix_nano - FIVE_MIN_NS)
+    {
+        channels.entry(h.channel.clone()).or_default().hops_last_5m += 1;
+    }
+    let mut unknown: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+    for s in spans.spans.iter().filter(|s| s.color == Color::Unknown) {
+        *unknown.entry((s.app, s.instance)).or_default() += 1;
+    }
+    let mut unknown_instances: Vec<UnknownInstance> = unknown
+        .into_iter()
+        .map(|((app, instance), n)| UnknownInstance {
+            app: spans.apps.name(app).to_owned(),
+            instance: spans.instances.name(instance).to_owned(),
+            host: None,
+            spans: n,
+        })
+        .collect();
+    unknown_instances.sort_by(|a, b| (&a.app, &a.instance).cmp(&(&b.app, &b.instance)));
+    OverviewParts {
+        channels,
+        unknown_instances,
+    }
+}
+
+/// Requests of one instance of the channel's apps.
+#[derive(Clone, Debug)]
+pub struct InstanceCount {
+    /// App.
+    pub app: String,
+    /// Instance id.
+    pub instance: String,
+    /// Colour.
+    pub color: Color,
+    /// Requests in the range.
+    pub requests: u64,
+    /// Mean requests per instance of its app and colour.
+    pub color_mean: f64,
+    /// Instances of its app seen blue / green in the range.
+    pub app_instances: (u32, u32),
+    /// Skewed in some window (domain §6.5).
+    pub skewed: bool,
+}
+
+/// A channel page's span-derived parts.
+#[derive(Clone, Debug, Default)]
+pub struct ChannelParts {
+    /// Step length, s.
+    pub step_seconds: u64,
+    /// Time series.
+    pub steps: Vec<Step>,
+    /// Per-app load.
+    pub apps: Vec<AppRow>,
+    /// Hop edges.
+    pub hops: Vec<HopEdge>,
+    /// Missing decisions by caller.
+    pub missing: Vec<MissingRow>,
+    /// Window findings, newest first.
+    pub findings: Vec<WindowFinding>,
+    /// Instances.
+    pub instances: Vec<InstanceCount>,
+}
+
+/// One hop as a line: `channel: from(colour) → to(colour) reason via a → b`.
+pub fn hop_line(h: &CrossColorHop) -> String {
+    format!(
+        "{}: {}({}) → {}({}) {}{}",
+        h.channel,
+        h.from_app,
+        h.from_color.unwrap_or("-"),
+        h.to_app,
+        h.to_color,
+        h.reason,
+        if h.via.is_empty() {
+            String::new()
+        } else {
+            format!(" via {}", h.via.join(" → "))
+        }
+    )
+}
+
+/// Computes channel `id`'s parts over `range`.
+///
+/// # Errors
+/// [`SourceError::Invalid`] for a range with too many steps.
+pub fn channel_parts(
+    spans: &Spans,
+    rep: &Report,
+    timeline: &Timeline,
+    analyzer: &AnalyzerConfig,
+    id: &str,
+    range: TimeRange,
+) -> Result<ChannelParts, SourceError> {
+    let step = dyeline_ui::range::step_ns(&range);
+    let sum = summary::summarize(
+        spans,
+        rep,
+        timeline,
+        id,
+        range.from_unix_nano,
+        range.to_unix_nano,
+        step,
+    )
+    .map_err(sql_error)?;
+    let steps = sum
+        .steps
+        .iter()
+        .map(|s| Step {
+            start_unix_nano: s.start_unix_nano.parse().unwrap_or(0),
+            blue: ColorLoad {
+                requests: s.blue.requests,
+                errors: s.blue.errors,
+                p99_ms: s.blue.p99_ms,
+            },
+            green: ColorLoad {
+                requests: s.green.requests,
+                errors: s.green.errors,
+                p99_ms: s.green.p99_ms,
+            },
+            blue_share: s.blue_share,
+            blue_percent: s.blue_percent,
+            hops: s.hops,
+        })
+        .collect();
+    let cid = spans.channels.get(id);
+    let in_channel =
+        |s: &dyeline_queries::analyze::load::SpanRec| cid.is_some() && s.channel == cid;
+    let by_app = loads_by(spans, |s| in_channel(s).then_some(s.app));
+    let mut apps: Vec<AppRow> = by_app
+        .iter()
+        .filter_map(|(k, l)| k.map(|app| (app, l)))
+        .map(|(app, l)| AppRow {
+            app: spans.apps.name(app).to_owned(),
+            blue: l.blue.finish(),
+            green: l.green.finish(),
+            unknown_requests: l.unknown,
+        })
+        .collect();
+    apps.sort_by(|a, b| a.app.cmp(&b.app));
+
+    let mut edges: BTreeMap<
+        (
+            String,
+            Option<String>,
+            String,
+            String,
+            String,
+            String,
+            Vec<String>,
+        ),
+        (u64, Vec<String>),
+    > = BTreeMap::new();
+    for h in rep.cross_color_hops.iter().filter(|h| h.channel == id) {
+        let e = edges
+            .entry((
+                h.from_app.clone(),
+                h.from_color.map(str::to_owned),
+                h.to_app.clone(),
+                h.to_color.to_owned(),
+                h.kind.to_owned(),
+                h.reason.to_owned(),
+                h.via.clone(),
+            ))
+            .or_default();
+        e.0 += 1;
+        if e.1.len() < 5 && !e.1.contains(&h.trace_id) {
+            e.1.push(h.trace_id.clone());
+        }
+    }
+    let mut hops: Vec<HopEdge> = edges
+        .into_iter()
+        .map(
+            |((from_app, from_color, to_app, to_color, kind, reason, via), (count, trace_ids))| {
+                HopEdge {
+                    from_app,
+                    from_color,
+                    to_app,
+                    to_color,
+                    kind,
+                    reason,
+                    via,
+                    count,
+                    trace_ids,
+                }
+            },
+        )
+        .collect();
+    hops.sort_by_key(|h| std::cmp::Reverse(h.count));
+
+    let mut miss: BTreeMap<(String, String, String), (u64, Vec<String>)> = BTreeMap::new();
+    for m in rep.missing_decisions.iter().filter(|m| m.channel == id) {
+        let e = miss
+            .entry((m.caller_app.clone(), m.app.clone(), m.kind.to_owned()))
+            .or_default();
+        e.0 += 1;
+        if e.1.len() < 5 && !e.1.contains(&m.trace_id) {
+            e.1.push(m.trace_id.clone());
+        }
+    }
+    let missing = miss
+        .into_iter()
+        .map(|((caller_app, app, kind), (count, trace_ids))| MissingRow {
+            caller_app,
+            app,
+            kind,
+            count,
+            trace_ids,
+        })
+        .collect();
+
+    let mut findings = Vec::new();
+    for d in rep.drained_side.iter().filter(|d| d.channel == id) {
+        findings.push(WindowFinding {
+            finding: "drained_side".into(),
+            app: Some(d.app.clone()),
+            color: d.color.into(),
+            kind: d.kind.into(),
+            instance: None,
+            detail: format!(
+                "{} {} span(s) on drained {} at blue_percent {} ({}); threshold 0",
+                d.count,
+                d.kind,
+                d.color,
+                d.blue_percent,
+                d.instances.join(", ")
+            ),
+            window_start_unix_nano: d.window_start_unix_nano,
+            trace_ids: d.trace_ids.iter().take(5).cloned().collect(),
+        });
+    }
+    for d in rep.ratio_deviation.iter().filter(|d| d.channel == id) {
+        findings.push(WindowFinding {
+            finding: "ratio_deviation".into(),
+            app: Some(d.app.clone()),
+            color: d.color.into(),
+            kind: d.kind.into(),
+            instance: None,
+            detail: format!(
+                "blue share {:.1}% of {} requests vs blue_percent {}: gap {:.1} pp > tolerance {:.1} pp{}",
+                d.blue_share * 100.0,
+                d.requests,
+                d.blue_percent,
+                (d.blue_share * 100.0 - f64::from(d.blue_percent)).abs(),
+                d.tolerance * 100.0,
+                d.cause.map(|c| format!(" (cause: {c})")).unwrap_or_default()
+            ),
+            window_start_unix_nano: d.window_start_unix_nano,
+            trace_ids: d.exemplar_trace_ids.clone(),
+        });
+    }
+    let skew_factor = analyzer.for_channel(id).skew_factor;
+    for s in rep.instance_skew.iter().filter(|s| s.channel == id) {
+        findings.push(WindowFinding {
+            finding: "instance_skew".into(),
+            app: Some(s.app.clone()),
+            color: s.color.into(),
+            kind: s.kind.into(),
+            instance: Some(s.instance.clone()),
+            detail: format!(
+                "{} of {} {} requests: {:.1}× the mean {:.1} > {}×",
+                s.requests,
+                s.color_requests,
+                s.color,
+                s.requests as f64 / s.mean_requests.max(1e-9),
+                s.mean_requests,
+                skew_factor
+            ),
+            window_start_unix_nano: s.window_start_unix_nano,
+            trace_ids: s.exemplar_trace_ids.clone(),
+        });
+    }
+    let t = analyzer.for_channel(id);
+    for e in rep.error_spike.iter().filter(|e| e.channel == id) {
+        findings.push(WindowFinding {
+            finding: "error_spike".into(),
+            app: e.app.clone(),
+            color: e.color.into(),
+            kind: e.kind.into(),
+            instance: None,
+            detail: format!(
+                "error rate {:.2}% ({} of {}) vs other side {:.2}% ({} of {}): ≥ {:.0}% and ≥ {}×, p = {:.1e} < {}",
+                e.error_rate * 100.0,
+                e.errors,
+                e.requests,
+                e.other_error_rate * 100.0,
+                e.other_errors,
+                e.other_requests,
+                t.spike_min_error_rate * 100.0,
+                t.spike_factor,
+                e.p_value,
+                t.spike_p_value
+            ),
+            window_start_unix_nano: e.window_start_unix_nano,
+            trace_ids: e.exemplar_trace_ids.clone(),
+        });
+    }
+    findings.sort_by_key(|f| std::cmp::Reverse(f.window_start_unix_nano));
+
+    // Instances: requests per (app, instance, colour) of the channel's spans.
+    let mut per_instance: BTreeMap<(u32, u32, Color), u64> = BTreeMap::new();
+    for s in spans
+        .spans
+        .iter()
+        .filter(|s| s.kind == Kind::Server && in_channel(s))
+    {
+        *per_instance
+            .entry((s.app, s.instance, s.color))
+            .or_default() += 1;
+    }
+    let mut group: HashMap<(u32, Color), (u64, u32)> = HashMap::new();
+    for (&(app, _, color), &n) in &per_instance {
+        let g = group.entry((app, color)).or_default();
+        g.0 += n;
+        g.1 += 1;
+    }
+    let instances = per_instance
+        .iter()
+        .map(|(&(app, instance, color), &n)| {
+            let (total, count) = group[&(app, color)];
+            let name = spans.instances.name(instance).to_owned();
+            InstanceCount {
+                app: spans.apps.name(app).to_owned(),
+                skewed: rep
+                    .instance_skew
+                    .iter()
+                    .any(|s| s.channel == id && s.instance == name),
+                instance: name,
+                color,
+                requests: n,
+                color_mean: total as f64 / f64::from(count.max(1)),
+                app_instances: (
+                    group.get(&(app, Color::Blue)).map_or(0, |g| g.1),
+                    group.get(&(app, Color::Green)).map_or(0, |g| g.1),
+                ),
+            }
+        })
+        .collect();
+    Ok(ChannelParts {
+        step_seconds: (step / 1_000_000_000) as u64,
+        steps,
+        apps,
+        hops,
+        missing,
+        findings,
+        instances,
+    })
+}
