@@ -2,6 +2,11 @@
 //! walks a scripted multi-channel blue-green release against a running Dyeline.
 //!
 //! - [`routing`]: the colour-sticky routing library a traffic SDK implements (domain §2, §5),
-//!   reusable by any Rust service.
+//!   reusable by any Rust service;
+//! - [`fleet`]: the apps and instances, their HTTP servers, tracer providers, MQ topic and
+//!   JOB, and the faults they can show;
+//! - [`script`]: the release, driven through the control API at a chosen speed.
 
+pub mod fleet;
 pub mod routing;
+pub mod script;

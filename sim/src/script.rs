@@ -1,0 +1,233 @@
+//! The scripted release `dyeline demo` walks through the control API (domain §4): channel
+//! `trade` goes start → drain blue (0) → deploy v2 to blue → 1 → 50 → 100 (drain green) →
+//! deploy v2 to green → 50 → finish; channel `pay` overlaps it with its own steps; the global
+//! channel releases once at the end. [`PLAN`] holds the times at speed 1 (about ten
+//! minutes, [`PLAN_SECS`]); at `--speed N` each comes N times sooner.
+//!
+//! Steps that change apps' effective channels (`start`, `finish`) run inside
+//! [`Fleet::quiesce`] so that no request is in flight across the switch.
+
+use std::time::{Duration, Instant};
+
+use dyeline_model::Color;
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::fleet::{Fleet, PAY_APPS, TRADE_APPS, V2};
+
+/// What a step does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// `POST /api/v1/channels/{id}/start`.
+    Start(&'static str),
+    /// `POST /api/v1/channels/{id}/ratio` with this blue_percent.
+    Ratio(&'static str, u8),
+    /// `POST /api/v1/channels/{id}/finish`.
+    Finish(&'static str),
+    /// Deploy version 2 to one colour of the channel's apps.
+    Deploy(&'static str, Color),
+}
+
+/// A step at a time after the script's start (speed 1), seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Step {
+    /// Seconds after the start at speed 1.
+    pub at_secs: f64,
+    /// The action.
+    pub action: Action,
+}
+
+const fn step(at_secs: f64, action: Action) -> Step {
+    Step { at_secs, action }
+}
+
+/// The release at speed 1. Each ratio that a detection judges over whole windows (the 50s
+/// of `trade`, where ratio deviation and the error spike show) lasts at least two 60 s
+/// windows, so one whole window lies inside it whatever the alignment.
+pub const PLAN: [Step; 22] = [
+    step(10.0, Action::Start("trade")),
+    step(60.0, Action::Start("pay")),
+    step(100.0, Action::Ratio("pay", 0)),
+    step(130.0, Action::Ratio("trade", 0)),
+    step(140.0, Action::Deploy("pay", Color::Blue)),
+    step(170.0, Action::Ratio("pay", 50)),
+    step(190.0, Action::Deploy("trade", Color::Blue)),
+    step(220.0, Action::Ratio("trade", 1)),
+    step(260.0, Action::Ratio("trade", 50)),
+    step(270.0, Action::Ratio("pay", 100)),
+    step(300.0, Action::Deploy("pay", Color::Green)),
+    step(330.0, Action::Ratio("pay", 50)),
+    step(380.0, Action::Ratio("trade", 100)),
+    step(420.0, Action::Finish("pay")),
+    step(430.0, Action::Deploy("trade", Color::Green)),
+    step(460.0, Action::Ratio("trade", 50)),
+    step(520.0, Action::Finish("trade")),
+    step(540.0, Action::Start("global")),
+    step(555.0, Action::Ratio("global", 30)),
+    step(570.0, Action::Ratio("global", 0)),
+    step(585.0, Action::Finish("global")),
+    step(600.0, Action::Ratio("end", 0)),
+];
+
+/// The script's length at speed 1, seconds.
+pub const PLAN_SECS: f64 = 600.0;
+
+/// Errors of the script.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// A control API write was refused or failed.
+    #[error("control API: {0}")]
+    Control(String),
+    /// A deploy failed.
+    #[error("deploy: {0}")]
+    Deploy(String),
+}
+
+/// Writes to the control API with a bearer token.
+#[derive(Clone, Debug)]
+pub struct ControlWriter {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl ControlWriter {
+    /// A writer for the API at `base` using `token` (role write).
+    pub fn new(base: &str, token: &str) -> Self {
+        ControlWriter {
+            base: base.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .unwrap_or_default(),
+        }
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<serde_json::Value, ScriptError> {
+        let mut req = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+            .timeout(Duration::from_secs(10));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| ScriptError::Control(format!("{method} {path}: {e}")))?;
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(ScriptError::Control(format!(
+                "{method} {path}: {status} {text}"
+            )));
+        }
+        Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
+    }
+
+    /// Creates channels `trade` and `pay` with their apps, first finishing any release left
+    /// open in the data directory (a demo interrupted earlier).
+    ///
+    /// # Errors
+    /// [`ScriptError::Control`].
+    pub async fn setup(&self) -> Result<(), ScriptError> {
+        for id in ["trade", "pay", "global"] {
+            let path = format!("/api/v1/channels/{id}");
+            if let Ok(c) = self.send(reqwest::Method::GET, &path, None).await
+                && c["state"] == "releasing"
+            {
+                self.send(reqwest::Method::POST, &format!("{path}/finish"), None)
+                    .await?;
+            }
+        }
+        for (id, apps) in [("trade", &TRADE_APPS[..]), ("pay", &PAY_APPS[..])] {
+            self.send(
+                reqwest::Method::PUT,
+                &format!("/api/v1/channels/{id}"),
+                Some(json!({ "apps": apps })),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Performs one control action (not deploys).
+    ///
+    /// # Errors
+    /// [`ScriptError::Control`].
+    pub async fn apply(&self, action: Action) -> Result<(), ScriptError> {
+        let (path, body) = match action {
+            Action::Start(c) => (format!("/api/v1/channels/{c}/start"), None),
+            Action::Finish(c) => (format!("/api/v1/channels/{c}/finish"), None),
+            Action::Ratio(c, r) => (
+                format!("/api/v1/channels/{c}/ratio"),
+                Some(json!({ "blue_percent": r })),
+            ),
+            Action::Deploy(..) => return Ok(()),
+        };
+        self.send(reqwest::Method::POST, &path, body).await?;
+        Ok(())
+    }
+}
+
+fn describe(a: Action) -> String {
+    match a {
+        Action::Start(c) => format!("{c} start"),
+        Action::Finish(c) => format!("{c} finish"),
+        Action::Ratio(c, r) => format!("{c} blue_percent {r}"),
+        Action::Deploy(c, col) => format!("deploy {V2} to {c} {col}"),
+    }
+}
+
+/// Runs [`PLAN`] at `speed` against `writer` and `fleet`, printing each step on stdout, until
+/// its end or until `stop` becomes true (returns `Ok(false)` then).
+///
+/// # Errors
+/// The first control write or deploy that fails.
+pub async fn run(
+    fleet: &Fleet,
+    writer: &ControlWriter,
+    speed: f64,
+    mut stop: watch::Receiver<bool>,
+) -> Result<bool, ScriptError> {
+    let t0 = Instant::now();
+    for s in PLAN {
+        let at = t0 + Duration::from_secs_f64(s.at_secs / speed);
+        tokio::select! {
+            _ = tokio::time::sleep_until(at.into()) => {}
+            _ = stop.wait_for(|s| *s) => return Ok(false),
+        }
+        if let Action::Ratio("end", _) = s.action {
+            break;
+        }
+        match s.action {
+            Action::Deploy(ch, color) => {
+                let apps: &[&str] = if ch == "trade" {
+                    &TRADE_APPS
+                } else {
+                    &PAY_APPS
+                };
+                fleet
+                    .deploy(apps, color, V2)
+                    .await
+                    .map_err(|e| ScriptError::Deploy(e.to_string()))?;
+            }
+            Action::Start(_) | Action::Finish(_) => fleet.quiesce(writer.apply(s.action)).await?,
+            Action::Ratio(..) => writer.apply(s.action).await?,
+        }
+        println!(
+            "demo: t={:>6.1}s (speed-1 time {:>5.0}s) {}",
+            t0.elapsed().as_secs_f64(),
+            s.at_secs,
+            describe(s.action)
+        );
+    }
+    Ok(true)
+}
