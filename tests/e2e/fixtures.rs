@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::util::*;
 
-fn import(fixture: &str, file: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+pub(crate) fn import(fixture: &str, file: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = temp_dir();
     let data = dir.path().join("data");
     let path = shared_dir()
@@ -64,7 +64,7 @@ fn analyze_and_check(data: &std::path::Path, fixture: &str) {
     );
 }
 
-fn expected(fixture: &str) -> Value {
+pub(crate) fn expected(fixture: &str) -> Value {
     let p = shared_dir()
         .join("fixtures/analysis")
         .join(fixture)
