@@ -7,7 +7,7 @@
 //! data version (rows written, newest control op, alert changes). When the data has moved
 //! on, a request is answered from the newest snapshot of the same range, or of a range of
 //! the same length ending at most [`MAX_LAG_NS`] earlier (a live range moves every second),
-//! while a fresh snapshot is computed in the background (one at a time per range); pages say
+//! while a fresh snapshot is computed in the background (one at a time); pages say
 //! up to when their spans were analysed. Only a range never seen before is computed while
 //! the request waits.
 
@@ -134,9 +134,15 @@ impl Inner {
     }
 
     fn refresh_later(self: &Arc<Self>, range: TimeRange) {
+        // One background analysis at a time, whatever the range: a live range moves every
+        // second, and analyses that overlap would only compete for the same cores.
         let key = (range.from_unix_nano, range.to_unix_nano);
-        if !self.refreshing.lock().insert(key) {
-            return;
+        {
+            let mut running = self.refreshing.lock();
+            if !running.is_empty() {
+                return;
+            }
+            running.insert(key);
         }
         let me = Arc::clone(self);
         tokio::spawn(async move {

@@ -124,17 +124,27 @@ pub fn line_chart(
             clock(t)
         );
     }
+    // Labels of nearby operations would overlap: each goes one line lower than the previous
+    // one when it is less than 60 px to its right, cycling over three lines.
+    let mut last_x = f64::NEG_INFINITY;
+    let mut line = 0u32;
     for a in annotations
         .iter()
         .filter(|a| a.t_unix_nano >= from && a.t_unix_nano < to)
     {
         let xx = x(a.t_unix_nano);
+        line = if xx - last_x < 60.0 {
+            (line + 1) % 3
+        } else {
+            0
+        };
+        last_x = xx;
         let _ = write!(
             s,
             r#"<g class="annotation"><line x1="{xx:.1}" x2="{xx:.1}" y1="{T}" y2="{yb}"/><text x="{tx:.1}" y="{ty}">{lab}</text></g>"#,
             yb = H - B,
             tx = xx + 2.0,
-            ty = T + 9.0,
+            ty = T + 9.0 + f64::from(line) * 11.0,
             lab = esc(&a.label)
         );
     }

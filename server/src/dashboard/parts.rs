@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use dyeline_control::Timeline;
 use dyeline_model::Color;
-use dyeline_queries::analyze::load::{Kind, SpanRec, Spans};
+use dyeline_queries::analyze::load::{Kind, SpanRec, Spans, Traffic};
 use dyeline_queries::analyze::{AnalyzerConfig, CrossColorHop, Report};
 use dyeline_queries::summary;
 use dyeline_ui::{
@@ -48,13 +48,26 @@ struct ColorAcc {
     unknown: u64,
 }
 
-/// Requests (SERVER spans, as the summary counts them) by `key`, per colour.
+/// SERVER spans: the requests of the channel totals and the charts, as the summary counts
+/// them.
+fn is_request(s: &SpanRec) -> bool {
+    s.kind == Kind::Server
+}
+
+/// What an app serves: RPC requests (SERVER), MQ messages (CONSUMER) and JOB runs (root
+/// spans of traffic kind JOB), so MQ consumers and JOB apps have a row of the per-app table.
+fn is_work(s: &SpanRec) -> bool {
+    s.kind != Kind::Other || (s.traffic == Some(Traffic::Job) && s.parent.is_none())
+}
+
+/// Spans passing `filter`, by `key`, per colour.
 fn loads_by<K: std::hash::Hash + Eq>(
     spans: &Spans,
+    filter: fn(&SpanRec) -> bool,
     key: impl Fn(&SpanRec) -> K,
 ) -> HashMap<K, ColorAcc> {
     let mut out: HashMap<K, ColorAcc> = HashMap::new();
-    for s in spans.spans.iter().filter(|s| s.kind == Kind::Server) {
+    for s in spans.spans.iter().filter(|s| filter(s)) {
         let e = out.entry(key(s)).or_default();
         let acc = match s.color {
             Color::Blue => &mut e.blue,
@@ -94,7 +107,7 @@ pub struct OverviewParts {
 
 /// Computes the overview's parts.
 pub fn overview_parts(spans: &Spans, rep: &Report, range: TimeRange) -> OverviewParts {
-    let loads = loads_by(spans, |s| s.channel);
+    let loads = loads_by(spans, is_request, |s| s.channel);
     let mut channels: HashMap<String, ChannelLoad> = HashMap::new();
     for (k, l) in &loads {
         let Some(c) = k else { continue };
@@ -173,6 +186,17 @@ pub struct ChannelParts {
     pub instances: Vec<InstanceCount>,
 }
 
+/// A hop edge: from app, from colour, to app, to colour, kind, reason, via apps.
+type EdgeKey = (
+    String,
+    Option<String>,
+    String,
+    String,
+    String,
+    String,
+    Vec<String>,
+);
+
 /// One hop as a line: `channel: from(colour) → to(colour) reason via a → b`.
 pub fn hop_line(h: &CrossColorHop) -> String {
     format!(
@@ -237,7 +261,7 @@ pub fn channel_parts(
     let cid = spans.channels.get(id);
     let in_channel =
         |s: &dyeline_queries::analyze::load::SpanRec| cid.is_some() && s.channel == cid;
-    let by_app = loads_by(spans, |s| in_channel(s).then_some(s.app));
+    let by_app = loads_by(spans, is_work, |s| in_channel(s).then_some(s.app));
     let mut apps: Vec<AppRow> = by_app
         .iter()
         .filter_map(|(k, l)| k.map(|app| (app, l)))
@@ -250,18 +274,7 @@ pub fn channel_parts(
         .collect();
     apps.sort_by(|a, b| a.app.cmp(&b.app));
 
-    let mut edges: BTreeMap<
-        (
-            String,
-            Option<String>,
-            String,
-            String,
-            String,
-            String,
-            Vec<String>,
-        ),
-        (u64, Vec<String>),
-    > = BTreeMap::new();
+    let mut edges: BTreeMap<EdgeKey, (u64, Vec<String>)> = BTreeMap::new();
     for h in rep.cross_color_hops.iter().filter(|h| h.channel == id) {
         let e = edges
             .entry((

@@ -359,13 +359,14 @@ pub fn body(
         {charts(chrome, page)}
         <section>
             <h2>"Apps"</h2>
+            <p class="hint">"Work per app: RPC requests served, MQ messages consumed and JOB runs."</p>
             <form method="get" action=path class="inline">
                 {keep_range}
                 <label>"Filter apps " <input name="app" value=filter_value/></label>
                 <button type="submit">"Filter"</button>
             </form>
             <table class="data" id="apps">
-                <thead><tr><th>"app"</th><th>"blue req/s"</th><th>"green req/s"</th><th>"blue errors"</th><th>"green errors"</th><th>"blue p99"</th><th>"green p99"</th><th>"unknown-colour requests"</th></tr></thead>
+                <thead><tr><th>"app"</th><th>"blue work/s"</th><th>"green work/s"</th><th>"blue errors"</th><th>"green errors"</th><th>"blue p99"</th><th>"green p99"</th><th>"unknown-colour requests"</th></tr></thead>
                 <tbody>{apps}</tbody>
             </table>
         </section>
