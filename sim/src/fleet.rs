@@ -270,13 +270,38 @@ impl Topic {
         }
     }
 
+    /// The message's colour: its decision for the consumer app's effective channel.
+    fn color_of(&self, headers: &Headers) -> Option<Color> {
+        let cfg = self.cache.get(&self.consumer_app);
+        cfg.channel
+            .as_deref()
+            .and_then(|c| decisions_of(&propagation::extract(headers, true)).get(c))
+    }
+
+    /// Whether a message that reached `instance` should go back to the topic rather than be
+    /// consumed there: the consumer was stopped since (its queue is handed back), or the
+    /// message is another colour's and that colour's consumers run again (a takeover that
+    /// is over).
+    fn should_redeliver(&self, instance: &str, headers: &Headers) -> bool {
+        let slots = self.slots.lock();
+        let Some(me) = slots.iter().find(|s| s.instance == instance) else {
+            return false;
+        };
+        match me.state {
+            ConsumerState::Stopped => true,
+            ConsumerState::RunningDrained => false,
+            ConsumerState::Running => match self.color_of(headers) {
+                Some(c) if c != me.color => slots
+                    .iter()
+                    .any(|s| s.color == c && s.state == ConsumerState::Running),
+                _ => false,
+            },
+        }
+    }
+
     /// Delivers; returns false when no consumer runs (the message is dropped and counted).
     fn publish(&self, headers: Headers) -> bool {
-        let cfg = self.cache.get(&self.consumer_app);
-        let color = cfg
-            .channel
-            .as_deref()
-            .and_then(|c| decisions_of(&propagation::extract(&headers, true)).get(c));
+        let color = self.color_of(&headers);
         let slots = self.slots.lock();
         let running = |s: &&ConsumerSlot| s.state != ConsumerState::Stopped;
         let pool: Vec<&ConsumerSlot> = match color {
@@ -543,6 +568,12 @@ impl Instance {
 
     async fn consume(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Message>) {
         while let Some(m) = rx.recv().await {
+            if self.shared.topic.should_redeliver(&self.id, &m.headers) {
+                if !self.shared.topic.publish(m.headers) {
+                    self.shared.inflight.fetch_sub(1, Ordering::SeqCst);
+                }
+                continue;
+            }
             let parent = propagation::extract(&m.headers, true);
             let tracer = self.tracer();
             let span = tracer
@@ -665,6 +696,7 @@ pub struct Fleet {
     edge: Router,
     stop_tx: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    retired: Mutex<Vec<SdkTracerProvider>>,
 }
 
 async fn serve_instance(
@@ -800,6 +832,7 @@ impl Fleet {
             instances,
             stop_tx,
             tasks: Mutex::new(tasks),
+            retired: Mutex::new(Vec::new()),
         })
     }
 
@@ -882,16 +915,18 @@ impl Fleet {
 
     /// Runs `op` with the fleet quiet: user requests pause, in-flight requests and messages
     /// finish, `op` runs, and requests resume once every app's cached configuration matches
-    /// the control API (at most 10 s each). Used around `start` and `finish`, which change
-    /// apps' effective channels: a request in flight across such a switch would carry no
-    /// decision for the new channel and show up as a missing decision.
+    /// the control API (at most 10 s each wait). The script runs each release step inside it
+    /// (see [`crate::script`] for why).
     pub async fn quiesce<T, F: Future<Output = T>>(&self, op: F) -> T {
+        let t0 = Instant::now();
         self.shared.paused.store(true, Ordering::SeqCst);
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.shared.inflight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        let drained_in = t0.elapsed();
         let out = op.await;
+        let op_in = t0.elapsed();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if self.shared.cache.is_current().await.unwrap_or(false) {
@@ -902,6 +937,13 @@ impl Fleet {
         // Instances learn from their own streams too; give them the same moment.
         tokio::time::sleep(Duration::from_millis(50)).await;
         self.shared.paused.store(false, Ordering::SeqCst);
+        tracing::info!(
+            in_flight_done_ms = drained_in.as_millis() as u64,
+            op_done_ms = op_in.as_millis() as u64,
+            resumed_ms = t0.elapsed().as_millis() as u64,
+            left_in_flight = self.shared.inflight.load(Ordering::SeqCst),
+            "quiet step"
+        );
         out
     }
 
@@ -924,9 +966,10 @@ impl Fleet {
                 version,
             )?;
             let old = std::mem::replace(&mut *inst.telemetry.write(), new);
-            tokio::task::spawn_blocking(move || {
-                let _ = old.provider.shutdown();
-            });
+            // The old provider keeps exporting what it still holds (spans in flight end on
+            // it) and is shut down with the fleet: shutting it down now would block on a
+            // loaded collector.
+            self.retired.lock().push(old.provider);
         }
         Ok(())
     }
@@ -950,11 +993,12 @@ impl Fleet {
             t.abort();
             let _ = t.await;
         }
-        let providers: Vec<SdkTracerProvider> = self
+        let mut providers: Vec<SdkTracerProvider> = self
             .instances
             .iter()
             .map(|i| i.telemetry.read().provider.clone())
             .collect();
+        providers.append(&mut self.retired.lock());
         let _ = tokio::task::spawn_blocking(move || {
             for p in providers {
                 let _ = p.shutdown();

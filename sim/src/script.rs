@@ -4,8 +4,12 @@
 //! channel releases once at the end. [`PLAN`] holds the times at speed 1 (about ten
 //! minutes, [`PLAN_SECS`]); at `--speed N` each comes N times sooner.
 //!
-//! Steps that change apps' effective channels (`start`, `finish`) run inside
-//! [`Fleet::quiesce`] so that no request is in flight across the switch.
+//! Every control step runs inside [`Fleet::quiesce`]: no request or message is in flight
+//! across it. A request that straddles a `start` carries no decision for the new channel
+//! (a missing decision), one decided before a ratio change lands after it (skewing the new
+//! ratio's first window), one decided for a side that is then drained lands there (drained-
+//! side traffic once it outlives the grace period) — all true findings on a real fleet, and
+//! on a loaded machine at high `--speed` they would blur the faults the demo shows.
 
 use std::time::{Duration, Instant};
 
@@ -104,32 +108,52 @@ impl ControlWriter {
         }
     }
 
+    /// One request, retried (up to 5 attempts, 30 s each) when it cannot be sent or the
+    /// server answers 5xx, as on a loaded machine. A 409 on a retry of `start` / `finish`
+    /// means the first attempt landed and counts as success.
     async fn send(
         &self,
         method: reqwest::Method,
         path: &str,
         body: Option<serde_json::Value>,
     ) -> Result<serde_json::Value, ScriptError> {
-        let mut req = self
-            .http
-            .request(method.clone(), format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .timeout(Duration::from_secs(10));
-        if let Some(b) = body {
-            req = req.json(&b);
+        let mut last = String::new();
+        for attempt in 0..5u32 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
+            }
+            let mut req = self
+                .http
+                .request(method.clone(), format!("{}{path}", self.base))
+                .bearer_auth(&self.token)
+                .timeout(Duration::from_secs(30));
+            if let Some(b) = &body {
+                req = req.json(b);
+            }
+            let resp = match req.send().await {
+                Ok(r) => r,
+                Err(e) => {
+                    last = format!("{method} {path}: {e}");
+                    continue;
+                }
+            };
+            let status = resp.status();
+            let text = resp.text().await.unwrap_or_default();
+            if status.is_server_error() {
+                last = format!("{method} {path}: {status} {text}");
+                continue;
+            }
+            let retried_write = attempt > 0
+                && status == reqwest::StatusCode::CONFLICT
+                && (path.ends_with("/start") || path.ends_with("/finish"));
+            if !status.is_success() && !retried_write {
+                return Err(ScriptError::Control(format!(
+                    "{method} {path}: {status} {text}"
+                )));
+            }
+            return Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null));
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| ScriptError::Control(format!("{method} {path}: {e}")))?;
-        let status = resp.status();
-        let text = resp.text().await.unwrap_or_default();
-        if !status.is_success() {
-            return Err(ScriptError::Control(format!(
-                "{method} {path}: {status} {text}"
-            )));
-        }
-        Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
+        Err(ScriptError::Control(last))
     }
 
     /// Creates channels `trade` and `pay` with their apps, first finishing any release left
@@ -219,8 +243,9 @@ pub async fn run(
                     .await
                     .map_err(|e| ScriptError::Deploy(e.to_string()))?;
             }
-            Action::Start(_) | Action::Finish(_) => fleet.quiesce(writer.apply(s.action)).await?,
-            Action::Ratio(..) => writer.apply(s.action).await?,
+            Action::Start(_) | Action::Finish(_) | Action::Ratio(..) => {
+                fleet.quiesce(writer.apply(s.action)).await?;
+            }
         }
         println!(
             "demo: t={:>6.1}s (speed-1 time {:>5.0}s) {}",
