@@ -238,7 +238,20 @@ impl Config {
     /// # Errors
     /// [`ConfigError`] naming the key at fault.
     pub fn load(file: Option<&Path>, overrides: Figment) -> Result<Self, ConfigError> {
-        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        Self::load_over(Config::default(), file, overrides)
+    }
+
+    /// As [`Config::load`], with `defaults` in place of the built-in defaults (`dyeline demo`
+    /// starts from its own: a temporary data directory, ports chosen by the OS).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the key at fault.
+    pub fn load_over(
+        defaults: Config,
+        file: Option<&Path>,
+        overrides: Figment,
+    ) -> Result<Self, ConfigError> {
+        let mut fig = Figment::from(Serialized::defaults(defaults));
         if let Some(f) = file {
             if !f.exists() {
                 return Err(ConfigError::Invalid(format!(

@@ -1,6 +1,7 @@
-//! `dyeline`: the command line. `serve` runs the collector, store, control plane and API;
-//! `sql` queries a data directory; `import` loads OTLP/JSON Lines captures and timelines into
-//! one; `channel` drives the control API of a running server.
+//! `dyeline`: the command line. `demo` runs the server with a simulated fleet walking a
+//! release; `serve` runs the collector, store, control plane and API; `sql` queries a data
+//! directory; `import` loads OTLP/JSON Lines captures and timelines into one; `channel` drives
+//! the control API of a running server.
 
 mod alerting;
 mod analyze;
@@ -8,6 +9,7 @@ mod api;
 mod client;
 mod config;
 mod dashboard;
+mod demo;
 mod import;
 mod serve;
 mod sink;
@@ -35,6 +37,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the server with a simulated fleet (real OpenTelemetry SDKs) walking a scripted
+    /// multi-channel blue-green release, with faults the analyzer catches; prints the
+    /// dashboard URL and the API token.
+    Demo(DemoArgs),
     /// Run the OTLP receivers, the store and the API.
     Serve(ServeArgs),
     /// Run one read-only SQL query on a data directory's `spans` table.
@@ -67,6 +73,25 @@ struct ServeArgs {
     /// API and dashboard listen address.
     #[arg(long)]
     api_addr: Option<String>,
+}
+
+#[derive(clap::Args, Clone)]
+struct DemoArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// Run the release this many times faster than real time (0.1..=100): the fleet sends
+    /// this many times the requests per second and the analyzer's window and grace are
+    /// divided by it. At 1 the release takes about 10 minutes.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// Faults to show: all, none, or a comma list of legacy-hop, error-spike, instance-skew,
+    /// job-left-running, consumers-not-stopped, unequal-clusters.
+    #[arg(long, default_value = "all")]
+    faults: String,
+    /// Stop after this long (e.g. 150s, 10m); default: at the end of the script. Past the
+    /// script's end the fleet keeps sending steady traffic.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<std::time::Duration>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -168,13 +193,23 @@ fn main() -> ExitCode {
         };
     }
     let (data_dir, serve_args) = match &cli.command {
+        Command::Demo(a) => (a.serve.data_dir.as_ref(), Some(&a.serve)),
         Command::Serve(a) => (a.data_dir.as_ref(), Some(a)),
         Command::Sql(a) => (a.data_dir.as_ref(), None),
         Command::Import(a) => (a.data_dir.as_ref(), None),
         Command::Analyze(a) => (a.data_dir.as_ref(), None),
         Command::Channel { .. } => unreachable!("handled above"),
     };
-    let config = match Config::load(cli.config.as_deref(), overrides(data_dir, serve_args)) {
+    let demo_defaults = matches!(cli.command, Command::Demo(_)).then(demo::defaults);
+    let loaded = match &demo_defaults {
+        Some(d) => Config::load_over(
+            d.clone(),
+            cli.config.as_deref(),
+            overrides(data_dir, serve_args),
+        ),
+        None => Config::load(cli.config.as_deref(), overrides(data_dir, serve_args)),
+    };
+    let config = match loaded {
         Ok(c) => c,
         Err(e) => {
             eprintln!("dyeline: {e}");
@@ -198,8 +233,33 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let demo_options = match &cli.command {
+        Command::Demo(a) => {
+            let faults = match dyeline_sim::fleet::Faults::parse(&a.faults) {
+                Ok(f) => f,
+                Err(e) => {
+                    eprintln!("dyeline: --faults: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            if !(0.1..=100.0).contains(&a.speed) {
+                eprintln!("dyeline: --speed must be between 0.1 and 100");
+                return ExitCode::from(2);
+            }
+            Some(demo::DemoOptions {
+                speed: a.speed,
+                faults,
+                duration: a.duration,
+                temporary_data_dir: demo_defaults
+                    .as_ref()
+                    .is_some_and(|d| demo::is_temporary(&config, d)),
+            })
+        }
+        _ => None,
+    };
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Demo(_) => demo::run(config, demo_options.expect("set for demo")).await,
             Command::Serve(_) => serve::run(config).await,
             Command::Sql(a) => {
                 serve::sql(config, &a.query, matches!(a.format, OutputFormat::Json)).await

@@ -47,7 +47,8 @@ pub fn convert_options(config: &Config) -> Result<ConvertOptions, BoxError> {
     })
 }
 
-async fn shutdown_signal() {
+/// Completes on Ctrl-C or, on Unix, SIGTERM.
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -101,11 +102,49 @@ fn api_tokens(config: &Config) -> Result<Vec<ApiToken>, BoxError> {
     }])
 }
 
-/// Runs the server until Ctrl-C or SIGTERM, then flushes the store.
+/// The addresses a running server bound (ports given as 0 are the ones the OS chose).
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    /// OTLP/gRPC.
+    pub otlp_grpc: std::net::SocketAddr,
+    /// OTLP/HTTP.
+    pub otlp_http: std::net::SocketAddr,
+    /// API and dashboard.
+    pub api: std::net::SocketAddr,
+}
+
+impl std::fmt::Display for Bound {
+    /// The machine-readable listening line scripts and tests read:
+    /// `dyeline listening otlp_grpc=A otlp_http=A api=A`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "dyeline listening otlp_grpc={} otlp_http={} api={}",
+            self.otlp_grpc, self.otlp_http, self.api
+        )
+    }
+}
+
+/// `dyeline serve`: runs the server until Ctrl-C or SIGTERM, then flushes the store. Prints
+/// the listening line ([`Bound`]) on stdout once every port is bound.
 ///
 /// # Errors
 /// A port that cannot be bound, a data directory that cannot be opened.
 pub async fn run(config: Config) -> Result<(), BoxError> {
+    serve(config, shutdown_signal(), |b| println!("{b}")).await
+}
+
+/// Runs the receivers, store, control plane, live alerts, API and dashboard of `config`
+/// until `shutdown` completes, then drains requests, flushes the store and closes the control
+/// database. `on_bound` is called once every port is bound, before any request is served.
+///
+/// # Errors
+/// A port that cannot be bound, a data directory that cannot be opened.
+pub async fn serve(
+    config: Config,
+    shutdown: impl std::future::Future<Output = ()>,
+    on_bound: impl FnOnce(&Bound),
+) -> Result<(), BoxError> {
     let store = Arc::new(
         tokio::task::spawn_blocking({
             let c = store_config(&config);
@@ -172,14 +211,13 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     let api_listener = TcpListener::bind(config.api_addr)
         .await
         .map_err(|e| format!("binding API {}: {e}", config.api_addr))?;
-    // One machine-readable line on stdout with the bound addresses (ports may be 0 = chosen by
-    // the OS), for scripts and tests.
-    println!(
-        "dyeline listening otlp_grpc={} otlp_http={} api={}",
-        grpc_listener.local_addr()?,
-        http_listener.local_addr()?,
-        api_listener.local_addr()?
-    );
+    // The bound addresses (ports may be 0 = chosen by the OS), for scripts and tests.
+    let bound = Bound {
+        otlp_grpc: grpc_listener.local_addr()?,
+        otlp_http: http_listener.local_addr()?,
+        api: api_listener.local_addr()?,
+    };
+    on_bound(&bound);
     tracing::info!(
         otlp_grpc = %grpc_listener.local_addr()?,
         otlp_http = %http_listener.local_addr()?,
@@ -196,7 +234,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
             .alerts
             .external_url
             .clone()
-            .unwrap_or_else(|| format!("http://{}", config.api_addr));
+            .unwrap_or_else(|| format!("http://{}", bound.api));
         crate::alerting::spawn(
             config.alerts.clone(),
             config.analyzer.clone(),
@@ -233,7 +271,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
             .with_graceful_shutdown(stopped(stop_rx.clone()))
             .into_future(),
     );
-    shutdown_signal().await;
+    shutdown.await;
     tracing::info!("shutting down: draining requests and flushing the store");
     let _ = stop_tx.send(true);
     let _ = tokio::join!(grpc, http, api);

@@ -1,0 +1,248 @@
+//! `dyeline demo` (issue 6): runs `serve` in-process with demo defaults, starts the simulated
+//! fleet of `dyeline-sim` (real OpenTelemetry SDKs, real HTTP, MQ and JOBs) and walks its
+//! scripted release through the control API, at `--speed` times real time.
+//!
+//! At speed N the fleet sends N times the requests per second and the analyzer's window and
+//! grace (and the live alerts' interval, lateness and trace quiet time) are divided by N, so
+//! every window holds as many requests as at speed 1. The run ends at the end of the script
+//! (or after `--duration`, the fleet then sending steady traffic past the script), or on
+//! Ctrl-C / SIGTERM; the store is flushed either way, so `dyeline serve --data-dir` and
+//! `dyeline analyze --data-dir` can open the data directory afterwards.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dyeline_control::{ApiToken, Role};
+use dyeline_sim::fleet::{Faults, Fleet, FleetConfig};
+use dyeline_sim::script::{self, ControlWriter, PLAN_SECS};
+use tokio::sync::{oneshot, watch};
+
+use crate::config::Config;
+use crate::serve::{self, Bound, BoxError};
+
+/// User requests per second at speed 1: 480 per 60 s window at the entry of each channel,
+/// enough for every windowed detection's minimum (domain §6: 200 for ratio, 100 per colour
+/// for skew and spikes, which a 50 % split still gives) with room for the moments the fleet
+/// pauses around a release step.
+pub const RATE_PER_SEC: f64 = 8.0;
+
+/// Requests outstanding at most before the load generator skips (and says the machine cannot
+/// keep up).
+pub const MAX_INFLIGHT: i64 = 500;
+
+/// What `dyeline demo` was asked for.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    /// Time runs this many times faster (0.1..=100).
+    pub speed: f64,
+    /// The faults on.
+    pub faults: Faults,
+    /// Stop after this long; `None`: at the end of the script.
+    pub duration: Option<Duration>,
+    /// The data directory is a temporary one, deleted at exit.
+    pub temporary_data_dir: bool,
+}
+
+/// The demo's defaults under any file, environment and flags: a fresh temporary data
+/// directory (`<tmp>/dyeline-demo-<pid>-<ms>`), ports chosen by the OS on 127.0.0.1, and no
+/// fsync per write (`store.fsync = "never"`).
+pub fn defaults() -> Config {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    Config {
+        data_dir: std::env::temp_dir().join(format!("dyeline-demo-{}-{stamp}", std::process::id())),
+        otlp_grpc_addr: ([127, 0, 0, 1], 0).into(),
+        otlp_http_addr: ([127, 0, 0, 1], 0).into(),
+        api_addr: ([127, 0, 0, 1], 0).into(),
+        store: crate::config::StoreSettings {
+            // Demo data: the OS writes it back; a clean stop still flushes everything.
+            fsync: dyeline_store::FsyncPolicy::Never,
+            ..crate::config::StoreSettings::default()
+        },
+        ..Config::default()
+    }
+}
+
+fn scaled(d: Duration, speed: f64, floor: Duration) -> Duration {
+    d.div_f64(speed).max(floor)
+}
+
+/// Divides the analyzer's windows and grace periods and the live alerts' interval, lateness
+/// and trace quiet time by `speed` (windows at least 1 s, the interval at least 1 s).
+pub fn scale_for_speed(config: &mut Config, speed: f64) {
+    let sec = Duration::from_secs(1);
+    for t in
+        std::iter::once(&mut config.analyzer.defaults).chain(config.analyzer.channels.values_mut())
+    {
+        t.window = scaled(t.window, speed, sec);
+        t.grace = scaled(t.grace, speed, Duration::ZERO);
+    }
+    let a = &mut config.alerts;
+    // Each evaluation reads as many spans whatever the speed; more than one a second would
+    // cost the collector its CPU on a small machine.
+    a.interval = scaled(a.interval, speed, Duration::from_secs(1));
+    a.lateness = scaled(a.lateness, speed, Duration::ZERO);
+    a.trace_quiet = scaled(a.trace_quiet, speed, Duration::from_millis(100));
+}
+
+/// The write token the demo drives the control API with: the first configured write token,
+/// else the one in `<data_dir>/api-token` (created if absent; `serve` then uses the same).
+///
+/// # Errors
+/// The token file cannot be read or created.
+fn write_token(config: &Config) -> Result<String, BoxError> {
+    if let Some(t) = config
+        .configured_tokens()
+        .into_iter()
+        .find(|t: &ApiToken| t.role == Role::Write)
+    {
+        return Ok(t.token);
+    }
+    let (_, token, _) = dyeline_control::auth::ensure_token_file(&config.data_dir)
+        .map_err(|e| format!("API token file in {}: {e}", config.data_dir.display()))?;
+    Ok(token)
+}
+
+/// Runs the demo.
+///
+/// # Errors
+/// The server cannot start (a port in use, a data directory that cannot be opened), the
+/// fleet cannot start, or a scripted control write fails.
+pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> {
+    scale_for_speed(&mut config, opts.speed);
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| format!("creating {}: {e}", config.data_dir.display()))?;
+    let data_dir = config.data_dir.clone();
+    let token = write_token(&config)?;
+    let window = config.analyzer.defaults.window;
+    let grace = config.analyzer.defaults.grace;
+    let (bound_tx, bound_rx) = oneshot::channel::<Bound>();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(serve::serve(
+        config,
+        async {
+            let _ = stop_rx.await;
+        },
+        move |b| {
+            let _ = bound_tx.send(*b);
+        },
+    ));
+    let Ok(bound) = bound_rx.await else {
+        return match server.await? {
+            Err(e) => Err(e),
+            Ok(()) => Err("the server stopped before binding its ports".into()),
+        };
+    };
+    println!("{bound}");
+    println!("dashboard: http://{}/", bound.api);
+    println!("API token: {token}");
+    println!("data dir: {}", data_dir.display());
+    let result = drive(&bound, &token, &opts, window).await;
+    let _ = stop_tx.send(());
+    let served = server.await?;
+    if opts.temporary_data_dir {
+        let _ = std::fs::remove_dir_all(&data_dir);
+    } else {
+        let env = if opts.speed == 1.0 {
+            String::new()
+        } else {
+            format!(
+                "DYELINE_ANALYZER__DEFAULTS__WINDOW={}ms DYELINE_ANALYZER__DEFAULTS__GRACE={}ms ",
+                window.as_millis(),
+                grace.as_millis()
+            )
+        };
+        println!(
+            "demo: stopped; post-mortem with the same windows: {env}dyeline analyze --data-dir {0}  (or {env}dyeline serve --data-dir {0})",
+            data_dir.display()
+        );
+    }
+    served?;
+    result
+}
+
+/// Starts the fleet and the script; returns when the run is over, after the fleet's spans
+/// were flushed to the collector.
+async fn drive(
+    bound: &Bound,
+    token: &str,
+    opts: &DemoOptions,
+    window: Duration,
+) -> Result<(), BoxError> {
+    let base = format!("http://{}", bound.api);
+    let writer = ControlWriter::new(&base, token);
+    writer.setup().await?;
+    let fleet = Arc::new(
+        Fleet::start(FleetConfig {
+            collector_grpc: bound.otlp_grpc,
+            control: base.clone(),
+            token: Some(token.to_owned()),
+            speed: opts.speed,
+            rate: RATE_PER_SEC,
+            faults: opts.faults,
+        })
+        .await?,
+    );
+    let faults = opts.faults.enabled();
+    println!("demo: fleet up: {}", fleet.summary());
+    println!(
+        "demo: faults: {}; speed {}: {:.0} requests/s, analyzer window {:?}; the script takes {:.0} s",
+        if faults.is_empty() {
+            "none".to_owned()
+        } else {
+            faults.join(", ")
+        },
+        opts.speed,
+        RATE_PER_SEC * opts.speed,
+        window,
+        PLAN_SECS / opts.speed
+    );
+    fleet.spawn_load(MAX_INFLIGHT);
+    let (script_stop_tx, script_stop_rx) = watch::channel(false);
+    let script_run = script::run(&fleet, &writer, opts.speed, script_stop_rx);
+    tokio::pin!(script_run);
+    let signal = serve::shutdown_signal();
+    tokio::pin!(signal);
+    let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
+    let never = tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 86_400);
+    let mut script_done = false;
+    let mut result = Ok(());
+    loop {
+        tokio::select! {
+            r = &mut script_run, if !script_done => {
+                script_done = true;
+                match r {
+                    Ok(_) => println!("demo: script finished"),
+                    Err(e) => {
+                        result = Err(e.into());
+                        break;
+                    }
+                }
+                if deadline.is_none() {
+                    break;
+                }
+            }
+            _ = &mut signal => {
+                println!("demo: interrupted; flushing");
+                break;
+            }
+            _ = tokio::time::sleep_until(deadline.unwrap_or(never)), if deadline.is_some() => {
+                println!("demo: --duration reached; flushing");
+                break;
+            }
+        }
+    }
+    let _ = script_stop_tx.send(true);
+    fleet.shutdown().await;
+    let dropped = fleet.dropped_messages();
+    if dropped > 0 {
+        println!("demo: {dropped} MQ messages found no running consumer");
+    }
+    result
+}
+
+/// `--data-dir` given (flag, file or environment) or a temporary one.
+pub fn is_temporary(config: &Config, defaults: &Config) -> bool {
+    config.data_dir == defaults.data_dir
+}
