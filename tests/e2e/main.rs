@@ -8,6 +8,7 @@ mod bad_input;
 mod cases;
 mod control;
 mod dashboard;
+mod demo;
 mod durability;
 mod fixtures;
 mod otlp_python;

@@ -1,0 +1,275 @@
+//! `dyeline demo` end to end (issue 6): the real binary runs the server, the simulated fleet
+//! (real OpenTelemetry SDKs exporting OTLP/gRPC, real HTTP between instances) and the
+//! scripted release at `--speed 5` (the ten-minute release in two minutes). With every fault on,
+//! each fault must produce its finding (`GET /api/v1/findings`) and its live alert
+//! (`GET /api/v1/alerts`); with `--faults none`, none of the six detections may fire. After a
+//! clean stop, `dyeline analyze` on the data directory finds the same (the store was
+//! flushed).
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::dyeline_bin;
+use crate::util::*;
+
+const SPEED: &str = "5";
+/// The script takes 600 s / speed; the run lasts a little longer so the API can be read
+/// after the script's last step.
+const DURATION: &str = "150s";
+/// The analyzer window and grace at that speed, for the offline post-mortem.
+const WINDOW: &str = "12s";
+const GRACE: &str = "2s";
+
+/// One demo at a time: two fleets at once on a small machine would not keep up, and the
+/// windows would hold fewer requests than the detections need.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+struct Demo {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    api: String,
+    token: String,
+    /// Unix ns shortly before the start.
+    started: u128,
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Demo {
+    fn start(data_dir: &std::path::Path, faults: &str) -> Demo {
+        let mut child = Command::new(dyeline_bin())
+            .args([
+                "demo",
+                "--speed",
+                SPEED,
+                "--duration",
+                DURATION,
+                "--faults",
+                faults,
+            ])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env("DYELINE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn dyeline demo");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                eprintln!("[demo {}] {line}", std::process::id());
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut demo = Demo {
+            child,
+            lines,
+            api: String::new(),
+            token: String::new(),
+            started: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970")
+                .as_nanos()
+                - 10_000_000_000,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while demo.api.is_empty() || demo.token.is_empty() {
+            let line = demo
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("the demo prints its addresses and token");
+            if let Some(a) = line.split_whitespace().find_map(|w| w.strip_prefix("api=")) {
+                demo.api = a.to_owned();
+            }
+            if let Some(t) = line.strip_prefix("API token: ") {
+                demo.token = t.trim().to_owned();
+            }
+        }
+        demo
+    }
+
+    fn get(&self, path: &str) -> Value {
+        reqwest::blocking::Client::new()
+            .get(format!("http://{}{path}", self.api))
+            .bearer_auth(&self.token)
+            .timeout(Duration::from_secs(60))
+            .send()
+            .and_then(|r| r.error_for_status())
+            .and_then(|r| r.json())
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
+    /// Waits for the end of the script, collecting the `type` of every live alert seen.
+    fn wait_script(&mut self) -> BTreeSet<(String, String)> {
+        let mut alerts = BTreeSet::new();
+        let deadline = Instant::now() + Duration::from_secs(400);
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(2)) {
+                Ok(l) if l == "demo: script finished" => break,
+                Ok(_) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => panic!("the demo exited early"),
+            }
+            assert!(Instant::now() < deadline, "the script did not finish");
+            let v = self.get("/api/v1/alerts");
+            for a in v["alerts"].as_array().into_iter().flatten() {
+                let l = &a["labels"];
+                alerts.insert((
+                    l["type"].as_str().unwrap_or_default().to_owned(),
+                    l["kind"].as_str().unwrap_or_default().to_owned(),
+                ));
+            }
+        }
+        alerts
+    }
+
+    /// SIGTERM; the demo must flush and exit 0.
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                assert!(status.success(), "demo exited with {status}");
+                return;
+            }
+            assert!(Instant::now() < deadline, "the demo did not stop");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// (type, kind, cause) of each finding.
+fn kinds(findings: &[Value]) -> BTreeSet<(String, String, String)> {
+    findings
+        .iter()
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().unwrap_or_default().to_owned();
+            (s("type"), s("kind"), s("cause"))
+        })
+        .collect()
+}
+
+fn has(
+    set: &BTreeSet<(String, String, String)>,
+    ty: &str,
+    kind: Option<&str>,
+    cause: Option<&str>,
+) -> bool {
+    set.iter()
+        .any(|(t, k, c)| t == ty && kind.is_none_or(|x| x == k) && cause.is_none_or(|x| x == c))
+}
+
+/// The findings over the whole run, live.
+fn findings(demo: &Demo) -> Vec<Value> {
+    let v = demo.get(&format!("/api/v1/findings?from={}", demo.started));
+    v["findings"].as_array().cloned().unwrap_or_default()
+}
+
+/// `dyeline analyze --format json` on the stopped demo's data dir, as a list of findings
+/// typed like the API's.
+fn offline(data_dir: &std::path::Path) -> BTreeSet<(String, String, String)> {
+    let out = Command::new(dyeline_bin())
+        .args(["analyze", "--format", "json", "--data-dir"])
+        .arg(data_dir)
+        .env("DYELINE_LOG", "warn")
+        .env("DYELINE_ANALYZER__DEFAULTS__WINDOW", WINDOW)
+        .env("DYELINE_ANALYZER__DEFAULTS__GRACE", GRACE)
+        .output()
+        .expect("run dyeline analyze");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let mut items = Vec::new();
+    for (list, ty) in [
+        ("cross_color_hops", "cross_color_hop"),
+        ("missing_decisions", "missing_decision"),
+        ("drained_side", "drained_side"),
+        ("ratio_deviation", "ratio_deviation"),
+        ("instance_skew", "instance_skew"),
+        ("error_spike", "error_spike"),
+    ] {
+        for i in report[list].as_array().into_iter().flatten() {
+            let mut i = i.clone();
+            i["type"] = Value::from(ty);
+            items.push(i);
+        }
+    }
+    kinds(&items)
+}
+
+#[test]
+fn demo_with_every_fault_finds_each_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let mut demo = Demo::start(&data, "all");
+    let alerts = demo.wait_script();
+    let live = kinds(&findings(&demo));
+    demo.stop();
+    eprintln!("findings: {live:?}\nalerts: {alerts:?}");
+    // fault → the finding it must produce: (type, kind, cause).
+    let expected: [(&str, &str, Option<&str>, Option<&str>); 7] = [
+        ("legacy-hop", "cross_color_hop", None, None),
+        ("legacy-hop", "missing_decision", None, None),
+        ("error-spike", "error_spike", Some("RPC"), None),
+        ("instance-skew", "instance_skew", Some("RPC"), None),
+        ("job-left-running", "drained_side", Some("JOB"), None),
+        ("consumers-not-stopped", "drained_side", Some("MQ"), None),
+        (
+            "unequal-clusters",
+            "ratio_deviation",
+            Some("RPC"),
+            Some("unequal_cluster_sizes"),
+        ),
+    ];
+    let post_mortem = offline(&data);
+    for (fault, ty, kind, cause) in expected {
+        assert!(
+            has(&live, ty, kind, cause),
+            "{fault}: no {ty} {kind:?} {cause:?} in {live:?}"
+        );
+        assert!(
+            alerts
+                .iter()
+                .any(|(t, k)| t == ty && kind.is_none_or(|x| x == k)),
+            "{fault}: no {ty} {kind:?} alert in {alerts:?}"
+        );
+        assert!(
+            has(&post_mortem, ty, kind, cause),
+            "{fault}: the post-mortem on the data dir lost {ty} {kind:?}: {post_mortem:?}"
+        );
+    }
+}
+
+#[test]
+fn demo_without_faults_finds_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let mut demo = Demo::start(&data, "none");
+    let alerts = demo.wait_script();
+    let live = findings(&demo);
+    demo.stop();
+    assert!(live.is_empty(), "findings without faults: {live:#?}");
+    assert!(alerts.is_empty(), "alerts without faults: {alerts:?}");
+}
