@@ -30,6 +30,8 @@ pub enum Action {
     Finish(&'static str),
     /// Deploy version 2 to one colour of the channel's apps.
     Deploy(&'static str, Color),
+    /// The script's end (nothing happens; the release is over).
+    End,
 }
 
 /// A step at a time after the script's start (speed 1), seconds.
@@ -70,7 +72,7 @@ pub const PLAN: [Step; 22] = [
     step(555.0, Action::Ratio("global", 30)),
     step(570.0, Action::Ratio("global", 0)),
     step(585.0, Action::Finish("global")),
-    step(600.0, Action::Ratio("end", 0)),
+    step(PLAN_SECS, Action::End),
 ];
 
 /// The script's length at speed 1, seconds.
@@ -194,7 +196,7 @@ impl ControlWriter {
                 format!("/api/v1/channels/{c}/ratio"),
                 Some(json!({ "blue_percent": r })),
             ),
-            Action::Deploy(..) => return Ok(()),
+            Action::Deploy(..) | Action::End => return Ok(()),
         };
         self.send(reqwest::Method::POST, &path, body).await?;
         Ok(())
@@ -207,6 +209,7 @@ fn describe(a: Action) -> String {
         Action::Finish(c) => format!("{c} finish"),
         Action::Ratio(c, r) => format!("{c} blue_percent {r}"),
         Action::Deploy(c, col) => format!("deploy {V2} to {c} {col}"),
+        Action::End => "end".to_owned(),
     }
 }
 
@@ -228,7 +231,7 @@ pub async fn run(
             _ = tokio::time::sleep_until(at.into()) => {}
             _ = stop.wait_for(|s| *s) => return Ok(false),
         }
-        if let Action::Ratio("end", _) = s.action {
+        if s.action == Action::End {
             break;
         }
         match s.action {
@@ -246,6 +249,7 @@ pub async fn run(
             Action::Start(_) | Action::Finish(_) | Action::Ratio(..) => {
                 fleet.quiesce(writer.apply(s.action)).await?;
             }
+            Action::End => {}
         }
         println!(
             "demo: t={:>6.1}s (speed-1 time {:>5.0}s) {}",
@@ -255,4 +259,50 @@ pub async fn run(
         );
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_is_a_well_formed_release_in_time_order() {
+        assert!(PLAN.windows(2).all(|w| w[0].at_secs < w[1].at_secs));
+        assert_eq!(PLAN.last().map(|s| s.action), Some(Action::End));
+        assert_eq!(PLAN.last().map(|s| s.at_secs), Some(PLAN_SECS));
+        for ch in ["trade", "pay", "global"] {
+            let ops: Vec<Action> = PLAN
+                .iter()
+                .map(|s| s.action)
+                .filter(|a| match a {
+                    Action::Start(c) | Action::Finish(c) | Action::Ratio(c, _) => *c == ch,
+                    _ => false,
+                })
+                .collect();
+            assert_eq!(ops.first(), Some(&Action::Start(ch)), "{ch}");
+            assert_eq!(ops.last(), Some(&Action::Finish(ch)), "{ch}");
+        }
+    }
+
+    /// Ratio deviation and error spikes are judged on whole windows inside one ratio: the
+    /// 50 % steps of `trade` (at start and after the blue deploy) last two 60 s windows.
+    #[test]
+    fn trade_holds_fifty_percent_for_two_windows_twice() {
+        let trade: Vec<(f64, Action)> = PLAN
+            .iter()
+            .filter(|s| match s.action {
+                Action::Start(c) | Action::Finish(c) | Action::Ratio(c, _) => c == "trade",
+                _ => false,
+            })
+            .map(|s| (s.at_secs, s.action))
+            .collect();
+        let long_fifties = trade
+            .windows(2)
+            .filter(|w| {
+                matches!(w[0].1, Action::Start(_) | Action::Ratio(_, 50))
+                    && w[1].0 - w[0].0 >= 120.0
+            })
+            .count();
+        assert!(long_fifties >= 2, "{trade:?}");
+    }
 }
