@@ -8,9 +8,12 @@ span of the capture (the pages' default for a capture), given explicitly. Two ca
 
 - warm: the data did not change since the previous request (the adapter's cached load of
   the range is reused; what a viewer sees between data changes);
-- cold: one new span is sent over OTLP/HTTP before each request, so the data version moves
-  and the page is rendered from a fresh scan and analysis of the whole range (what the first
-  viewer after each change pays).
+- changed: one new span is sent over OTLP/HTTP before each request, so the data version
+  moves: the page is answered from the range's previous snapshot while a fresh scan and
+  analysis runs in the background (what viewers see while data arrives);
+- fresh: each request asks for a range never seen before (its start one second earlier than
+  the last), so the page waits for a full scan and analysis of the range (what the first
+  viewer of a range pays; trace pages read their trace directly and have no such case).
 
 Usage: python3 bench/page_render.py [--profile bench-fast] [--n 30]
        [--capture ../shared/fixtures/analysis/release-walk]
@@ -95,14 +98,16 @@ def main():
             base + "/api/v1/sql",
             data=json.dumps({"sql": "SELECT count(*) AS n, max(start_time_unix_nano) AS newest FROM spans"}).encode(),
             headers={"content-type": "application/json"})).read())["rows"][0]
-        spans, newest = row["n"], int(row["newest"])
+        spans, newest = row[0], int(row[1])
         hits = json.loads(get(base + f"/api/v1/traces?hop=true&limit=1&from={newest - 3600 * 10**9}&to={newest + 1}")[2])
         trace = (hits.get("traces") or [{}])[0].get("trace_id")
         # An explicit range (the hour that ends at the capture's newest span, the pages'
         # default for a capture), so the probe spans sent "now" stay outside it.
-        rng = f"?from={newest + 1 - 3600 * 10**9}&to={newest + 1}"
+        frm, to = newest + 1 - 3600 * 10**9, newest + 1
+        rng = f"?from={frm}&to={to}"
         pages = [p + rng for p in ["/", "/channels/trade", "/traces"]] + (
             [f"/traces/{trace}"] if trace else [])
+        fresh_n = [0]
         seq = [0]
 
         def invalidate():
@@ -119,9 +124,17 @@ def main():
             for _ in range(args.n):
                 invalidate()
                 cold.append(get(base + page)[0])
+            fresh = []
+            if "?" in page:
+                for _ in range(max(3, args.n // 4)):
+                    fresh_n[0] += 1
+                    path = page.split("?")[0] + f"?from={frm - fresh_n[0] * 10**9}&to={to}"
+                    fresh.append(get(base + path)[0])
             results[page] = {
                 "warm_p50_ms": statistics.median(warm), "warm_p95_ms": p95(warm),
-                "cold_p50_ms": statistics.median(cold), "cold_p95_ms": p95(cold),
+                "changed_p50_ms": statistics.median(cold), "changed_p95_ms": p95(cold),
+                "fresh_p50_ms": statistics.median(fresh) if fresh else None,
+                "fresh_p95_ms": p95(fresh) if fresh else None,
             }
         out = {"date": datetime.date.today().isoformat(), "profile": args.profile,
                "capture": os.path.basename(os.path.normpath(args.capture)), "spans": spans,
@@ -130,10 +143,13 @@ def main():
         with open(path, "w") as f:
             json.dump(out, f, indent=2)
         print(f"{spans} spans ({out['capture']}), {args.n} requests per case, profile {args.profile}")
-        print(f"{'page':<48} {'warm p50':>9} {'warm p95':>9} {'cold p50':>9} {'cold p95':>9}")
+        print(f"{'page':<18} {'warm p50':>9} {'warm p95':>9} {'changed p50':>12} "
+              f"{'changed p95':>12} {'fresh p50':>10} {'fresh p95':>10}")
+        fmt = lambda v: f"{v:.1f}" if v is not None else "-"
         for page, r in results.items():
-            print(f"{page:<48} {r['warm_p50_ms']:>9.1f} {r['warm_p95_ms']:>9.1f} "
-                  f"{r['cold_p50_ms']:>9.1f} {r['cold_p95_ms']:>9.1f}")
+            print(f"{page.split('?')[0][:18]:<18} {fmt(r['warm_p50_ms']):>9} {fmt(r['warm_p95_ms']):>9} "
+                  f"{fmt(r['changed_p50_ms']):>12} {fmt(r['changed_p95_ms']):>12} "
+                  f"{fmt(r['fresh_p50_ms']):>10} {fmt(r['fresh_p95_ms']):>10}")
         print(f"written to {path}")
     finally:
         server.terminate()

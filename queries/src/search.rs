@@ -78,16 +78,21 @@ pub async fn search(
 /// As [`search`], over spans already loaded for `[q.from, q.to)` and the hops found in them
 /// (the dashboard reuses its snapshot's load and report).
 pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<TraceSummary> {
-    let mut hop_count: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    // Hops by numeric trace id: no string is made for a trace that is not shown.
+    let mut hop_count: std::collections::HashMap<u128, usize> = std::collections::HashMap::new();
     for h in hops {
-        *hop_count.entry(h.trace_id.clone()).or_default() += 1;
+        if let Ok(id) = u128::from_str_radix(&h.trace_id, 16) {
+            *hop_count.entry(id).or_default() += 1;
+        }
     }
     let channel_id = q.channel.as_deref().and_then(|c| spans.channels.get(c));
     let app_id = q.app.as_deref().and_then(|a| spans.apps.get(a));
     if (q.channel.is_some() && channel_id.is_none()) || (q.app.is_some() && app_id.is_none()) {
         return Vec::new();
     }
-    let mut out = Vec::new();
+    // Filter with cheap checks, keep (start, end, hops, trace) and build summaries only for
+    // the `limit` newest.
+    let mut hits: Vec<(i64, i64, usize, &[crate::analyze::load::SpanRec])> = Vec::new();
     for t in spans.traces() {
         if channel_id.is_some() && !t.iter().any(|s| s.channel == channel_id) {
             continue;
@@ -100,52 +105,50 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
         {
             continue;
         }
-        let error = t.iter().any(|s| s.is_error);
-        if q.error.is_some_and(|e| e != error) {
+        if q.error.is_some_and(|e| e != t.iter().any(|s| s.is_error)) {
             continue;
         }
-        let id = hex128(t[0].trace);
-        let n_hops = hop_count.get(&id).copied().unwrap_or(0);
+        let n_hops = hop_count.get(&t[0].trace).copied().unwrap_or(0);
         if q.hop.is_some_and(|h| h != (n_hops > 0)) {
             continue;
         }
         let start = t.iter().map(|s| s.start).min().unwrap_or(0);
         let end = t.iter().map(|s| s.end).max().unwrap_or(start);
-        let duration_ms = (end - start).max(0) as f64 / 1e6;
-        if q.min_duration_ms.is_some_and(|m| duration_ms < m) {
+        if q.min_duration_ms
+            .is_some_and(|m| ((end - start).max(0) as f64 / 1e6) < m)
+        {
             continue;
         }
-        let apps: BTreeSet<String> = t
-            .iter()
-            .map(|s| spans.apps.name(s.app).to_owned())
-            .collect();
-        let colors: BTreeSet<String> = t.iter().map(|s| s.color.as_str().to_owned()).collect();
-        let channels: BTreeSet<String> = t
-            .iter()
-            .filter_map(|s| s.channel)
-            .collect::<HashSet<u32>>()
-            .into_iter()
-            .map(|c| spans.channels.name(c).to_owned())
-            .collect();
-        out.push(TraceSummary {
-            trace_id: id,
-            start_unix_nano: start.to_string(),
-            duration_ms,
-            spans: t.len(),
-            apps: apps.into_iter().collect(),
-            colors: colors.into_iter().collect(),
-            channels: channels.into_iter().collect(),
-            error,
-            hops: n_hops,
-        });
+        hits.push((start, end, n_hops, t));
     }
-    out.sort_by(|a, b| {
-        b.start_unix_nano
-            .parse::<i64>()
-            .unwrap_or(0)
-            .cmp(&a.start_unix_nano.parse::<i64>().unwrap_or(0))
-            .then(a.trace_id.cmp(&b.trace_id))
-    });
-    out.truncate(q.limit.clamp(1, 1000));
-    out
+    // Newest first, ties by trace id (ascending).
+    hits.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.3[0].trace.cmp(&b.3[0].trace)));
+    hits.truncate(q.limit.clamp(1, 1000));
+    hits.into_iter()
+        .map(|(start, end, n_hops, t)| {
+            let apps: BTreeSet<String> = t
+                .iter()
+                .map(|s| spans.apps.name(s.app).to_owned())
+                .collect();
+            let colors: BTreeSet<String> = t.iter().map(|s| s.color.as_str().to_owned()).collect();
+            let channels: BTreeSet<String> = t
+                .iter()
+                .filter_map(|s| s.channel)
+                .collect::<HashSet<u32>>()
+                .into_iter()
+                .map(|c| spans.channels.name(c).to_owned())
+                .collect();
+            TraceSummary {
+                trace_id: hex128(t[0].trace),
+                start_unix_nano: start.to_string(),
+                duration_ms: (end - start).max(0) as f64 / 1e6,
+                spans: t.len(),
+                apps: apps.into_iter().collect(),
+                colors: colors.into_iter().collect(),
+                channels: channels.into_iter().collect(),
+                error: t.iter().any(|s| s.is_error),
+                hops: n_hops,
+            }
+        })
+        .collect()
 }

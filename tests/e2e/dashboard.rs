@@ -3,7 +3,7 @@
 //! start and a blue_percent change through the forms; the spike guard refusing an increase
 //! while a live error spike fires, then the override, recorded with the event. The same pages
 //! fetched without JavaScript (plain HTTP) carry the same numbers. Every page visited is
-//! written as a PNG to `target/e2e-screenshots/` (or `$DYELINE_SCREENSHOT_DIR`).
+//! written as a PNG to `target/e2e-screenshots/` (or `$E2E_SCREENSHOT_DIR`).
 //!
 //! Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them); `$CHROMIUM` and
 //! `$CHROMEDRIVER` override the paths.
@@ -34,7 +34,7 @@ fn free_port() -> u16 {
 }
 
 fn screenshot_dir() -> PathBuf {
-    let dir = std::env::var_os("DYELINE_SCREENSHOT_DIR")
+    let dir = std::env::var_os("E2E_SCREENSHOT_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target/e2e-screenshots"));
     std::fs::create_dir_all(&dir).expect("create the screenshot folder");
