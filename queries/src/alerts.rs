@@ -88,6 +88,23 @@ fn labels(kind: &str, pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, String
     l
 }
 
+/// One line for a ratio deviation (domain §6.4): observed blue share, requests, blue_percent,
+/// the gap against the tolerance in percentage points, and the cause when one is known. The
+/// alert's `summary` and the dashboard's finding row both use it.
+pub fn ratio_deviation_summary(d: &crate::analyze::RatioDeviation) -> String {
+    format!(
+        "blue share {:.1}% of {} requests vs blue_percent {}: gap {:.1} pp > tolerance {:.1} pp{}",
+        d.blue_share * 100.0,
+        d.requests,
+        d.blue_percent,
+        (d.blue_share * 100.0 - f64::from(d.blue_percent)).abs(),
+        d.tolerance * 100.0,
+        d.cause
+            .map(|c| format!(" (cause: {c})"))
+            .unwrap_or_default()
+    )
+}
+
 fn observations(report: &Report, config: &AnalyzerConfig) -> Vec<Observation> {
     let window = |ch: &str| config.for_channel(ch).window.as_nanos().max(1) as i64;
     let mut out: Vec<Observation> = Vec::new();
@@ -163,17 +180,14 @@ fn observations(report: &Report, config: &AnalyzerConfig) -> Vec<Observation> {
         out.push(Observation {
             labels: labels(
                 "ratio_deviation",
-                &[("channel", Some(&d.channel)), ("app", Some(&d.app)), ("color", Some(d.color)), ("kind", Some(d.kind))],
+                &[
+                    ("channel", Some(&d.channel)),
+                    ("app", Some(&d.app)),
+                    ("color", Some(d.color)),
+                    ("kind", Some(d.kind)),
+                ],
             ),
-            summary: format!(
-                "blue share {:.1}% of {} requests vs blue_percent {}: gap {:.1} pp > tolerance {:.1} pp{}",
-                d.blue_share * 100.0,
-                d.requests,
-                d.blue_percent,
-                (d.blue_share * 100.0 - f64::from(d.blue_percent)).abs(),
-                d.tolerance * 100.0,
-                d.cause.map(|c| format!(" (cause: {c})")).unwrap_or_default()
-            ),
+            summary: ratio_deviation_summary(d),
             window_end: d.window_end_unix_nano,
             exemplars: d.exemplar_trace_ids.clone(),
         });

@@ -13,7 +13,7 @@
 
 mod parts;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -57,7 +57,8 @@ struct Inner {
     state: Arc<ApiState>,
     rows_written: prometheus_client::metrics::counter::Counter,
     snapshots: Mutex<Vec<Arc<Snapshot>>>,
-    refreshing: Mutex<HashSet<(i64, i64)>>,
+    /// A background analysis is running.
+    refreshing: std::sync::atomic::AtomicBool,
     /// (data version, newest span start) of the last lookup.
     newest: Mutex<Option<(u64, Option<i64>)>>,
 }
@@ -79,7 +80,7 @@ impl DashboardAdapter {
                 state,
                 rows_written,
                 snapshots: Mutex::new(Vec::new()),
-                refreshing: Mutex::new(HashSet::new()),
+                refreshing: std::sync::atomic::AtomicBool::new(false),
                 newest: Mutex::new(None),
             }),
         }
@@ -136,20 +137,16 @@ impl Inner {
     fn refresh_later(self: &Arc<Self>, range: TimeRange) {
         // One background analysis at a time, whatever the range: a live range moves every
         // second, and analyses that overlap would only compete for the same cores.
-        let key = (range.from_unix_nano, range.to_unix_nano);
-        {
-            let mut running = self.refreshing.lock();
-            if !running.is_empty() {
-                return;
-            }
-            running.insert(key);
+        use std::sync::atomic::Ordering;
+        if self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
         }
         let me = Arc::clone(self);
         tokio::spawn(async move {
             if let Err(e) = me.make(range).await {
                 tracing::warn!(error = %e, "dashboard snapshot failed");
             }
-            me.refreshing.lock().remove(&key);
+            me.refreshing.store(false, Ordering::Release);
         });
     }
 

@@ -360,15 +360,7 @@ pub fn channel_parts(
             color: d.color.into(),
             kind: d.kind.into(),
             instance: None,
-            detail: format!(
-                "blue share {:.1}% of {} requests vs blue_percent {}: gap {:.1} pp > tolerance {:.1} pp{}",
-                d.blue_share * 100.0,
-                d.requests,
-                d.blue_percent,
-                (d.blue_share * 100.0 - f64::from(d.blue_percent)).abs(),
-                d.tolerance * 100.0,
-                d.cause.map(|c| format!(" (cause: {c})")).unwrap_or_default()
-            ),
+            detail: dyeline_queries::alerts::ratio_deviation_summary(d),
             window_start_unix_nano: d.window_start_unix_nano,
             trace_ids: d.exemplar_trace_ids.clone(),
         });
