@@ -30,6 +30,16 @@ pub const RATE_PER_SEC: f64 = 8.0;
 /// keep up).
 pub const MAX_INFLIGHT: i64 = 500;
 
+/// Name of the collector's runtime threads in `dyeline demo` (the fleet's are
+/// [`FLEET_THREAD_NAME`]); the store adds `dyeline-writer` and `dyeline-flusher`, the control
+/// plane's SQLite driver `sqlx-sqlite-worker-N`, the fleet's OpenTelemetry SDKs
+/// `OpenTelemetry.Traces.BatchProcessor`.
+pub const SERVE_THREAD_NAME: &str = "dyeline-serve";
+
+/// Name of the runtime threads the fleet, the load generator and the script run on in
+/// `dyeline demo`.
+pub const FLEET_THREAD_NAME: &str = "dyeline-fleet";
+
 /// What `dyeline demo` was asked for.
 #[derive(Clone, Debug)]
 pub struct DemoOptions {
@@ -119,7 +129,15 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
     let grace = config.analyzer.defaults.grace;
     let (bound_tx, bound_rx) = oneshot::channel::<Bound>();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let server = tokio::spawn(serve::serve(
+    // The collector runs on its own runtime, threads named `dyeline-serve`, so its share of
+    // the process's CPU can be told from the fleet's (`bench/demo_fleet.py` reads
+    // /proc/<pid>/task/*/stat by thread name).
+    let serve_runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name(SERVE_THREAD_NAME)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the collector's runtime: {e}"))?;
+    let server = serve_runtime.spawn(serve::serve(
         config,
         async {
             let _ = stop_rx.await;
@@ -141,6 +159,8 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
     let result = drive(&bound, &token, &opts, window).await;
     let _ = stop_tx.send(());
     let served = server.await?;
+    // `serve` returned: what is left are idle tasks; do not block the async caller on them.
+    serve_runtime.shutdown_background();
     if opts.temporary_data_dir {
         let _ = std::fs::remove_dir_all(&data_dir);
     } else {

@@ -223,10 +223,11 @@ fn main() -> ExitCode {
         "info"
     };
     init_logs(config.log_format, level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if matches!(cli.command, Command::Demo(_)) {
+        builder.thread_name(demo::FLEET_THREAD_NAME);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("dyeline: cannot start the runtime: {e}");
