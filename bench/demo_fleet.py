@@ -15,7 +15,8 @@ seconds measures, in the same process:
   store's `dyeline-writer` / `dyeline-flusher` and the control plane's `sqlx-sqlite-worker-N`
   threads are the collector's too; everything else (`dyeline-fleet` runtime threads, the
   SDKs' `OpenTelemetry.Traces.BatchProcessor` threads, the main thread) is the fleet's.
-  Threads that ended inside the window are not seen (their CPU is lost to both sides).
+  Threads that ended inside the window are not seen (their CPU is lost to both sides);
+- the process's resident memory at the end of the window (collector and fleet together).
 
 "Full speed" is the highest speed that kept up; the fleet and the collector share this
 machine's cores, so the figure is the whole simulated system's throughput on it.
@@ -108,6 +109,11 @@ def run_speed(exe, speed, warmup, measure):
     s0, c0, t0 = accepted(api), thread_cpu(proc.pid), time.monotonic()
     time.sleep(measure)
     s1, c1, t1 = accepted(api), thread_cpu(proc.pid), time.monotonic()
+    rss_mb = None
+    with open(f"/proc/{proc.pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss_mb = round(int(line.split()[1]) / 1024, 1)
     phase["measuring"] = False
     proc.wait(timeout=300)
     elapsed = t1 - t0
@@ -129,6 +135,7 @@ def run_speed(exe, speed, warmup, measure):
         "collector_cpu_cores": round(collector / elapsed, 3),
         "collector_cpu_share": round(collector / total, 3) if total else None,
         "cpu_seconds_by_thread": dict(sorted(by_name.items(), key=lambda kv: -kv[1])),
+        "rss_mb_at_end": rss_mb,
         "measure_s": round(elapsed, 1),
         "exit_code": proc.returncode,
     }

@@ -16,8 +16,10 @@ span of the capture (the pages' default for a capture), given explicitly. Two ca
   viewer of a range pays; trace pages read their trace directly and have no such case).
 
 Usage: python3 bench/page_render.py [--profile bench-fast] [--n 30]
-       [--capture ../shared/fixtures/analysis/release-walk]
-Writes bench/results/page-render-<date>.json and prints a table.
+       [--capture ../shared/fixtures/analysis/release-walk | --data-dir DIR] [--label NAME]
+--data-dir serves a copy of an existing data dir (e.g. one hour of `dyeline demo --speed 1
+--duration 60m --data-dir DIR`) instead of importing a capture.
+Writes bench/results/page-render[-<label>]-<date>.json and prints a table.
 """
 
 import argparse
@@ -25,6 +27,7 @@ import datetime
 import glob
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -73,13 +76,20 @@ def main():
     ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")))
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--capture", default=os.path.join(ROOT, "..", "shared", "fixtures", "analysis", "release-walk"))
+    ap.add_argument("--data-dir", help="serve a copy of this data dir instead of importing --capture")
+    ap.add_argument("--label", default="", help="added to the results file name")
     args = ap.parse_args()
     exe = os.path.join(args.target_dir, args.profile, "dyeline")
     data = tempfile.mkdtemp(prefix="dyeline-render-")
-    files = sorted(glob.glob(os.path.join(args.capture, "*.jsonl*")))
-    subprocess.run([exe, "import", "--data-dir", data, "--timeline",
-                    os.path.join(args.capture, "timeline.json")] + files,
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if args.data_dir:
+        shutil.copytree(args.data_dir, data, dirs_exist_ok=True)
+        source = "data dir " + os.path.basename(os.path.normpath(args.data_dir))
+    else:
+        files = sorted(glob.glob(os.path.join(args.capture, "*.jsonl*")))
+        subprocess.run([exe, "import", "--data-dir", data, "--timeline",
+                        os.path.join(args.capture, "timeline.json")] + files,
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        source = os.path.basename(os.path.normpath(args.capture))
     api, grpc, http = free_port(), free_port(), free_port()
     server = subprocess.Popen([exe, "serve", "--data-dir", data,
                                "--api-addr", f"127.0.0.1:{api}",
@@ -96,9 +106,9 @@ def main():
                 time.sleep(0.1)
         row = json.loads(urllib.request.urlopen(urllib.request.Request(
             base + "/api/v1/sql",
-            data=json.dumps({"sql": "SELECT count(*) AS n, max(start_time_unix_nano) AS newest FROM spans"}).encode(),
+            data=json.dumps({"sql": "SELECT count(*) AS n, max(start_time_unix_nano) AS newest, min(start_time_unix_nano) AS oldest FROM spans"}).encode(),
             headers={"content-type": "application/json"})).read())["rows"][0]
-        spans, newest = row[0], int(row[1])
+        spans, newest, oldest = row[0], int(row[1]), int(row[2])
         hits = json.loads(get(base + f"/api/v1/traces?hop=true&limit=1&from={newest - 3600 * 10**9}&to={newest + 1}")[2])
         trace = (hits.get("traces") or [{}])[0].get("trace_id")
         # An explicit range (the hour that ends at the capture's newest span, the pages'
@@ -137,9 +147,11 @@ def main():
                 "fresh_p95_ms": p95(fresh) if fresh else None,
             }
         out = {"date": datetime.date.today().isoformat(), "profile": args.profile,
-               "capture": os.path.basename(os.path.normpath(args.capture)), "spans": spans,
+               "capture": source, "spans": spans,
+               "hours_of_data": round((newest - oldest) / 3600e9, 3),
                "requests_per_case": args.n, "target_p95_ms": 200, "pages": results}
-        path = os.path.join(ROOT, "bench", "results", f"page-render-{out['date']}.json")
+        label = f"-{args.label}" if args.label else ""
+        path = os.path.join(ROOT, "bench", "results", f"page-render{label}-{out['date']}.json")
         with open(path, "w") as f:
             json.dump(out, f, indent=2)
         print(f"{spans} spans ({out['capture']}), {args.n} requests per case, profile {args.profile}")
@@ -154,6 +166,7 @@ def main():
     finally:
         server.terminate()
         server.wait(timeout=60)
+        shutil.rmtree(data, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,9 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use datafusion::prelude::SessionContext;
 use dyeline_control::Timeline;
-use futures::StreamExt;
 use serde::Serialize;
 
-use crate::analyze::load::load_trace;
+use crate::analyze::load::{LOAD_COLUMN_COUNT, LOAD_COLUMNS, Loader};
 use crate::analyze::{AnalyzerConfig, CrossColorHop, MissingDecision, report};
 use crate::sql::SqlError;
 
@@ -98,33 +97,37 @@ pub async fn trace(
     trace_id: &str,
 ) -> Result<Option<TraceView>, SqlError> {
     let id = normalize_trace_id(trace_id)?;
-    let spans = load_trace(ctx, timeline, &id).await?;
+    // One scan: the analyzer's columns (for the hop and missing-decision marks) then the
+    // ones the tree shows.
+    let sql = format!(
+        "SELECT {LOAD_COLUMNS}, name, host_name, duration_ns, status_code FROM spans \
+         WHERE trace_id = '{id}'"
+    );
+    let batches = ctx
+        .sql(&sql)
+        .await
+        .map_err(|e| SqlError::Internal(e.to_string()))?
+        .collect()
+        .await
+        .map_err(|e| SqlError::Internal(e.to_string()))?;
+    let mut loader = Loader::default();
+    for b in &batches {
+        loader.push(b)?;
+    }
+    let spans = loader.finish(timeline);
     if spans.spans.is_empty() {
         return Ok(None);
     }
     let r = report(&spans, config, false);
-    let sql = format!(
-        "SELECT span_id, parent_span_id, name, span_kind, traffic_kind, service_name, instance_id, \
-         host_name, color, start_time_unix_nano, duration_ns, status_code, is_error, decisions \
-         FROM spans WHERE trace_id = '{id}'"
-    );
-    let df = ctx
-        .sql(&sql)
-        .await
-        .map_err(|e| SqlError::Internal(e.to_string()))?;
-    let mut stream = df
-        .execute_stream()
-        .await
-        .map_err(|e| SqlError::Internal(e.to_string()))?;
     let mut nodes: Vec<SpanNode> = Vec::new();
-    while let Some(batch) = stream.next().await {
-        let b = batch.map_err(|e| SqlError::Internal(e.to_string()))?;
+    for b in &batches {
         let s = |i: usize| b.column(i).as_string::<i32>();
         let opt = |i: usize, r: usize| (!b.column(i).is_null(r)).then(|| s(i).value(r).to_owned());
+        let x = LOAD_COLUMN_COUNT;
         let start = b.column(9).as_primitive::<Int64Type>();
-        let dur = b.column(10).as_primitive::<Int64Type>();
-        let err = b.column(12).as_boolean();
-        let decisions = b.column(13).as_map();
+        let dur = b.column(x + 2).as_primitive::<Int64Type>();
+        let err = b.column(10).as_boolean();
+        let decisions = b.column(11).as_map();
         for r in 0..b.num_rows() {
             let mut d = BTreeMap::new();
             if !decisions.is_null(r) {
@@ -140,19 +143,19 @@ pub async fn trace(
                 }
             }
             nodes.push(SpanNode {
-                span_id: s(0).value(r).to_owned(),
-                parent_span_id: opt(1, r),
-                name: s(2).value(r).to_owned(),
-                span_kind: s(3).value(r).to_owned(),
-                traffic_kind: opt(4, r),
-                app: s(5).value(r).to_owned(),
-                instance: s(6).value(r).to_owned(),
-                host: opt(7, r),
-                color: s(8).value(r).to_owned(),
+                span_id: s(1).value(r).to_owned(),
+                parent_span_id: opt(2, r),
+                name: s(x).value(r).to_owned(),
+                span_kind: s(7).value(r).to_owned(),
+                traffic_kind: opt(8, r),
+                app: s(3).value(r).to_owned(),
+                instance: s(4).value(r).to_owned(),
+                host: opt(x + 1, r),
+                color: s(5).value(r).to_owned(),
                 decisions: d,
                 start_time_unix_nano: start.value(r).to_string(),
                 duration_ns: dur.value(r),
-                status_code: s(11).value(r).to_owned(),
+                status_code: s(x + 3).value(r).to_owned(),
                 is_error: err.value(r),
                 waiting_for_parent: false,
                 hops: Vec::new(),

@@ -3,7 +3,10 @@
 //! (trace_id, start_time_unix_nano): a trace's spans sit together, so its id repeats and its times
 //! are close; ids and times are written without dictionaries (they are nearly unique) and times
 //! with delta encoding. On the release-walk fixture that took the file from 48.6 to about 28 bytes
-//! per span (measured with `bench/src/bin/parquet_breakdown.rs`).
+//! per span (measured with `bench/src/bin/parquet_breakdown.rs`). Because of that order a lookup
+//! by trace id is cheap: `trace_id` carries a bloom filter (a file or row group without the id
+//! is skipped) and page-level min/max (only the page holding the id is read, of every column;
+//! pages hold at most [`DATA_PAGE_ROWS`] rows).
 //!
 //! The write time in the file name drives retention (files are deleted `retention` after they
 //! were written, whatever their span times, so an imported capture of old spans stays). Files are
@@ -111,12 +114,32 @@ pub fn list_files(spans_dir: &Path, clean: bool) -> io::Result<Vec<FileMeta>> {
     Ok(out)
 }
 
-fn writer_properties(zstd_level: i32) -> WriterProperties {
+/// Rows per data page at most: with the rows sorted by trace id, a lookup by trace id reads
+/// one page of each column instead of the whole row group.
+pub const DATA_PAGE_ROWS: usize = 8 * 1024;
+
+/// False-positive rate of the trace id bloom filter.
+pub const TRACE_ID_BLOOM_FPP: f64 = 0.01;
+
+/// Writer settings for a file of `traces` distinct trace ids.
+///
+/// Rows are sorted by trace id ([`sort_for_storage`]), so `trace_id` gets page-level min/max
+/// statistics (the column index) and a bloom filter sized for `traces` ids: a lookup by
+/// trace id skips the files and row groups whose filter says no, and within a row group
+/// reads only the pages whose range holds the id (DataFusion prunes with both). Other
+/// columns keep row-group statistics.
+fn writer_properties(zstd_level: i32, traces: u64) -> WriterProperties {
+    let trace = ColumnPath::from(col::TRACE_ID);
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(zstd_level).unwrap_or_default(),
         ))
         .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_column_statistics_enabled(trace.clone(), EnabledStatistics::Page)
+        .set_column_bloom_filter_enabled(trace.clone(), true)
+        .set_column_bloom_filter_fpp(trace.clone(), TRACE_ID_BLOOM_FPP)
+        .set_column_bloom_filter_max_ndv(trace, traces.max(1))
+        .set_data_page_row_count_limit(DATA_PAGE_ROWS)
         .set_max_row_group_row_count(Some(256 * 1024));
     for id in [col::TRACE_ID, col::SPAN_ID, col::PARENT_SPAN_ID] {
         b = b.set_column_dictionary_enabled(ColumnPath::from(id), false);
@@ -174,9 +197,10 @@ pub fn write_file(
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(name);
     let sorted = sort_for_storage(batch).map_err(io::Error::other)?;
+    let props = writer_properties(zstd_level, distinct_sorted(&sorted, col::TRACE_ID));
     let file = File::create(&tmp)?;
-    let mut w = ArrowWriter::try_new(file, sorted.schema(), Some(writer_properties(zstd_level)))
-        .map_err(io::Error::other)?;
+    let mut w =
+        ArrowWriter::try_new(file, sorted.schema(), Some(props)).map_err(io::Error::other)?;
     w.write(&sorted).map_err(io::Error::other)?;
     let file = w.into_inner().map_err(io::Error::other)?;
     file.sync_all()?;
@@ -190,6 +214,26 @@ pub fn write_file(
         written_unix_ms,
         size,
     })
+}
+
+/// Distinct values of string column `name` in `batch` sorted by it (runs of equal values);
+/// 0 when the column is missing or not a string.
+fn distinct_sorted(batch: &RecordBatch, name: &str) -> u64 {
+    let Some(c) = batch
+        .column_by_name(name)
+        .and_then(|c| c.as_string_opt::<i32>())
+    else {
+        return 0;
+    };
+    let mut n = 0u64;
+    let mut last: Option<Option<&str>> = None;
+    for v in c.iter() {
+        if last != Some(v) {
+            n += 1;
+            last = Some(v);
+        }
+    }
+    n
 }
 
 /// Reads (trace_id, span_id) of every row of `path` (for rebuilding the duplicate filter).
@@ -273,5 +317,90 @@ mod tests {
         assert_eq!(hour_dir_name(h), "hour=2025-01-01T12");
         assert_eq!(parse_hour_dir(&hour_dir_name(h)), Some(h));
         assert_eq!(hour_of(-1), -HOUR_NS);
+    }
+
+    /// A lookup by trace id can skip a file by its bloom filter and, within it, every page
+    /// of `trace_id` but one by the page index.
+    #[test]
+    fn files_carry_a_trace_id_bloom_filter_and_page_index() {
+        use arrow::array::{Int64Array, StringArray};
+        use arrow::datatypes::{DataType, Field, Schema};
+        use parquet::file::reader::{FileReader, RowGroupReader};
+        use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+
+        let rows = 3 * DATA_PAGE_ROWS;
+        // 10 spans per trace, rows in a scrambled order (the writer sorts them).
+        let trace = |t: usize| format!("{:032x}", (t as u128).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let order: Vec<usize> = (0..rows).map(|i| (i * 7919) % rows).collect();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(col::TRACE_ID, DataType::Utf8, false),
+            Field::new(col::SPAN_ID, DataType::Utf8, false),
+            Field::new(col::START_TIME_UNIX_NANO, DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from_iter_values(
+                    order.iter().map(|&i| trace(i / 10)),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    order.iter().map(|&i| format!("{i:016x}")),
+                )),
+                Arc::new(Int64Array::from_iter_values(
+                    order.iter().map(|&i| i as i64),
+                )),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            distinct_sorted(&sort_for_storage(&batch).unwrap(), col::TRACE_ID),
+            rows.div_ceil(10) as u64
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let meta = write_file(dir.path(), 0, &batch, 1, 1, 3).unwrap();
+        let options = ReadOptionsBuilder::new()
+            .with_page_index()
+            .with_reader_properties(
+                parquet::file::properties::ReaderProperties::builder()
+                    .set_read_bloom_filter(true)
+                    .build(),
+            )
+            .build();
+        let reader =
+            SerializedFileReader::new_with_options(File::open(&meta.path).unwrap(), options)
+                .unwrap();
+        assert_eq!(reader.metadata().num_row_groups(), 1);
+        let t = 0; // trace_id is the first column
+        let pages = &reader.metadata().offset_index().unwrap()[0][t];
+        assert_eq!(
+            pages.page_locations().len(),
+            3,
+            "one page per {DATA_PAGE_ROWS} rows"
+        );
+        let index = &reader.metadata().column_index().unwrap()[0][t];
+        assert!(
+            !matches!(
+                index,
+                parquet::file::page_index::column_index::ColumnIndexMetaData::NONE
+            ),
+            "trace_id has page min/max"
+        );
+        let rg = reader.get_row_group(0).unwrap();
+        let bloom = rg
+            .get_column_bloom_filter(t)
+            .expect("trace_id bloom filter");
+        for i in 0..rows.div_ceil(10) {
+            assert!(bloom.check(trace(i).as_str()), "present id {i} must pass");
+        }
+        let false_hits = (rows.div_ceil(10)..rows.div_ceil(10) + 10_000)
+            .filter(|&i| bloom.check(trace(i).as_str()))
+            .count();
+        // 1 % asked; allow 3 % over 10,000 absent ids.
+        assert!(false_hits < 300, "{false_hits} false positives of 10000");
+        // Columns without page statistics have no column index min/max.
+        assert!(matches!(
+            reader.metadata().column_index().unwrap()[0][2],
+            parquet::file::page_index::column_index::ColumnIndexMetaData::NONE
+        ));
     }
 }

@@ -17,7 +17,8 @@ use crate::sql::SqlError;
 /// Names interned as dense `u32` ids.
 #[derive(Debug, Default, Clone)]
 pub struct Interner {
-    map: HashMap<String, u32>,
+    /// foldhash: names are looked up once or more per span, SipHash showed in the load time.
+    map: HashMap<String, u32, foldhash::fast::RandomState>,
     names: Vec<String>,
 }
 
@@ -180,74 +181,30 @@ fn sql_err(e: impl std::fmt::Display) -> SqlError {
     SqlError::Internal(e.to_string())
 }
 
-/// Scans `spans` with `from <= start_time_unix_nano < to` and resolves each span's
-/// effective channel from `timeline`.
-///
-/// # Errors
-/// [`SqlError::Internal`] when the scan fails.
-pub async fn load(
-    ctx: &SessionContext,
-    timeline: &Timeline,
-    from: Option<i64>,
-    to: Option<i64>,
-) -> Result<Spans, SqlError> {
-    load_where(ctx, timeline, from, to, None).await
+/// The columns of `spans` the analyzer reads, in the order [`Loader::push`] expects them
+/// (a query may select more after them).
+pub const LOAD_COLUMNS: &str = "trace_id, span_id, parent_span_id, service_name, instance_id, \
+     color, color_rule, span_kind, traffic_kind, start_time_unix_nano, is_error, decisions, \
+     decision_source, malformed_pairs, conflicting_channels, end_time_unix_nano";
+
+/// Number of [`LOAD_COLUMNS`].
+pub const LOAD_COLUMN_COUNT: usize = 16;
+
+/// Turns record batches whose first columns are [`LOAD_COLUMNS`] into [`Spans`].
+#[derive(Default)]
+pub struct Loader {
+    out: Spans,
+    /// (instance, app, colour, colour rule) seen; rules interned in `rule_names`.
+    rules: std::collections::HashSet<(u32, u32, Color, u32), foldhash::fast::RandomState>,
+    rule_names: Interner,
 }
 
-/// As [`load`], only the spans of one trace (`trace_id`: 32 lower-case hex digits).
-///
-/// # Errors
-/// [`SqlError::Internal`] when the scan fails; [`SqlError::Syntax`] for a malformed id.
-pub async fn load_trace(
-    ctx: &SessionContext,
-    timeline: &Timeline,
-    trace_id: &str,
-) -> Result<Spans, SqlError> {
-    load_where(ctx, timeline, None, None, Some(trace_id)).await
-}
-
-async fn load_where(
-    ctx: &SessionContext,
-    timeline: &Timeline,
-    from: Option<i64>,
-    to: Option<i64>,
-    trace_id: Option<&str>,
-) -> Result<Spans, SqlError> {
-    let mut filter = Vec::new();
-    if let Some(t) = trace_id {
-        if t.len() != 32
-            || !t
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
-            return Err(SqlError::Syntax(format!(
-                "{t:?} is not a lower-case hex trace id"
-            )));
-        }
-        filter.push(format!("trace_id = '{t}'"));
-    }
-    if let Some(f) = from {
-        filter.push(format!("start_time_unix_nano >= {f}"));
-    }
-    if let Some(t) = to {
-        filter.push(format!("start_time_unix_nano < {t}"));
-    }
-    let where_clause = if filter.is_empty() {
-        String::new()
-    } else {
-        format!("WHERE {}", filter.join(" AND "))
-    };
-    let sql = format!(
-        "SELECT trace_id, span_id, parent_span_id, service_name, instance_id, color, color_rule, \
-         span_kind, traffic_kind, start_time_unix_nano, is_error, decisions, decision_source, \
-         malformed_pairs, conflicting_channels, end_time_unix_nano FROM spans {where_clause}"
-    );
-    let df = ctx.sql(&sql).await.map_err(sql_err)?;
-    let mut stream = df.execute_stream().await.map_err(sql_err)?;
-    let mut out = Spans::default();
-    let mut rules: HashMap<(u32, u32, Color, String), ()> = HashMap::new();
-    while let Some(batch) = stream.next().await {
-        let batch = batch.map_err(sql_err)?;
+impl Loader {
+    /// Adds the rows of `batch` (rows with a trace or span id that is not hex are skipped).
+    ///
+    /// # Errors
+    /// [`SqlError::Internal`] when a column has an unexpected type.
+    pub fn push(&mut self, batch: &arrow::array::RecordBatch) -> Result<(), SqlError> {
         let s = |i: usize| batch.column(i).as_any().downcast_ref::<StringArray>();
         let cols = (s(0), s(1), s(2), s(3), s(4), s(5), s(6), s(7), s(8));
         let (
@@ -299,6 +256,20 @@ async fn load_where(
             .as_any()
             .downcast_ref::<Int64Array>()
             .ok_or_else(|| sql_err("end type"))?;
+        // Map and list entries are read through their offsets into the child arrays: taking
+        // `value(i)` builds a sliced array per row, which cost more than the rest of the row.
+        let dec_offsets = decisions.value_offsets();
+        let (Some(dec_keys), Some(dec_vals)) = (
+            decisions.keys().as_string_opt::<i32>(),
+            decisions.values().as_string_opt::<i32>(),
+        ) else {
+            return Err(sql_err("decisions entry types"));
+        };
+        let conf_offsets = conflicting.value_offsets();
+        let conf_vals = conflicting
+            .values()
+            .as_string_opt::<i32>()
+            .ok_or_else(|| sql_err("conflicting_channels item type"))?;
         for i in 0..batch.num_rows() {
             let (Ok(t), Ok(sp)) = (
                 u128::from_str_radix(trace.value(i), 16),
@@ -313,17 +284,16 @@ async fn load_where(
                     .ok()
                     .filter(|p| *p != 0)
             };
-            let app_id = out.apps.intern(app.value(i));
-            let inst_id = out.instances.intern(inst.value(i));
+            let app_id = self.out.apps.intern(app.value(i));
+            let inst_id = self.out.instances.intern(inst.value(i));
             let col = parse_color(color.value(i));
             let rule_text = if rule.is_null(i) {
                 "none"
             } else {
                 rule.value(i)
             };
-            rules
-                .entry((inst_id, app_id, col, rule_text.to_owned()))
-                .or_insert(());
+            let rule_id = self.rule_names.intern(rule_text);
+            self.rules.insert((inst_id, app_id, col, rule_id));
             let k = match kind.value(i) {
                 "SERVER" => Kind::Server,
                 "CONSUMER" => Kind::Consumer,
@@ -341,39 +311,34 @@ async fn load_where(
             };
             let mut decs = Vec::new();
             if !decisions.is_null(i) {
-                let entry = decisions.value(i);
-                let keys = entry.column(0).as_string::<i32>();
-                let vals = entry.column(1).as_string::<i32>();
-                for j in 0..entry.len() {
-                    if vals.is_null(j) {
+                for j in dec_offsets[i] as usize..dec_offsets[i + 1] as usize {
+                    if dec_vals.is_null(j) {
                         continue;
                     }
-                    let c = parse_color(vals.value(j));
+                    let c = parse_color(dec_vals.value(j));
                     if c != Color::Unknown {
-                        decs.push((out.channels.intern(keys.value(j)), c));
+                        decs.push((self.out.channels.intern(dec_keys.value(j)), c));
                     }
                 }
             }
-            let index = out.spans.len();
+            let index = self.out.spans.len();
             if !source.is_null(i) {
                 let conf: Vec<String> = if conflicting.is_null(i) {
                     Vec::new()
                 } else {
-                    let l = conflicting.value(i);
-                    let l = l.as_string::<i32>();
-                    (0..l.len())
-                        .filter(|j| !l.is_null(*j))
-                        .map(|j| l.value(j).to_owned())
+                    (conf_offsets[i] as usize..conf_offsets[i + 1] as usize)
+                        .filter(|j| !conf_vals.is_null(*j))
+                        .map(|j| conf_vals.value(j).to_owned())
                         .collect()
                 };
-                out.decision_recs.push(DecisionRec {
+                self.out.decision_recs.push(DecisionRec {
                     index,
                     source: source.value(i).to_owned(),
                     malformed_pairs: malformed.value(i),
                     conflicting: conf,
                 });
             }
-            out.spans.push(SpanRec {
+            self.out.spans.push(SpanRec {
                 trace: t,
                 span: sp,
                 parent: parent_id,
@@ -392,21 +357,83 @@ async fn load_where(
                 until: i64::MAX,
             });
         }
+        Ok(())
     }
-    let mut inst: Vec<(String, String, Color, String)> = rules
-        .into_keys()
-        .map(|(i, a, c, r)| {
-            (
-                out.instances.name(i).to_owned(),
-                out.apps.name(a).to_owned(),
-                c,
-                r,
-            )
-        })
-        .collect();
-    inst.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    out.instance_rules = inst;
-    resolve(&mut out, timeline);
+
+    /// The spans, with each one's effective channel resolved from `timeline` and sorted by
+    /// trace ([`resolve`]).
+    pub fn finish(self, timeline: &Timeline) -> Spans {
+        let Self {
+            mut out,
+            rules,
+            rule_names,
+        } = self;
+        let mut inst: Vec<(String, String, Color, String)> = rules
+            .into_iter()
+            .map(|(i, a, c, r)| {
+                (
+                    out.instances.name(i).to_owned(),
+                    out.apps.name(a).to_owned(),
+                    c,
+                    rule_names.name(r).to_owned(),
+                )
+            })
+            .collect();
+        // A total order: an instance seen with two colours or rules lists them the same way
+        // every run.
+        inst.sort_by(|a, b| {
+            (&a.0, &a.1, a.2.as_str(), &a.3).cmp(&(&b.0, &b.1, b.2.as_str(), &b.3))
+        });
+        out.instance_rules = inst;
+        resolve(&mut out, timeline);
+        out
+    }
+}
+
+/// Scans `spans` with `from <= start_time_unix_nano < to` and resolves each span's
+/// effective channel from `timeline`.
+///
+/// # Errors
+/// [`SqlError::Internal`] when the scan fails.
+pub async fn load(
+    ctx: &SessionContext,
+    timeline: &Timeline,
+    from: Option<i64>,
+    to: Option<i64>,
+) -> Result<Spans, SqlError> {
+    let mut filter = Vec::new();
+    if let Some(f) = from {
+        filter.push(format!("start_time_unix_nano >= {f}"));
+    }
+    if let Some(t) = to {
+        filter.push(format!("start_time_unix_nano < {t}"));
+    }
+    let where_clause = if filter.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", filter.join(" AND "))
+    };
+    let sql = format!("SELECT {LOAD_COLUMNS} FROM spans {where_clause}");
+    let started = std::time::Instant::now();
+    let df = ctx.sql(&sql).await.map_err(sql_err)?;
+    let mut stream = df.execute_stream().await.map_err(sql_err)?;
+    let mut loader = Loader::default();
+    let mut converting = std::time::Duration::ZERO;
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(sql_err)?;
+        let convert_started = std::time::Instant::now();
+        loader.push(&batch)?;
+        converting += convert_started.elapsed();
+    }
+    let scanned = started.elapsed();
+    let out = loader.finish(timeline);
+    tracing::debug!(
+        spans = out.spans.len(),
+        scan_ms = (scanned - converting).as_secs_f64() * 1e3,
+        convert_ms = converting.as_secs_f64() * 1e3,
+        resolve_ms = (started.elapsed() - scanned).as_secs_f64() * 1e3,
+        "load"
+    );
     Ok(out)
 }
 
@@ -442,8 +469,16 @@ pub fn resolve(out: &mut Spans, timeline: &Timeline) {
         s.until = c.get(n).map_or(i64::MAX, |x| x.0);
     }
     // Sort by trace, keeping decision indexes valid.
-    let mut order: Vec<usize> = (0..out.spans.len()).collect();
-    order.sort_by_key(|&i| (out.spans[i].trace, out.spans[i].start, out.spans[i].span));
+    // The keys sorted side by side (not through the records: that is a cache miss per
+    // comparison); the index breaks ties so the order is total and the sort can be unstable.
+    let mut keys: Vec<(u128, i64, u64, usize)> = out
+        .spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.trace, s.start, s.span, i))
+        .collect();
+    keys.sort_unstable();
+    let order: Vec<usize> = keys.into_iter().map(|k| k.3).collect();
     let mut new_index = vec![0usize; order.len()];
     for (new, &old) in order.iter().enumerate() {
         new_index[old] = new;

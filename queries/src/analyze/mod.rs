@@ -391,8 +391,17 @@ pub async fn analyze(
     to: Option<i64>,
     with_decisions: bool,
 ) -> Result<Report, SqlError> {
+    let started = std::time::Instant::now();
     let spans = load::load(ctx, timeline, from, to).await?;
-    Ok(report(&spans, config, with_decisions))
+    let loaded = started.elapsed();
+    let r = report(&spans, config, with_decisions);
+    tracing::debug!(
+        spans = spans.spans.len(),
+        load_ms = loaded.as_secs_f64() * 1e3,
+        report_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
+        "analysis"
+    );
+    Ok(r)
 }
 
 /// The report of already loaded spans.
@@ -459,7 +468,9 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
     if with_decisions {
         r.decisions = Some(decisions);
     }
+    let t = std::time::Instant::now();
     traces::find(spans, &mut r.cross_color_hops, &mut r.missing_decisions);
+    let traces_done = t.elapsed();
     // In time order, for people and stable output.
     r.cross_color_hops.sort_by(|a, b| {
         (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
@@ -474,6 +485,11 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
         &mut r.ratio_deviation,
         &mut r.instance_skew,
         &mut r.error_spike,
+    );
+    tracing::debug!(
+        traces_ms = traces_done.as_secs_f64() * 1e3,
+        windows_ms = (t.elapsed() - traces_done).as_secs_f64() * 1e3,
+        "detections"
     );
     r
 }
