@@ -11,7 +11,7 @@ use datafusion::prelude::SessionContext;
 use dyeline_control::Timeline;
 use serde::Serialize;
 
-use crate::analyze::load::{LOAD_COLUMN_COUNT, LOAD_COLUMNS, Loader};
+use crate::analyze::load::{LOAD_COLUMN_COUNT, Loader, load_columns_sql};
 use crate::analyze::{AnalyzerConfig, CrossColorHop, MissingDecision, report};
 use crate::sql::SqlError;
 
@@ -100,8 +100,8 @@ pub async fn trace(
     // One scan: the analyzer's columns (for the hop and missing-decision marks) then the
     // ones the tree shows.
     let sql = format!(
-        "SELECT {LOAD_COLUMNS}, name, host_name, duration_ns, status_code FROM spans \
-         WHERE trace_id = '{id}'"
+        "SELECT {}, name, host_name, duration_ns, status_code FROM spans WHERE trace_id = '{id}'",
+        load_columns_sql()
     );
     let batches = ctx
         .sql(&sql)

@@ -178,3 +178,123 @@ pub fn table(r: &Report) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use dyeline_queries::analyze::cache::{SpanCache, load_cached};
+    use dyeline_queries::analyze::load::{Spans, load};
+
+    use super::*;
+
+    /// Everything a report depends on, in an order that does not depend on interning order.
+    fn canonical(s: &Spans) -> Vec<String> {
+        let mut v: Vec<String> = s
+            .spans
+            .iter()
+            .map(|r| {
+                let mut d: Vec<String> = r
+                    .decisions
+                    .iter()
+                    .map(|(c, col)| format!("{}={}", s.channels.name(*c), col.as_str()))
+                    .collect();
+                d.sort();
+                format!(
+                    "{:032x} {:016x} {:?} {} {} {} {:?} {:?} {} {} {} {:?} {:?} {} {} {}",
+                    r.trace,
+                    r.span,
+                    r.parent,
+                    s.apps.name(r.app),
+                    s.instances.name(r.instance),
+                    r.color.as_str(),
+                    r.kind,
+                    r.traffic,
+                    r.start,
+                    r.end,
+                    r.is_error,
+                    d,
+                    r.channel.map(|c| s.channels.name(c).to_owned()),
+                    r.blue_percent,
+                    r.since,
+                    r.until
+                )
+            })
+            .collect();
+        for d in &s.decision_recs {
+            let r = &s.spans[d.index];
+            v.push(format!(
+                "rec {:016x} {} {} {:?}",
+                r.span, d.source, d.malformed_pairs, d.conflicting
+            ));
+        }
+        v.push(format!("{:?}", s.instance_rules));
+        v
+    }
+
+    /// The cached load (dashboard) returns what a scan returns, for the whole data and for a
+    /// sub-range, the first time (files read) and the second (files from the cache).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cached_load_equals_a_scan_of_release_small() {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/fixtures/analysis/release-small");
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: dir.path().join("data"),
+            ..Config::default()
+        };
+        crate::import::run(
+            config.clone(),
+            &[fixture.join("spans.jsonl")],
+            Some(&fixture.join("timeline.json")),
+        )
+        .await
+        .unwrap();
+        let mut sc = store_config(&config);
+        sc.read_only = true;
+        let store = tokio::task::spawn_blocking(move || Store::open(sc))
+            .await
+            .unwrap()
+            .unwrap();
+        let table = store.table();
+        let engine = SqlEngine::new(store.table()).unwrap();
+        let plane = ControlPlane::open_read_only(&config.data_dir)
+            .await
+            .unwrap();
+        let timeline = plane.timeline();
+        let cache = Arc::new(SpanCache::new(10_000_000));
+        let whole = load(engine.context(), &timeline, None, None).await.unwrap();
+        assert!(whole.spans.len() > 100, "{}", whole.spans.len());
+        assert_eq!(cache.held(), (0, 0));
+        let first = load_cached(&table, &cache, &timeline, None, None)
+            .await
+            .unwrap();
+        assert_eq!(canonical(&first), canonical(&whole));
+        let (files, held) = cache.held();
+        assert!(files >= 1 && held == whole.spans.len(), "{files} {held}");
+        let again = load_cached(&table, &cache, &timeline, None, None)
+            .await
+            .unwrap();
+        assert_eq!(canonical(&again), canonical(&whole));
+        // A sub-range: the middle third of the spans' starts.
+        let (min, max) = whole.spans.iter().fold((i64::MAX, i64::MIN), |(a, b), s| {
+            (a.min(s.start), b.max(s.start))
+        });
+        let (from, to) = (min + (max - min) / 3, min + 2 * (max - min) / 3);
+        let part = load(engine.context(), &timeline, Some(from), Some(to))
+            .await
+            .unwrap();
+        assert!(!part.spans.is_empty() && part.spans.len() < whole.spans.len());
+        let cached = load_cached(&table, &cache, &timeline, Some(from), Some(to))
+            .await
+            .unwrap();
+        assert_eq!(canonical(&cached), canonical(&part));
+        // A cache too small for every file still answers the same.
+        let tiny = Arc::new(SpanCache::new(1));
+        let small = load_cached(&table, &tiny, &timeline, None, None)
+            .await
+            .unwrap();
+        assert_eq!(canonical(&small), canonical(&whole));
+        assert!(tiny.held().0 <= 1);
+    }
+}

@@ -9,7 +9,9 @@
 //! the same length ending at most [`MAX_LAG_NS`] earlier (a live range moves every second),
 //! while a fresh snapshot is computed in the background (one at a time); pages say
 //! up to when their spans were analysed. Only a range never seen before is computed while
-//! the request waits.
+//! the request waits, and that reads through the analyzer's per-file cache
+//! ([`dyeline_queries::analyze::cache`]): only the files not read before and the memory
+//! segments are scanned.
 
 mod parts;
 
@@ -24,7 +26,8 @@ use dyeline_control::{ControlError, Timeline};
 use dyeline_model::Color;
 use dyeline_model::weights::count_aware_weights;
 use dyeline_queries::alerts::AlertState;
-use dyeline_queries::analyze::load::{Spans, load};
+use dyeline_queries::analyze::cache::{SpanCache, load_cached};
+use dyeline_queries::analyze::load::Spans;
 use dyeline_queries::analyze::{Report, report};
 use dyeline_queries::{SqlError, drilldown, search};
 use dyeline_ui::{
@@ -56,6 +59,8 @@ struct Snapshot {
 struct Inner {
     state: Arc<ApiState>,
     rows_written: prometheus_client::metrics::counter::Counter,
+    table: Arc<dyeline_store::table::SpansTable>,
+    cache: Arc<SpanCache>,
     snapshots: Mutex<Vec<Arc<Snapshot>>>,
     /// A background analysis is running.
     refreshing: std::sync::atomic::AtomicBool,
@@ -70,15 +75,19 @@ pub struct DashboardAdapter {
 
 impl DashboardAdapter {
     /// An adapter over `state`; `rows_written` is the store's rows-written counter (a
-    /// clone shares its value), part of the data version.
+    /// clone shares its value), part of the data version; `table` is the store's `spans`
+    /// table, read through a [`SpanCache`] of its files.
     pub fn new(
         state: Arc<ApiState>,
         rows_written: prometheus_client::metrics::counter::Counter,
+        table: Arc<dyeline_store::table::SpansTable>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 state,
                 rows_written,
+                table,
+                cache: Arc::new(SpanCache::default()),
                 snapshots: Mutex::new(Vec::new()),
                 refreshing: std::sync::atomic::AtomicBool::new(false),
                 newest: Mutex::new(None),
@@ -102,8 +111,9 @@ impl Inner {
         let version = self.data_version();
         let started = std::time::Instant::now();
         let timeline = self.state.plane.timeline();
-        let spans = load(
-            self.state.sql.context(),
+        let spans = load_cached(
+            &self.table,
+            &self.cache,
             &timeline,
             Some(range.from_unix_nano),
             Some(range.to_unix_nano),

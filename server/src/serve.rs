@@ -262,6 +262,7 @@ pub async fn serve(
         Arc::new(crate::dashboard::DashboardAdapter::new(
             Arc::clone(&api_state),
             store.metrics().rows_written.clone(),
+            store.table(),
         )),
         std::time::Duration::from_secs(1),
     );

@@ -325,7 +325,7 @@ mod tests {
     fn files_carry_a_trace_id_bloom_filter_and_page_index() {
         use arrow::array::{Int64Array, StringArray};
         use arrow::datatypes::{DataType, Field, Schema};
-        use parquet::file::reader::{FileReader, RowGroupReader};
+        use parquet::file::reader::FileReader;
         use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
 
         let rows = 3 * DATA_PAGE_ROWS;

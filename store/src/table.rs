@@ -80,6 +80,12 @@ impl SpansTable {
             schema: spans_schema(),
         }
     }
+
+    /// A consistent view of the store's memory segments and Parquet files, as a scan of this
+    /// table would see them now (for readers that cache per immutable file).
+    pub fn snapshot(&self) -> crate::Snapshot {
+        self.shared.snapshot()
+    }
 }
 
 /// Inclusive bounds on `start_time_unix_nano` implied by `filters` (a conjunction).

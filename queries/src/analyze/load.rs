@@ -182,20 +182,56 @@ fn sql_err(e: impl std::fmt::Display) -> SqlError {
 }
 
 /// The columns of `spans` the analyzer reads, in the order [`Loader::push`] expects them
-/// (a query may select more after them).
-pub const LOAD_COLUMNS: &str = "trace_id, span_id, parent_span_id, service_name, instance_id, \
-     color, color_rule, span_kind, traffic_kind, start_time_unix_nano, is_error, decisions, \
-     decision_source, malformed_pairs, conflicting_channels, end_time_unix_nano";
+/// (a batch may hold more after them).
+pub const LOAD_COLUMN_NAMES: [&str; 16] = [
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "service_name",
+    "instance_id",
+    "color",
+    "color_rule",
+    "span_kind",
+    "traffic_kind",
+    "start_time_unix_nano",
+    "is_error",
+    "decisions",
+    "decision_source",
+    "malformed_pairs",
+    "conflicting_channels",
+    "end_time_unix_nano",
+];
 
-/// Number of [`LOAD_COLUMNS`].
-pub const LOAD_COLUMN_COUNT: usize = 16;
+/// Number of [`LOAD_COLUMN_NAMES`].
+pub const LOAD_COLUMN_COUNT: usize = LOAD_COLUMN_NAMES.len();
+
+/// [`LOAD_COLUMN_NAMES`] as a SQL select list.
+pub fn load_columns_sql() -> String {
+    LOAD_COLUMN_NAMES.join(", ")
+}
+
+/// `batch`'s [`LOAD_COLUMN_NAMES`] columns, in that order (a stored batch or file holds the
+/// whole `spans` schema in its own order).
+///
+/// # Errors
+/// [`SqlError::Internal`] when a column is missing.
+pub fn in_load_order(
+    batch: &arrow::array::RecordBatch,
+) -> Result<arrow::array::RecordBatch, SqlError> {
+    let schema = batch.schema();
+    let idx = LOAD_COLUMN_NAMES
+        .iter()
+        .map(|n| schema.index_of(n).map_err(sql_err))
+        .collect::<Result<Vec<_>, _>>()?;
+    batch.project(&idx).map_err(sql_err)
+}
 
 /// Turns record batches whose first columns are [`LOAD_COLUMNS`] into [`Spans`].
 #[derive(Default)]
 pub struct Loader {
     out: Spans,
-    /// (instance, app, colour, colour rule) seen; rules interned in `rule_names`.
-    rules: std::collections::HashSet<(u32, u32, Color, u32), foldhash::fast::RandomState>,
+    /// Colour rule of each span of `out.spans` (same index), interned in `rule_names`.
+    span_rules: Vec<u32>,
     rule_names: Interner,
 }
 
@@ -293,7 +329,7 @@ impl Loader {
                 rule.value(i)
             };
             let rule_id = self.rule_names.intern(rule_text);
-            self.rules.insert((inst_id, app_id, col, rule_id));
+            self.span_rules.push(rule_id);
             let k = match kind.value(i) {
                 "SERVER" => Kind::Server,
                 "CONSUMER" => Kind::Consumer,
@@ -360,14 +396,71 @@ impl Loader {
         Ok(())
     }
 
+    /// Spans added so far.
+    pub fn len(&self) -> usize {
+        self.out.spans.len()
+    }
+
+    /// True when no span was added.
+    pub fn is_empty(&self) -> bool {
+        self.out.spans.is_empty()
+    }
+
+    /// Adds the spans of `other` that start in `lo..=hi` (Unix ns), its names re-interned
+    /// here; `other` is left as it is (it may be a cached part shared by many loads).
+    pub fn absorb(&mut self, other: &Loader, lo: i64, hi: i64) {
+        let map = |from: &Interner, to: &mut Interner| -> Vec<u32> {
+            (0..from.len() as u32)
+                .map(|i| to.intern(from.name(i)))
+                .collect()
+        };
+        let apps = map(&other.out.apps, &mut self.out.apps);
+        let instances = map(&other.out.instances, &mut self.out.instances);
+        let channels = map(&other.out.channels, &mut self.out.channels);
+        let rules = map(&other.rule_names, &mut self.rule_names);
+        let recs = &other.out.decision_recs;
+        let mut d = 0;
+        for (k, s) in other.out.spans.iter().enumerate() {
+            while d < recs.len() && recs[d].index < k {
+                d += 1;
+            }
+            if s.start < lo || s.start > hi {
+                continue;
+            }
+            let index = self.out.spans.len();
+            if let Some(r) = recs.get(d).filter(|r| r.index == k) {
+                self.out
+                    .decision_recs
+                    .push(DecisionRec { index, ..r.clone() });
+            }
+            self.out.spans.push(SpanRec {
+                app: apps[s.app as usize],
+                instance: instances[s.instance as usize],
+                decisions: s
+                    .decisions
+                    .iter()
+                    .map(|(c, col)| (channels[*c as usize], *col))
+                    .collect(),
+                ..s.clone()
+            });
+            self.span_rules.push(rules[other.span_rules[k] as usize]);
+        }
+    }
+
     /// The spans, with each one's effective channel resolved from `timeline` and sorted by
     /// trace ([`resolve`]).
     pub fn finish(self, timeline: &Timeline) -> Spans {
         let Self {
             mut out,
-            rules,
+            span_rules,
             rule_names,
         } = self;
+        let rules: std::collections::HashSet<(u32, u32, Color, u32), foldhash::fast::RandomState> =
+            out.spans
+                .iter()
+                .zip(&span_rules)
+                .map(|(s, r)| (s.instance, s.app, s.color, *r))
+                .collect();
         let mut inst: Vec<(String, String, Color, String)> = rules
             .into_iter()
             .map(|(i, a, c, r)| {
@@ -413,7 +506,7 @@ pub async fn load(
     } else {
         format!("WHERE {}", filter.join(" AND "))
     };
-    let sql = format!("SELECT {LOAD_COLUMNS} FROM spans {where_clause}");
+    let sql = format!("SELECT {} FROM spans {where_clause}", load_columns_sql());
     let started = std::time::Instant::now();
     let df = ctx.sql(&sql).await.map_err(sql_err)?;
     let mut stream = df.execute_stream().await.map_err(sql_err)?;

@@ -5,6 +5,7 @@
 //! tumbling windows ([`windows`]: drained side, ratio deviation, instance skew, error
 //! spikes). The [`Report`] is the JSON read by `../shared/tools/check_findings.py`.
 
+pub mod cache;
 pub mod load;
 pub mod traces;
 pub mod windows;

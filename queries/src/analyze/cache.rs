@@ -1,0 +1,225 @@
+//! Loading the analyzer's spans with a cache per Parquet file.
+//!
+//! The store's Parquet files never change once written (a new flush writes a new file;
+//! retention deletes whole files), so the analyzer's records of a file ([`Loader`] state) can
+//! be kept and reused by every later load whose range overlaps it. A load then reads only
+//! the files it has not seen and the memory segments (the last flush interval of data), and
+//! merges the parts: the same [`Spans`] as [`super::load::load`] over the same range, without
+//! scanning and converting the hour again. The dashboard's analyses use it: a range asked for
+//! the first time costs a merge and the detections, not a scan.
+//!
+//! Memory: at most [`SpanCache::max_spans`] records (about 150 bytes each) are kept; the least
+//! recently used files go first, and files no longer in the store are dropped.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use datafusion::parquet::arrow::ProjectionMask;
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use dyeline_control::Timeline;
+use dyeline_store::files::{FileMeta, HOUR_NS};
+use dyeline_store::table::SpansTable;
+
+use super::load::{LOAD_COLUMN_NAMES, Loader, Spans, in_load_order};
+use crate::sql::SqlError;
+
+/// Records kept by default: about an hour at 3,000 spans/s would not fit; an hour of
+/// `dyeline demo` (about 330,000) does several times over.
+pub const DEFAULT_MAX_SPANS: usize = 2_000_000;
+
+struct Entry {
+    part: Arc<Loader>,
+    used: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    files: HashMap<PathBuf, Entry>,
+    spans: usize,
+    tick: u64,
+}
+
+/// The analyzer's records of recently read Parquet files, keyed by path.
+pub struct SpanCache {
+    max_spans: usize,
+    inner: Mutex<Inner>,
+}
+
+impl Default for SpanCache {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_SPANS)
+    }
+}
+
+impl SpanCache {
+    /// A cache keeping at most `max_spans` records.
+    pub fn new(max_spans: usize) -> Self {
+        Self {
+            max_spans,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// Records kept at most.
+    pub fn max_spans(&self) -> usize {
+        self.max_spans
+    }
+
+    /// (files, records) held now.
+    pub fn held(&self) -> (usize, usize) {
+        let g = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (g.files.len(), g.spans)
+    }
+
+    fn get(&self, path: &PathBuf) -> Option<Arc<Loader>> {
+        let mut g = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.tick += 1;
+        let tick = g.tick;
+        g.files.get_mut(path).map(|e| {
+            e.used = tick;
+            Arc::clone(&e.part)
+        })
+    }
+
+    /// Keeps `part` for `path`, then drops files not in `live` and the least recently used
+    /// until at most `max_spans` records are held.
+    fn put(&self, path: PathBuf, part: Arc<Loader>, live: &[FileMeta]) {
+        let mut g = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.tick += 1;
+        let used = g.tick;
+        let n = part.len();
+        if let Some(old) = g.files.insert(path, Entry { part, used }) {
+            g.spans -= old.part.len();
+        }
+        g.spans += n;
+        let before = g.files.len();
+        g.files.retain(|p, _| live.iter().any(|f| &f.path == p));
+        if g.files.len() != before {
+            g.spans = g.files.values().map(|e| e.part.len()).sum();
+        }
+        while g.spans > self.max_spans && g.files.len() > 1 {
+            let Some(oldest) = g
+                .files
+                .iter()
+                .min_by_key(|(_, e)| e.used)
+                .map(|(p, _)| p.clone())
+            else {
+                break;
+            };
+            if let Some(e) = g.files.remove(&oldest) {
+                g.spans -= e.part.len();
+            }
+        }
+    }
+}
+
+/// Reads the analyzer's columns of one Parquet file into a [`Loader`].
+fn read_file(path: &std::path::Path) -> Result<Loader, SqlError> {
+    let err = |e: &dyn std::fmt::Display| SqlError::Internal(format!("{}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| err(&e))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| err(&e))?;
+    let arrow_schema = builder.schema().clone();
+    let roots = LOAD_COLUMN_NAMES
+        .iter()
+        .map(|n| arrow_schema.index_of(n).map_err(|e| err(&e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(8192)
+        .build()
+        .map_err(|e| err(&e))?;
+    let mut part = Loader::default();
+    for batch in reader {
+        let batch = batch.map_err(|e| err(&e))?;
+        part.push(&in_load_order(&batch)?)?;
+    }
+    Ok(part)
+}
+
+/// The spans starting in `from..to` (Unix ns; `None`: unbounded), as
+/// [`super::load::load`] returns them, reading through `cache`.
+///
+/// # Errors
+/// [`SqlError::Internal`] when a file or segment cannot be read (a file deleted by retention
+/// between the snapshot and the read is skipped: its spans are past retention).
+pub async fn load_cached(
+    table: &SpansTable,
+    cache: &Arc<SpanCache>,
+    timeline: &Timeline,
+    from: Option<i64>,
+    to: Option<i64>,
+) -> Result<Spans, SqlError> {
+    let lo = from.unwrap_or(i64::MIN);
+    let hi = to.map_or(i64::MAX, |t| t.saturating_sub(1));
+    let snap = table.snapshot();
+    let started = std::time::Instant::now();
+    let mut parts: Vec<Arc<Loader>> = Vec::new();
+    let mut read = 0usize;
+    for f in &snap.files {
+        let end = f.hour_start_unix_nano.saturating_add(HOUR_NS - 1);
+        if f.hour_start_unix_nano > hi || end < lo {
+            continue;
+        }
+        if let Some(p) = cache.get(&f.path) {
+            parts.push(p);
+            continue;
+        }
+        let path = f.path.clone();
+        let loaded = tokio::task::spawn_blocking(move || read_file(&path))
+            .await
+            .map_err(|e| SqlError::Internal(e.to_string()))?;
+        match loaded {
+            Ok(part) => {
+                let part = Arc::new(part);
+                cache.put(f.path.clone(), Arc::clone(&part), &snap.files);
+                parts.push(part);
+                read += 1;
+            }
+            Err(_) if !f.path.exists() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    let segments: Vec<_> = snap
+        .segments
+        .into_iter()
+        .filter(|s| s.start_range().is_some_and(|(a, b)| a <= hi && b >= lo))
+        .collect();
+    let memory = tokio::task::spawn_blocking(move || -> Result<Loader, SqlError> {
+        let mut part = Loader::default();
+        for s in &segments {
+            let batch = s.decode().map_err(|e| SqlError::Internal(e.to_string()))?;
+            part.push(&in_load_order(&batch)?)?;
+        }
+        Ok(part)
+    })
+    .await
+    .map_err(|e| SqlError::Internal(e.to_string()))??;
+    let gathered = started.elapsed();
+    let mut all = Loader::default();
+    for p in &parts {
+        all.absorb(p, lo, hi);
+    }
+    all.absorb(&memory, lo, hi);
+    let spans = all.finish(timeline);
+    tracing::debug!(
+        spans = spans.spans.len(),
+        files = parts.len(),
+        files_read = read,
+        memory_spans = memory.len(),
+        gather_ms = gathered.as_secs_f64() * 1e3,
+        merge_ms = (started.elapsed() - gathered).as_secs_f64() * 1e3,
+        "cached load"
+    );
+    Ok(spans)
+}
