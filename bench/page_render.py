@@ -4,16 +4,20 @@
 Imports a capture with its timeline into a fresh data dir, starts `dyeline serve` on it,
 and times whole-page GETs (server render + transfer on loopback) of the overview, the
 channel page, a trace page and trace search, each over the hour that ends at the newest
-span of the capture (the pages' default for a capture), given explicitly. Two cases per page, in the same run:
+span of the capture (the pages' default for a capture), given explicitly. Per page, in the
+same run:
 
+- first: the page's first render (for the first page after the server starts this includes
+  reading every Parquet file of the hour into the analyzer's per-file cache);
 - warm: the data did not change since the previous request (the adapter's cached load of
   the range is reused; what a viewer sees between data changes);
 - changed: one new span is sent over OTLP/HTTP before each request, so the data version
-  moves: the page is answered from the range's previous snapshot while a fresh scan and
-  analysis runs in the background (what viewers see while data arrives);
+  moves: the page is answered from the range's previous snapshot while a new analysis runs
+  in the background (what viewers see while data arrives);
 - fresh: each request asks for a range never seen before (its start one second earlier than
-  the last), so the page waits for a full scan and analysis of the range (what the first
-  viewer of a range pays; trace pages read their trace directly and have no such case).
+  the last), so the page waits for an analysis of the range: the files come from the
+  per-file cache, the memory segments and the detections are computed (what the first viewer
+  of a range pays; trace pages read their trace directly and have no such case).
 
 Usage: python3 bench/page_render.py [--profile bench-fast] [--n 30]
        [--capture ../shared/fixtures/analysis/release-walk | --data-dir DIR] [--label NAME]
@@ -128,7 +132,7 @@ def main():
 
         results = {}
         for page in pages:
-            get(base + page)  # first render
+            first = get(base + page)[0]  # first render (the first page also reads every file)
             warm = [get(base + page)[0] for _ in range(args.n)]
             cold = []
             for _ in range(args.n):
@@ -141,6 +145,7 @@ def main():
                     path = page.split("?")[0] + f"?from={frm - fresh_n[0] * 10**9}&to={to}"
                     fresh.append(get(base + path)[0])
             results[page] = {
+                "first_ms": first,
                 "warm_p50_ms": statistics.median(warm), "warm_p95_ms": p95(warm),
                 "changed_p50_ms": statistics.median(cold), "changed_p95_ms": p95(cold),
                 "fresh_p50_ms": statistics.median(fresh) if fresh else None,

@@ -173,8 +173,19 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
                 grace.as_millis()
             )
         };
+        // The binary as run (`cargo run` users have no `dyeline` on their PATH).
+        let exe = std::env::current_exe()
+            .ok()
+            .and_then(|p| {
+                let cwd = std::env::current_dir().ok()?;
+                Some(match p.strip_prefix(&cwd) {
+                    Ok(rel) => std::path::Path::new(".").join(rel),
+                    Err(_) => p,
+                })
+            })
+            .map_or_else(|| "dyeline".to_owned(), |p| p.display().to_string());
         println!(
-            "demo: stopped; post-mortem with the same windows: {env}dyeline analyze --data-dir {0}  (or {env}dyeline serve --data-dir {0})",
+            "demo: stopped; post-mortem with the same windows: {env}{exe} analyze --data-dir {0}  (or {env}{exe} serve --data-dir {0})",
             data_dir.display()
         );
     }

@@ -216,8 +216,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // A query's output should not drown in the store's start-up logs.
-    let level = if matches!(cli.command, Command::Sql(_) | Command::Analyze(_)) {
+    // A query's output should not drown in the store's start-up logs, nor the demo's lines
+    // (URL, token, each step) in the server's (DYELINE_LOG=info shows them).
+    let level = if matches!(
+        cli.command,
+        Command::Sql(_) | Command::Analyze(_) | Command::Demo(_)
+    ) {
         "warn"
     } else {
         "info"
