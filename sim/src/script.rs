@@ -231,10 +231,10 @@ pub async fn run(
     let mut behind = Duration::ZERO;
     let mut said = Duration::ZERO;
     for s in PLAN {
-        let at = t0 + Duration::from_secs_f64(s.at_secs / speed) + behind;
+        let planned = t0 + Duration::from_secs_f64(s.at_secs / speed);
         let now = Instant::now();
-        if now > at {
-            behind += now - at;
+        if now > planned + behind {
+            behind = now - planned;
             if behind >= said + Duration::from_secs(1) {
                 said = behind;
                 eprintln!(
@@ -243,7 +243,7 @@ pub async fn run(
                 );
             }
         }
-        let at = t0 + Duration::from_secs_f64(s.at_secs / speed) + behind;
+        let at = planned + behind;
         tokio::select! {
             _ = tokio::time::sleep_until(at.into()) => {}
             _ = stop.wait_for(|s| *s) => return Ok(false),

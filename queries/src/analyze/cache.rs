@@ -8,8 +8,9 @@
 //! scanning and converting the hour again. The dashboard's analyses use it: a range asked for
 //! the first time costs a merge and the detections, not a scan.
 //!
-//! Memory: at most [`SpanCache::max_spans`] records (about 150 bytes each) are kept; the least
-//! recently used files go first, and files no longer in the store are dropped.
+//! Memory: at most the records [`SpanCache::new`] is given (one [`super::load::SpanRec`] each)
+//! are kept; the least recently used files go first, and each load drops the files no longer
+//! in the store.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -36,8 +37,14 @@ struct Entry {
 #[derive(Default)]
 struct Inner {
     files: HashMap<PathBuf, Entry>,
-    spans: usize,
     tick: u64,
+}
+
+impl Inner {
+    /// Records held (summed, not kept: a few dozen files per hour).
+    fn spans(&self) -> usize {
+        self.files.values().map(|e| e.part.len()).sum()
+    }
 }
 
 /// The analyzer's records of recently read Parquet files, keyed by path.
@@ -53,7 +60,8 @@ impl Default for SpanCache {
 }
 
 impl SpanCache {
-    /// A cache keeping at most `max_spans` records.
+    /// A cache keeping at most `max_spans` records (a single file larger than that is still
+    /// kept, alone).
     pub fn new(max_spans: usize) -> Self {
         Self {
             max_spans,
@@ -61,25 +69,21 @@ impl SpanCache {
         }
     }
 
-    /// Records kept at most.
-    pub fn max_spans(&self) -> usize {
-        self.max_spans
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // The state stays consistent whatever panicked while holding the lock.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// (files, records) held now.
     pub fn held(&self) -> (usize, usize) {
-        let g = self
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        (g.files.len(), g.spans)
+        let g = self.lock();
+        (g.files.len(), g.spans())
     }
 
     fn get(&self, path: &PathBuf) -> Option<Arc<Loader>> {
-        let mut g = self
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut g = self.lock();
         g.tick += 1;
         let tick = g.tick;
         g.files.get_mut(path).map(|e| {
@@ -88,26 +92,15 @@ impl SpanCache {
         })
     }
 
-    /// Keeps `part` for `path`, then drops files not in `live` and the least recently used
-    /// until at most `max_spans` records are held.
-    fn put(&self, path: PathBuf, part: Arc<Loader>, live: &[FileMeta]) {
-        let mut g = self
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    /// Keeps `part` for `path`, then drops the least recently used files until at most
+    /// `max_spans` records are held.
+    fn put(&self, path: PathBuf, part: Arc<Loader>) {
+        let mut g = self.lock();
         g.tick += 1;
         let used = g.tick;
-        let n = part.len();
-        if let Some(old) = g.files.insert(path, Entry { part, used }) {
-            g.spans -= old.part.len();
-        }
-        g.spans += n;
-        let before = g.files.len();
-        g.files.retain(|p, _| live.iter().any(|f| &f.path == p));
-        if g.files.len() != before {
-            g.spans = g.files.values().map(|e| e.part.len()).sum();
-        }
-        while g.spans > self.max_spans && g.files.len() > 1 {
+        g.files.insert(path, Entry { part, used });
+        let mut spans = g.spans();
+        while spans > self.max_spans && g.files.len() > 1 {
             let Some(oldest) = g
                 .files
                 .iter()
@@ -117,9 +110,15 @@ impl SpanCache {
                 break;
             };
             if let Some(e) = g.files.remove(&oldest) {
-                g.spans -= e.part.len();
+                spans -= e.part.len();
             }
         }
+    }
+
+    /// Drops the files that are no longer in the store (`live`: its files now).
+    fn keep_only(&self, live: &[FileMeta]) {
+        let live: std::collections::HashSet<&PathBuf> = live.iter().map(|f| &f.path).collect();
+        self.lock().files.retain(|p, _| live.contains(p));
     }
 }
 
@@ -182,7 +181,7 @@ pub async fn load_cached(
         match loaded {
             Ok(part) => {
                 let part = Arc::new(part);
-                cache.put(f.path.clone(), Arc::clone(&part), &snap.files);
+                cache.put(f.path.clone(), Arc::clone(&part));
                 parts.push(part);
                 read += 1;
             }
@@ -190,6 +189,7 @@ pub async fn load_cached(
             Err(e) => return Err(e),
         }
     }
+    cache.keep_only(&snap.files);
     let segments: Vec<_> = snap
         .segments
         .into_iter()

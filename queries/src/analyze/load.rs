@@ -226,7 +226,7 @@ pub fn in_load_order(
     batch.project(&idx).map_err(sql_err)
 }
 
-/// Turns record batches whose first columns are [`LOAD_COLUMNS`] into [`Spans`].
+/// Turns record batches whose first columns are [`LOAD_COLUMN_NAMES`] into [`Spans`].
 #[derive(Default)]
 pub struct Loader {
     out: Spans,
