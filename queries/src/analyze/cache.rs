@@ -143,6 +143,7 @@ fn read_file(path: &std::path::Path) -> Result<Loader, SqlError> {
         let batch = batch.map_err(|e| err(&e))?;
         part.push(&in_load_order(&batch)?)?;
     }
+    part.sort();
     Ok(part)
 }
 
@@ -201,16 +202,16 @@ pub async fn load_cached(
             let batch = s.decode().map_err(|e| SqlError::Internal(e.to_string()))?;
             part.push(&in_load_order(&batch)?)?;
         }
+        part.sort();
         Ok(part)
     })
     .await
     .map_err(|e| SqlError::Internal(e.to_string()))??;
     let gathered = started.elapsed();
-    let mut all = Loader::default();
-    for p in &parts {
-        all.absorb(p, lo, hi);
-    }
-    all.absorb(&memory, lo, hi);
+    let mut refs: Vec<&Loader> = parts.iter().map(|p| &**p).collect();
+    refs.push(&memory);
+    let all = Loader::merge(&refs, lo, hi);
+    let absorbed = started.elapsed();
     let spans = all.finish(timeline);
     tracing::debug!(
         spans = spans.spans.len(),
@@ -218,7 +219,8 @@ pub async fn load_cached(
         files_read = read,
         memory_spans = memory.len(),
         gather_ms = gathered.as_secs_f64() * 1e3,
-        merge_ms = (started.elapsed() - gathered).as_secs_f64() * 1e3,
+        merge_ms = (absorbed - gathered).as_secs_f64() * 1e3,
+        finish_ms = (started.elapsed() - absorbed).as_secs_f64() * 1e3,
         "cached load"
     );
     Ok(spans)

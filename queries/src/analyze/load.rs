@@ -3,6 +3,7 @@
 //! instance and channel names, and each span's effective channel from the timeline.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use arrow::array::{
     Array, AsArray, BooleanArray, Int64Array, ListArray, MapArray, StringArray, UInt32Array,
@@ -11,6 +12,7 @@ use datafusion::prelude::SessionContext;
 use dyeline_control::Timeline;
 use dyeline_model::Color;
 use futures::StreamExt;
+use smallvec::SmallVec;
 
 use crate::sql::SqlError;
 
@@ -88,6 +90,9 @@ impl Traffic {
     }
 }
 
+/// A span's decisions: (channel id, colour) pairs, up to four without a heap allocation.
+pub type Decisions = SmallVec<[(u32, Color); 4]>;
+
 /// One span as the analyzer sees it.
 #[derive(Clone, Debug)]
 pub struct SpanRec {
@@ -113,8 +118,9 @@ pub struct SpanRec {
     pub end: i64,
     /// Error per domain §6 (resolved at ingest).
     pub is_error: bool,
-    /// Decisions: (channel interned in [`Spans::channels`], colour), first-wins already.
-    pub decisions: Vec<(u32, Color)>,
+    /// Decisions: (channel interned in [`Spans::channels`], colour), first-wins already;
+    /// up to four are held inline.
+    pub decisions: Decisions,
     /// Effective channel of the app at `start` (interned), if any.
     pub channel: Option<u32>,
     /// Effective blue_percent at `start`.
@@ -141,8 +147,8 @@ impl SpanRec {
 pub struct DecisionRec {
     /// Index of the span in [`Spans::spans`].
     pub index: usize,
-    /// Attribute the decision was read from.
-    pub source: String,
+    /// Attribute the decision was read from (shared: a handful of distinct names).
+    pub source: Arc<str>,
     /// Malformed pairs skipped.
     pub malformed_pairs: u32,
     /// Channels given twice with different colours.
@@ -233,6 +239,16 @@ pub struct Loader {
     /// Colour rule of each span of `out.spans` (same index), interned in `rule_names`.
     span_rules: Vec<u32>,
     rule_names: Interner,
+    /// Distinct decision sources seen, shared by the records that name them.
+    sources: Vec<Arc<str>>,
+}
+
+/// One part's interned ids re-mapped into a merged [`Loader`]'s.
+struct IdMaps {
+    apps: Vec<u32>,
+    instances: Vec<u32>,
+    channels: Vec<u32>,
+    rules: Vec<u32>,
 }
 
 impl Loader {
@@ -345,7 +361,7 @@ impl Loader {
                     _ => None,
                 }
             };
-            let mut decs = Vec::new();
+            let mut decs = Decisions::new();
             if !decisions.is_null(i) {
                 for j in dec_offsets[i] as usize..dec_offsets[i + 1] as usize {
                     if dec_vals.is_null(j) {
@@ -367,9 +383,10 @@ impl Loader {
                         .map(|j| conf_vals.value(j).to_owned())
                         .collect()
                 };
+                let source = self.source(source.value(i));
                 self.out.decision_recs.push(DecisionRec {
                     index,
-                    source: source.value(i).to_owned(),
+                    source,
                     malformed_pairs: malformed.value(i),
                     conflicting: conf,
                 });
@@ -406,54 +423,119 @@ impl Loader {
         self.out.spans.is_empty()
     }
 
-    /// Adds the spans of `other` that start in `lo..=hi` (Unix ns), its names re-interned
-    /// here; `other` is left as it is (it may be a cached part shared by many loads).
-    pub fn absorb(&mut self, other: &Loader, lo: i64, hi: i64) {
+    /// The shared copy of decision source `name`.
+    fn source(&mut self, name: &str) -> Arc<str> {
+        if let Some(s) = self.sources.iter().find(|s| &***s == name) {
+            return Arc::clone(s);
+        }
+        let s: Arc<str> = Arc::from(name);
+        self.sources.push(Arc::clone(&s));
+        s
+    }
+
+    /// Sorts the spans by (trace, start, span id), the order [`Loader::finish`] gives, each
+    /// span's colour rule and decision record moving with it. Cheap when already sorted (rows
+    /// of a Parquet file are written in that order).
+    pub fn sort(&mut self) {
+        if let Some(order) = trace_order(&self.out.spans) {
+            apply_order(&mut self.out.spans, &order);
+            apply_order(&mut self.span_rules, &order);
+            reindex(&mut self.out.decision_recs, &order);
+        }
+    }
+
+    /// The spans of `parts` that start in `lo..=hi` (Unix ns), in one loader, in trace order:
+    /// a merge of sorted runs, so each part must be sorted ([`Loader::sort`]). Names are re-interned;
+    /// the parts are left as they are (they may be cached parts shared by many loads).
+    pub fn merge(parts: &[&Loader], lo: i64, hi: i64) -> Loader {
+        let mut all = Loader::default();
         let map = |from: &Interner, to: &mut Interner| -> Vec<u32> {
             (0..from.len() as u32)
                 .map(|i| to.intern(from.name(i)))
                 .collect()
         };
-        let apps = map(&other.out.apps, &mut self.out.apps);
-        let instances = map(&other.out.instances, &mut self.out.instances);
-        let channels = map(&other.out.channels, &mut self.out.channels);
-        let rules = map(&other.rule_names, &mut self.rule_names);
-        let recs = &other.out.decision_recs;
-        let mut d = 0;
-        for (k, s) in other.out.spans.iter().enumerate() {
-            while d < recs.len() && recs[d].index < k {
-                d += 1;
-            }
-            if s.start < lo || s.start > hi {
-                continue;
-            }
-            let index = self.out.spans.len();
-            if let Some(r) = recs.get(d).filter(|r| r.index == k) {
-                self.out
-                    .decision_recs
-                    .push(DecisionRec { index, ..r.clone() });
-            }
-            self.out.spans.push(SpanRec {
-                app: apps[s.app as usize],
-                instance: instances[s.instance as usize],
-                decisions: s
-                    .decisions
+        let maps: Vec<IdMaps> = parts
+            .iter()
+            .map(|p| IdMaps {
+                apps: map(&p.out.apps, &mut all.out.apps),
+                instances: map(&p.out.instances, &mut all.out.instances),
+                channels: map(&p.out.channels, &mut all.out.channels),
+                rules: map(&p.rule_names, &mut all.rule_names),
+            })
+            .collect();
+        // Every in-range span's key, part after part: runs already sorted, which the stable
+        // sort (a merge sort that finds existing runs) merges in O(n log parts) — a binary
+        // heap over the parts cost twice as much.
+        let started = std::time::Instant::now();
+        let mut keys: Vec<(u128, i64, u64, u32, u32)> = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            keys.extend(
+                p.out
+                    .spans
                     .iter()
-                    .map(|(c, col)| (channels[*c as usize], *col))
-                    .collect(),
-                ..s.clone()
-            });
-            self.span_rules.push(rules[other.span_rules[k] as usize]);
+                    .enumerate()
+                    .filter(|(_, s)| (lo..=hi).contains(&s.start))
+                    .map(|(k, s)| (s.trace, s.start, s.span, i as u32, k as u32)),
+            );
         }
+        let gathered = started.elapsed();
+        keys.sort();
+        let sorted = started.elapsed();
+        all.out.spans.reserve(keys.len());
+        all.span_rules.reserve(keys.len());
+        // Each part's decision records are in span order; its spans come out in order too.
+        let mut rec_cursor = vec![0usize; parts.len()];
+        for &(.., part, k) in &keys {
+            let part = part as usize;
+            all.copy_span(parts[part], k as usize, &maps[part], &mut rec_cursor[part]);
+        }
+        tracing::debug!(
+            spans = keys.len(),
+            keys_ms = gathered.as_secs_f64() * 1e3,
+            sort_ms = (sorted - gathered).as_secs_f64() * 1e3,
+            copy_ms = (started.elapsed() - sorted).as_secs_f64() * 1e3,
+            "merge"
+        );
+        all
+    }
+
+    /// Appends span `k` of `from` (and its decision record, found from `rec`, a cursor into
+    /// `from`'s records that only moves forward), its ids mapped by `maps`.
+    fn copy_span(&mut self, from: &Loader, k: usize, maps: &IdMaps, rec: &mut usize) {
+        let recs = &from.out.decision_recs;
+        while *rec < recs.len() && recs[*rec].index < k {
+            *rec += 1;
+        }
+        let index = self.out.spans.len();
+        if let Some(r) = recs.get(*rec).filter(|r| r.index == k) {
+            self.out
+                .decision_recs
+                .push(DecisionRec { index, ..r.clone() });
+        }
+        let s = &from.out.spans[k];
+        self.out.spans.push(SpanRec {
+            app: maps.apps[s.app as usize],
+            instance: maps.instances[s.instance as usize],
+            decisions: s
+                .decisions
+                .iter()
+                .map(|(c, col)| (maps.channels[*c as usize], *col))
+                .collect(),
+            ..s.clone()
+        });
+        self.span_rules
+            .push(maps.rules[from.span_rules[k] as usize]);
     }
 
     /// The spans, with each one's effective channel resolved from `timeline` and sorted by
     /// trace ([`resolve`]).
     pub fn finish(self, timeline: &Timeline) -> Spans {
+        let started = std::time::Instant::now();
         let Self {
             mut out,
             span_rules,
             rule_names,
+            ..
         } = self;
         let rules: std::collections::HashSet<(u32, u32, Color, u32), foldhash::fast::RandomState> =
             out.spans
@@ -478,7 +560,13 @@ impl Loader {
             (&a.0, &a.1, a.2.as_str(), &a.3).cmp(&(&b.0, &b.1, b.2.as_str(), &b.3))
         });
         out.instance_rules = inst;
+        let ruled = started.elapsed();
         resolve(&mut out, timeline);
+        tracing::debug!(
+            rules_ms = ruled.as_secs_f64() * 1e3,
+            resolve_ms = (started.elapsed() - ruled).as_secs_f64() * 1e3,
+            "finish"
+        );
         out
     }
 }
@@ -561,30 +649,175 @@ pub fn resolve(out: &mut Spans, timeline: &Timeline) {
         s.since = since;
         s.until = c.get(n).map_or(i64::MAX, |x| x.0);
     }
-    // Sort by trace, keeping decision indexes valid.
+    if let Some(order) = trace_order(&out.spans) {
+        apply_order(&mut out.spans, &order);
+        reindex(&mut out.decision_recs, &order);
+    }
+}
+
+/// The permutation that sorts `spans` by (trace, start, span id) — `order[new] = old` — or
+/// `None` when they already are.
+fn trace_order(spans: &[SpanRec]) -> Option<Vec<usize>> {
+    if spans.is_sorted_by_key(|s| (s.trace, s.start, s.span)) {
+        return None;
+    }
     // The keys sorted side by side (not through the records: that is a cache miss per
     // comparison); the index breaks ties so the order is total and the sort can be unstable.
-    let mut keys: Vec<(u128, i64, u64, usize)> = out
-        .spans
+    let mut keys: Vec<(u128, i64, u64, usize)> = spans
         .iter()
         .enumerate()
         .map(|(i, s)| (s.trace, s.start, s.span, i))
         .collect();
     keys.sort_unstable();
-    let order: Vec<usize> = keys.into_iter().map(|k| k.3).collect();
+    Some(keys.into_iter().map(|k| k.3).collect())
+}
+
+/// Reorders `v` so that `v[new] = old v[order[new]]`.
+fn apply_order<T>(v: &mut Vec<T>, order: &[usize]) {
+    let mut old: Vec<Option<T>> = std::mem::take(v).into_iter().map(Some).collect();
+    *v = order.iter().filter_map(|&i| old[i].take()).collect();
+}
+
+/// Points decision records at their spans' new places after [`apply_order`] with `order`, and
+/// keeps them in span order.
+fn reindex(recs: &mut [DecisionRec], order: &[usize]) {
     let mut new_index = vec![0usize; order.len()];
     for (new, &old) in order.iter().enumerate() {
         new_index[old] = new;
     }
-    let mut unsorted: Vec<Option<SpanRec>> = std::mem::take(&mut out.spans)
-        .into_iter()
-        .map(Some)
-        .collect();
-    out.spans = order
-        .iter()
-        .filter_map(|&old| unsorted[old].take())
-        .collect();
-    for d in &mut out.decision_recs {
+    for d in recs.iter_mut() {
         d.index = new_index[d.index];
+    }
+    recs.sort_unstable_by_key(|d| d.index);
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// (trace, start, span, app, instance, channel decided or not, has a decision record,
+    /// rule, part it lands in).
+    type Row = (u8, i64, u64, u8, u8, Option<u8>, bool, u8, usize);
+
+    const APPS: [&str; 3] = ["order", "pay", "stock"];
+    const CHANNELS: [&str; 2] = ["trade", "pay"];
+    const RULES: [&str; 2] = ["host_name", "none"];
+
+    /// Adds `r` to `l`, interning names in `l`'s own order (each part numbers them its way).
+    fn add(l: &mut Loader, r: &Row) {
+        let &(trace, start, span, app, inst, ch, rec, rule, _) = r;
+        let app = l.out.apps.intern(APPS[app as usize % 3]);
+        let instance = l.out.instances.intern(&format!("i{inst}"));
+        let decisions: Decisions = ch
+            .map(|c| {
+                (
+                    l.out.channels.intern(CHANNELS[c as usize % 2]),
+                    Color::Green,
+                )
+            })
+            .into_iter()
+            .collect();
+        if rec {
+            let source = l.source("baggage");
+            l.out.decision_recs.push(DecisionRec {
+                index: l.out.spans.len(),
+                source,
+                malformed_pairs: u32::from(trace),
+                conflicting: Vec::new(),
+            });
+        }
+        l.span_rules
+            .push(l.rule_names.intern(RULES[rule as usize % 2]));
+        l.out.spans.push(SpanRec {
+            trace: u128::from(trace),
+            span,
+            parent: None,
+            app,
+            instance,
+            color: Color::Blue,
+            kind: Kind::Server,
+            traffic: Some(Traffic::Rpc),
+            start,
+            end: start + 1,
+            is_error: false,
+            decisions,
+            channel: None,
+            blue_percent: 50,
+            since: i64::MIN,
+            until: i64::MAX,
+        });
+    }
+
+    /// Everything of `s` with names instead of ids, sorted (spans that share trace, start and
+    /// span id, a span sent twice, may come in either order).
+    fn named(s: &Spans) -> Vec<String> {
+        let mut v: Vec<String> = s
+            .spans
+            .iter()
+            .map(|r| {
+                let d: Vec<_> = r
+                    .decisions
+                    .iter()
+                    .map(|(c, col)| (s.channels.name(*c), col.as_str()))
+                    .collect();
+                format!(
+                    "{} {} {} {} {} {d:?}",
+                    r.trace,
+                    r.start,
+                    r.span,
+                    s.apps.name(r.app),
+                    s.instances.name(r.instance)
+                )
+            })
+            .collect();
+        v.extend(s.decision_recs.iter().map(|d| {
+            let r = &s.spans[d.index];
+            format!(
+                "rec {} {} {} {}",
+                r.trace, r.span, d.source, d.malformed_pairs
+            )
+        }));
+        v.sort();
+        v.push(format!("{:?}", s.instance_rules));
+        v
+    }
+
+    proptest! {
+        /// Merging parts, each sorted, gives what loading all the spans in the range at once
+        /// gives: same spans in trace order, decision records on the same spans, same rules.
+        #[test]
+        fn merging_sorted_parts_equals_one_load(
+            rows in prop::collection::vec(
+                (0u8..6, 0i64..20, 0u64..4, 0u8..3, 0u8..4, prop::option::of(0u8..2),
+                 any::<bool>(), 0u8..2, 0usize..4),
+                0..60,
+            ),
+            lo in 0i64..10,
+            len in 0i64..20,
+        ) {
+            let hi = lo + len;
+            let timeline = Timeline::default();
+            let mut parts: Vec<Loader> = (0..4).map(|_| Loader::default()).collect();
+            let mut whole = Loader::default();
+            for r in &rows {
+                add(&mut parts[r.8], r);
+                if (lo..=hi).contains(&r.1) {
+                    add(&mut whole, r);
+                }
+            }
+            for p in &mut parts {
+                p.sort();
+                prop_assert!(p.out.spans.is_sorted_by_key(|s| (s.trace, s.start, s.span)));
+            }
+            let refs: Vec<&Loader> = parts.iter().collect();
+            let merged = Loader::merge(&refs, lo, hi);
+            prop_assert_eq!(merged.len(), whole.len());
+            let merged = merged.finish(&timeline);
+            prop_assert!(merged.spans.is_sorted_by_key(|s| (s.trace, s.start, s.span)));
+            prop_assert!(merged.decision_recs.is_sorted_by_key(|d| d.index));
+            prop_assert_eq!(named(&merged), named(&whole.finish(&timeline)));
+        }
     }
 }

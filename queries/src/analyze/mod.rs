@@ -455,7 +455,7 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
                 trace_id,
                 span_id,
                 app,
-                source: d.source.clone(),
+                source: d.source.to_string(),
                 decisions: s
                     .decisions
                     .iter()
