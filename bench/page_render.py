@@ -21,6 +21,7 @@ same run:
 
 Usage: python3 bench/page_render.py [--profile bench-fast] [--n 30]
        [--capture ../shared/fixtures/analysis/release-walk | --data-dir DIR] [--label NAME]
+       [--server-log FILE]
 --data-dir serves a copy of an existing data dir (e.g. one hour of `dyeline demo --speed 1
 --duration 60m --data-dir DIR`) instead of importing a capture.
 Writes bench/results/page-render[-<label>]-<date>.json and prints a table.
@@ -82,6 +83,8 @@ def main():
     ap.add_argument("--capture", default=os.path.join(ROOT, "..", "shared", "fixtures", "analysis", "release-walk"))
     ap.add_argument("--data-dir", help="serve a copy of this data dir instead of importing --capture")
     ap.add_argument("--label", default="", help="added to the results file name")
+    ap.add_argument("--server-log", help="write the server's stderr here (e.g. with "
+                    "DYELINE_LOG=dyeline_queries=debug for the analyzer's phase times)")
     args = ap.parse_args()
     exe = os.path.join(args.target_dir, args.profile, "dyeline")
     data = tempfile.mkdtemp(prefix="dyeline-render-")
@@ -99,7 +102,8 @@ def main():
                                "--api-addr", f"127.0.0.1:{api}",
                                "--otlp-grpc-addr", f"127.0.0.1:{grpc}",
                                "--otlp-http-addr", f"127.0.0.1:{http}"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.DEVNULL,
+                              stderr=open(args.server_log, "w") if args.server_log else subprocess.DEVNULL)
     base = f"http://127.0.0.1:{api}"
     try:
         for _ in range(200):

@@ -96,6 +96,34 @@ impl DashboardAdapter {
     }
 }
 
+impl DashboardAdapter {
+    /// Analyses the pages' default range in the background ([`dyeline_ui::range::resolve`]:
+    /// the last 5 minutes, or the hour that ends at the newest span of an older capture), so
+    /// the first page after the server starts does not wait for every Parquet file of that
+    /// hour to be read (about 0.5 s on an hour of demo data). Failures are logged at warn.
+    pub fn warm(&self) {
+        let me = Arc::clone(&self.inner);
+        tokio::spawn(async move {
+            let newest = match me.state.sql.newest_span_unix_nano().await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "dashboard warm-up failed");
+                    return;
+                }
+            };
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64 * 1_000_000_000);
+            let Ok(range) = dyeline_ui::range::resolve(None, None, now, newest) else {
+                return;
+            };
+            if let Err(e) = me.make(range).await {
+                tracing::warn!(error = %e, "dashboard warm-up failed");
+            }
+        });
+    }
+}
+
 impl Inner {
     fn data_version(&self) -> u64 {
         let alerts = self.state.alerts.lock().version();

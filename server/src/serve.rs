@@ -258,14 +258,13 @@ pub async fn serve(
         .with_graceful_shutdown(stopped(stop_rx.clone()))
         .into_future(),
     );
-    let dashboard = dyeline_ui::Ui::new(
-        Arc::new(crate::dashboard::DashboardAdapter::new(
-            Arc::clone(&api_state),
-            store.metrics().rows_written.clone(),
-            store.table(),
-        )),
-        std::time::Duration::from_secs(1),
+    let adapter = crate::dashboard::DashboardAdapter::new(
+        Arc::clone(&api_state),
+        store.metrics().rows_written.clone(),
+        store.table(),
     );
+    adapter.warm();
+    let dashboard = dyeline_ui::Ui::new(Arc::new(adapter), std::time::Duration::from_secs(1));
     let app = api::router(api_state, control).merge(dyeline_ui::router(dashboard));
     let api = tokio::spawn(
         axum::serve(api_listener, app)
