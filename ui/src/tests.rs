@@ -57,8 +57,14 @@ impl DashboardSource for Fixture {
         global.state = "idle".into();
         global.blue_percent = 50;
         global.apps = vec![];
+        let mut pay = trade();
+        pay.id = "pay".into();
+        pay.state = "idle".into();
+        pay.blue = ColorLoad::default();
+        pay.green = ColorLoad::default();
+        pay.unknown_requests = 0;
         Ok(Overview {
-            channels: vec![global, trade()],
+            channels: vec![global, trade(), pay],
             unknown_instances: vec![UnknownInstance {
                 app: "legacy-proxy".into(),
                 instance: "lp-1".into(),
@@ -331,6 +337,12 @@ async fn overview_shows_every_channel_with_rates_and_unknown_instances() {
     let global = html.find("data-channel=\"global\"").unwrap();
     let trade = html.find("data-channel=\"trade\"").unwrap();
     assert!(global < trade, "global first");
+    // An idle channel without traffic in the range shows no rate, not "0.0/s".
+    let pay = &html[html.find("data-channel=\"pay\"").unwrap()..];
+    let pay = &pay[..pay.find("</tr>").unwrap()];
+    assert_eq!(pay.matches(">–<").count(), 4, "rates and error rates: {pay}");
+    assert_eq!(pay.matches("not releasing in this range").count(), 2, "{pay}");
+    assert!(!pay.contains("0.0/s"), "{pay}");
     assert!(html.contains("1 instance(s) of unknown colour"));
     assert!(html.contains("lp-1"));
     assert!(cookies.iter().any(|c| c.starts_with("dyeline_csrf=")

@@ -31,14 +31,28 @@ pub fn body(chrome: &Chrome, data: &Overview) -> AnyView {
             } else {
                 "num"
             };
+            // An idle channel owns no traffic (its apps' requests count under global while
+            // it releases, domain §4): "–" rather than a rate of 0 that reads as an outage.
+            let idle = c.state == "idle"
+                && c.blue.requests == 0
+                && c.green.requests == 0
+                && c.unknown_requests == 0;
+            let idle_title = idle.then_some("not releasing in this range");
+            let rate = |n: u64| {
+                if idle {
+                    "–".to_owned()
+                } else {
+                    per_second(n, secs)
+                }
+            };
             view! {
                 <tr data-channel=c.id.clone()>
                     <td><a href=href>{c.id.clone()}</a></td>
                     <td><span class=state_class>{c.state.clone()}</span></td>
                     <td class="num bp">{c.blue_percent}"%"</td>
                     <td class="apps">{apps}</td>
-                    <td class="num">{per_second(c.blue.requests, secs)}</td>
-                    <td class="num">{per_second(c.green.requests, secs)}</td>
+                    <td class="num" title=idle_title>{rate(c.blue.requests)}</td>
+                    <td class="num" title=idle_title>{rate(c.green.requests)}</td>
                     <td class="num">{error_rate(&c.blue)}</td>
                     <td class="num">{error_rate(&c.green)}</td>
                     <td class="num">{c.unknown_requests}</td>
