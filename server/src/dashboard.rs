@@ -50,6 +50,8 @@ struct Snapshot {
     range: TimeRange,
     version: u64,
     spans: Spans,
+    /// Start of the first span, Unix ns (rates divide from here, `TimeRange::rate_seconds`).
+    first_start: Option<i64>,
     report: Report,
     timeline: Timeline,
     overview: std::sync::OnceLock<OverviewParts>,
@@ -149,9 +151,11 @@ impl Inner {
         .await
         .map_err(sql_error)?;
         let report = report(&spans, &self.state.analyzer, false);
+        let first_start = spans.spans.iter().map(|s| s.start).min();
         let snap = Arc::new(Snapshot {
             range,
             version,
+            first_start,
             spans,
             report,
             timeline,
@@ -390,6 +394,7 @@ impl DashboardSource for DashboardAdapter {
             channels: self.inner.channel_rows(&snap),
             unknown_instances: snap.overview().unknown_instances.clone(),
             analysed_to_unix_nano: (snap.range != range).then_some(snap.range.to_unix_nano),
+            data_from_unix_nano: snap.first_start,
         })
     }
 
@@ -464,6 +469,7 @@ impl DashboardSource for DashboardAdapter {
             instances,
             alerts: me.alerts_of(id),
             analysed_to_unix_nano: (snap.range != range).then_some(snap.range.to_unix_nano),
+            data_from_unix_nano: snap.first_start,
         }))
     }
 

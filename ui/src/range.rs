@@ -100,6 +100,26 @@ pub fn step_ns(range: &TimeRange) -> i64 {
 mod tests {
     use super::*;
 
+    #[test]
+    fn rates_divide_from_the_first_span_in_the_range() {
+        let r = TimeRange {
+            from_unix_nano: 0,
+            to_unix_nano: 300 * 1_000_000_000,
+        };
+        assert_eq!(r.rate_seconds(None), 300.0, "no span: the whole range");
+        assert_eq!(
+            r.rate_seconds(Some(240 * 1_000_000_000)),
+            60.0,
+            "data for the last minute"
+        );
+        assert_eq!(r.rate_seconds(Some(-5)), 300.0, "data older than the range");
+        assert_eq!(
+            r.rate_seconds(Some(400 * 1_000_000_000)),
+            1e-9,
+            "never divides by zero"
+        );
+    }
+
     const NOW: i64 = 1_800_000_000_000_000_000;
     const MIN: i64 = 60_000_000_000;
 

@@ -19,6 +19,15 @@ impl TimeRange {
     pub fn seconds(&self) -> f64 {
         (self.to_unix_nano - self.from_unix_nano).max(1) as f64 / 1e9
     }
+
+    /// Seconds a rate over this range divides by: from the later of the range start and
+    /// `data_from_unix_nano` (the first span in the range) to the range end, at least 1 ns.
+    /// A server started a minute ago shows its rate over that minute, not a fifth of it over
+    /// a 5-minute range; a range with no span divides by its whole length.
+    pub fn rate_seconds(&self, data_from_unix_nano: Option<i64>) -> f64 {
+        let from = data_from_unix_nano.map_or(self.from_unix_nano, |d| d.max(self.from_unix_nano));
+        (self.to_unix_nano - from).max(1) as f64 / 1e9
+    }
 }
 
 /// What went wrong in a source call.
@@ -124,6 +133,9 @@ pub struct Overview {
     /// requested one (the source answered from a slightly older analysis while it makes a
     /// new one); none when they are the same.
     pub analysed_to_unix_nano: Option<i64>,
+    /// Start of the first span in the range, Unix ns (none without spans): rates divide by
+    /// [`TimeRange::rate_seconds`].
+    pub data_from_unix_nano: Option<i64>,
 }
 
 /// One step of a channel's time series.
@@ -302,6 +314,8 @@ pub struct ChannelPage {
     pub alerts: Vec<AlertLine>,
     /// As [`Overview::analysed_to_unix_nano`].
     pub analysed_to_unix_nano: Option<i64>,
+    /// As [`Overview::data_from_unix_nano`].
+    pub data_from_unix_nano: Option<i64>,
 }
 
 /// One span of a trace, in depth-first order.

@@ -72,6 +72,7 @@ impl DashboardSource for Fixture {
                 spans: 42,
             }],
             analysed_to_unix_nano: None,
+            data_from_unix_nano: None,
         })
     }
     async fn channel(
@@ -158,6 +159,7 @@ impl DashboardSource for Fixture {
             instances: vec![],
             alerts,
             analysed_to_unix_nano: Some(T0 - 5 * SEC),
+            data_from_unix_nano: None,
         }))
     }
     async fn trace(&self, trace_id: &str) -> Result<Option<TraceView>, SourceError> {
@@ -340,8 +342,16 @@ async fn overview_shows_every_channel_with_rates_and_unknown_instances() {
     // An idle channel without traffic in the range shows no rate, not "0.0/s".
     let pay = &html[html.find("data-channel=\"pay\"").unwrap()..];
     let pay = &pay[..pay.find("</tr>").unwrap()];
-    assert_eq!(pay.matches(">–<").count(), 4, "rates and error rates: {pay}");
-    assert_eq!(pay.matches("not releasing in this range").count(), 2, "{pay}");
+    assert_eq!(
+        pay.matches(">–<").count(),
+        4,
+        "rates and error rates: {pay}"
+    );
+    assert_eq!(
+        pay.matches("not releasing in this range").count(),
+        2,
+        "{pay}"
+    );
     assert!(!pay.contains("0.0/s"), "{pay}");
     assert!(html.contains("1 instance(s) of unknown colour"));
     assert!(html.contains("lp-1"));

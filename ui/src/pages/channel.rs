@@ -194,7 +194,7 @@ pub fn body(
     flash: Option<&str>,
 ) -> AnyView {
     let c = &page.channel;
-    let secs = chrome.range.seconds();
+    let secs = chrome.range.rate_seconds(page.data_from_unix_nano);
     let state_class = format!("state s-{}", c.state);
     let flash =
         flash.map(|m| view! { <p class="flash" role="status" id="flash">{m.to_owned()}</p> });

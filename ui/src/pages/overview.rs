@@ -9,7 +9,7 @@ use crate::source::Overview;
 
 /// The overview's body.
 pub fn body(chrome: &Chrome, data: &Overview) -> AnyView {
-    let secs = chrome.range.seconds();
+    let secs = chrome.range.rate_seconds(data.data_from_unix_nano);
     let rows = data
         .channels
         .iter()
