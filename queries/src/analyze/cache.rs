@@ -22,6 +22,8 @@ use dyeline_control::Timeline;
 use dyeline_store::files::{FileMeta, HOUR_NS};
 use dyeline_store::table::SpansTable;
 
+use futures::{StreamExt, TryStreamExt};
+
 use super::load::{LOAD_COLUMN_NAMES, Loader, Spans, in_load_order};
 use crate::sql::SqlError;
 
@@ -164,32 +166,53 @@ pub async fn load_cached(
     let hi = to.map_or(i64::MAX, |t| t.saturating_sub(1));
     let snap = table.snapshot();
     let started = std::time::Instant::now();
-    let mut parts: Vec<Arc<Loader>> = Vec::new();
+    let overlapping: Vec<PathBuf> = snap
+        .files
+        .iter()
+        .filter(|f| {
+            let end = f.hour_start_unix_nano.saturating_add(HOUR_NS - 1);
+            f.hour_start_unix_nano <= hi && end >= lo
+        })
+        .map(|f| f.path.clone())
+        .collect();
+    // Files not cached yet are read and converted on the blocking pool, as many at a time as
+    // there are cores (each read is one thread's work: decompress, decode, convert, sort).
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut read = 0usize;
-    for f in &snap.files {
-        let end = f.hour_start_unix_nano.saturating_add(HOUR_NS - 1);
-        if f.hour_start_unix_nano > hi || end < lo {
-            continue;
-        }
-        if let Some(p) = cache.get(&f.path) {
-            parts.push(p);
-            continue;
-        }
-        let path = f.path.clone();
-        let loaded = tokio::task::spawn_blocking(move || read_file(&path))
-            .await
-            .map_err(|e| SqlError::Internal(e.to_string()))?;
-        match loaded {
-            Ok(part) => {
-                let part = Arc::new(part);
-                cache.put(f.path.clone(), Arc::clone(&part));
-                parts.push(part);
-                read += 1;
+    let loaded: Vec<Option<Arc<Loader>>> = futures::stream::iter(overlapping)
+        .map(|path: PathBuf| {
+            let cached = cache.get(&path);
+            let cache = Arc::clone(cache);
+            async move {
+                if let Some(p) = cached {
+                    return Ok((Some(p), false));
+                }
+                let read_path = path.clone();
+                let part = tokio::task::spawn_blocking(move || read_file(&read_path))
+                    .await
+                    .map_err(|e| SqlError::Internal(e.to_string()))?;
+                match part {
+                    Ok(part) => {
+                        let part = Arc::new(part);
+                        cache.put(path, Arc::clone(&part));
+                        Ok((Some(part), true))
+                    }
+                    // Deleted by retention since the snapshot: its spans are past retention.
+                    Err(_) if !path.exists() => Ok((None, false)),
+                    Err(e) => Err(e),
+                }
             }
-            Err(_) if !f.path.exists() => continue,
-            Err(e) => return Err(e),
-        }
-    }
+        })
+        .buffered(threads)
+        .map(|r: Result<(Option<Arc<Loader>>, bool), SqlError>| {
+            r.map(|(p, fresh)| {
+                read += usize::from(fresh);
+                p
+            })
+        })
+        .try_collect()
+        .await?;
+    let parts: Vec<Arc<Loader>> = loaded.into_iter().flatten().collect();
     cache.keep_only(&snap.files);
     let segments: Vec<_> = snap
         .segments
