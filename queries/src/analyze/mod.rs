@@ -487,6 +487,74 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
         &mut r.instance_skew,
         &mut r.error_spike,
     );
+    // Window findings by window, then by names: ids follow the order spans were read in,
+    // which differs between a scan and a merge of files.
+    r.drained_side.sort_by(|a, b| {
+        (
+            a.window_start_unix_nano,
+            &a.channel,
+            &a.app,
+            a.color,
+            a.kind,
+        )
+            .cmp(&(
+                b.window_start_unix_nano,
+                &b.channel,
+                &b.app,
+                b.color,
+                b.kind,
+            ))
+    });
+    r.ratio_deviation.sort_by(|a, b| {
+        (
+            a.window_start_unix_nano,
+            &a.channel,
+            &a.app,
+            a.color,
+            a.kind,
+        )
+            .cmp(&(
+                b.window_start_unix_nano,
+                &b.channel,
+                &b.app,
+                b.color,
+                b.kind,
+            ))
+    });
+    r.instance_skew.sort_by(|a, b| {
+        (
+            a.window_start_unix_nano,
+            &a.channel,
+            &a.app,
+            a.color,
+            &a.instance,
+            a.kind,
+        )
+            .cmp(&(
+                b.window_start_unix_nano,
+                &b.channel,
+                &b.app,
+                b.color,
+                &b.instance,
+                b.kind,
+            ))
+    });
+    r.error_spike.sort_by(|a, b| {
+        (
+            a.window_start_unix_nano,
+            &a.channel,
+            &a.app,
+            a.color,
+            a.kind,
+        )
+            .cmp(&(
+                b.window_start_unix_nano,
+                &b.channel,
+                &b.app,
+                b.color,
+                b.kind,
+            ))
+    });
     tracing::debug!(
         traces_ms = traces_done.as_secs_f64() * 1e3,
         windows_ms = (t.elapsed() - traces_done).as_secs_f64() * 1e3,

@@ -150,10 +150,14 @@ pub fn find(
             kind: kind.as_str(),
             count,
             blue_percent: bp,
-            instances: instances
-                .iter()
-                .map(|i| spans.instances.name(*i).to_owned())
-                .collect(),
+            instances: {
+                let mut names: Vec<String> = instances
+                    .iter()
+                    .map(|i| spans.instances.name(*i).to_owned())
+                    .collect();
+                names.sort();
+                names
+            },
             trace_ids: traces.iter().map(|t| hex128(*t)).collect(),
             window_start_unix_nano: ws,
             window_end_unix_nano: ws + w,
