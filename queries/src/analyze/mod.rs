@@ -405,6 +405,13 @@ pub async fn analyze(
     Ok(r)
 }
 
+/// Sorts `$v` by the listed fields of its items, in that order.
+macro_rules! sort_by_fields {
+    ($v:expr, $($f:ident),+) => {
+        $v.sort_by(|a, b| ($(&a.$f,)+).cmp(&($(&b.$f,)+)))
+    };
+}
+
 /// The report of already loaded spans.
 pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool) -> Report {
     let mut r = Report {
@@ -489,72 +496,39 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
     );
     // Window findings by window, then by names: ids follow the order spans were read in,
     // which differs between a scan and a merge of files.
-    r.drained_side.sort_by(|a, b| {
-        (
-            a.window_start_unix_nano,
-            &a.channel,
-            &a.app,
-            a.color,
-            a.kind,
-        )
-            .cmp(&(
-                b.window_start_unix_nano,
-                &b.channel,
-                &b.app,
-                b.color,
-                b.kind,
-            ))
-    });
-    r.ratio_deviation.sort_by(|a, b| {
-        (
-            a.window_start_unix_nano,
-            &a.channel,
-            &a.app,
-            a.color,
-            a.kind,
-        )
-            .cmp(&(
-                b.window_start_unix_nano,
-                &b.channel,
-                &b.app,
-                b.color,
-                b.kind,
-            ))
-    });
-    r.instance_skew.sort_by(|a, b| {
-        (
-            a.window_start_unix_nano,
-            &a.channel,
-            &a.app,
-            a.color,
-            &a.instance,
-            a.kind,
-        )
-            .cmp(&(
-                b.window_start_unix_nano,
-                &b.channel,
-                &b.app,
-                b.color,
-                &b.instance,
-                b.kind,
-            ))
-    });
-    r.error_spike.sort_by(|a, b| {
-        (
-            a.window_start_unix_nano,
-            &a.channel,
-            &a.app,
-            a.color,
-            a.kind,
-        )
-            .cmp(&(
-                b.window_start_unix_nano,
-                &b.channel,
-                &b.app,
-                b.color,
-                b.kind,
-            ))
-    });
+    sort_by_fields!(
+        r.drained_side,
+        window_start_unix_nano,
+        channel,
+        app,
+        color,
+        kind
+    );
+    sort_by_fields!(
+        r.ratio_deviation,
+        window_start_unix_nano,
+        channel,
+        app,
+        color,
+        kind
+    );
+    sort_by_fields!(
+        r.instance_skew,
+        window_start_unix_nano,
+        channel,
+        app,
+        color,
+        instance,
+        kind
+    );
+    sort_by_fields!(
+        r.error_spike,
+        window_start_unix_nano,
+        channel,
+        app,
+        color,
+        kind
+    );
     tracing::debug!(
         traces_ms = traces_done.as_secs_f64() * 1e3,
         windows_ms = (t.elapsed() - traces_done).as_secs_f64() * 1e3,
