@@ -6,7 +6,8 @@
 //! Filters on `start_time_unix_nano` (`=`, `<`, `<=`, `>`, `>=`, `BETWEEN`, with integer
 //! literals) prune Parquet files by hour partition before the scan; every filter is also handed
 //! to the Parquet reader for row-group pruning. Filters are reported as inexact, so DataFusion
-//! still applies them to every row.
+//! still applies them to every row. File footers, page indexes and bloom filters are kept in
+//! the session's metadata cache, so repeated lookups (a trace by id) read only the data pages.
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::datasource::TableType;
 use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::Result;
@@ -233,7 +235,17 @@ impl TableProvider for SpansTable {
             .filter(|f| overlaps(f, lo, hi))
             .collect();
         if !files.is_empty() {
-            let mut source = ParquetSource::new(Arc::clone(&self.schema));
+            // Footers, page indexes and bloom filters are read once per file and kept in the
+            // session's metadata cache (store files are immutable and never reuse a name), so a
+            // trace lookup over many files does not re-read and re-decode every footer.
+            let runtime = state.runtime_env();
+            let store = runtime.object_store(ObjectStoreUrl::local_filesystem())?;
+            let factory = CachedParquetFileReaderFactory::new(
+                store,
+                runtime.cache_manager.get_file_metadata_cache(),
+            );
+            let mut source = ParquetSource::new(Arc::clone(&self.schema))
+                .with_parquet_file_reader_factory(Arc::new(factory));
             if let Some(pred) = conjunction(filters.to_vec()) {
                 let df_schema = DFSchema::try_from(Arc::clone(&self.schema))?;
                 if let Ok(p) = state.create_physical_expr(pred, &df_schema) {
