@@ -11,5 +11,6 @@ pub use sql::{QueryResult, SqlEngine, SqlError, SqlLimits};
 pub mod alerts;
 pub mod analyze;
 pub mod drilldown;
+pub mod rollup;
 pub mod search;
 pub mod summary;

@@ -46,6 +46,17 @@ pub struct Step {
     pub hops: u64,
 }
 
+/// How a summary's p50/p99 were computed.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Percentiles {
+    /// Nearest rank over every request's duration.
+    Exact,
+    /// From the per-minute DDSketches of [`crate::rollup::Rollup`]: within
+    /// [`crate::rollup::SKETCH_RELATIVE_ACCURACY`] of a true value at that rank.
+    Estimated,
+}
+
 /// The summary answer.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Summary {
@@ -55,6 +66,8 @@ pub struct Summary {
     pub step_seconds: u64,
     /// Steps in time order (every step of the range, empty ones included).
     pub steps: Vec<Step>,
+    /// `exact` (a scan of the spans) or `estimated` (the live per-minute rollups).
+    pub percentiles: Percentiles,
 }
 
 type StepAcc = (Vec<i64>, Vec<i64>, u64, u64, u64);
@@ -89,7 +102,7 @@ pub async fn channel_summary(
     summarize(&spans, &report, timeline, channel, from, to, step_ns)
 }
 
-fn check_steps(from: i64, to: i64, step_ns: i64) -> Result<(), SqlError> {
+pub(crate) fn check_steps(from: i64, to: i64, step_ns: i64) -> Result<(), SqlError> {
     if step_ns <= 0 || to <= from || (to - from) / step_ns > 10_000 {
         return Err(SqlError::Syntax(
             "give from < to and a positive step, at most 10000 steps".into(),
@@ -186,5 +199,6 @@ pub fn summarize(
         channel: channel.to_owned(),
         step_seconds: (step_ns / 1_000_000_000) as u64,
         steps,
+        percentiles: Percentiles::Exact,
     })
 }

@@ -134,6 +134,7 @@ pub fn spawn(
     plane: Arc<ControlPlane>,
     book: SharedAlerts,
     external_url: String,
+    rollup: Option<crate::sink::SharedRollup>,
     mut stop: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let (tx, mut rx) = mpsc::channel::<Vec<Alert>>(256);
@@ -204,6 +205,19 @@ pub fn spawn(
             report
                 .cross_color_hops
                 .retain(|h| (from..=now - quiet).contains(&h.t_unix_nano));
+            if let Some(r) = &rollup {
+                r.lock().record_hops(
+                    report.cross_color_hops.iter().map(|h| {
+                        (
+                            h.channel.as_str(),
+                            h.trace_id.as_str(),
+                            h.span_id.as_str(),
+                            h.t_unix_nano,
+                        )
+                    }),
+                    now,
+                );
+            }
             report
                 .missing_decisions
                 .retain(|m| (from..=now - quiet).contains(&m.t_unix_nano));

@@ -44,6 +44,9 @@ pub struct ApiState {
     pub analyzer: AnalyzerConfig,
     /// Live alerts.
     pub alerts: crate::alerting::SharedAlerts,
+    /// Per-minute channel rollups (when the live evaluation runs): the summary API answers
+    /// live whole-minute ranges from them.
+    pub rollup: Option<crate::sink::SharedRollup>,
 }
 
 /// An API error: status, code and message.
@@ -299,10 +302,15 @@ async fn trace(
 struct SummaryQuery {
     /// From (RFC 3339 or Unix ns). Default: one hour before `to`.
     from: Option<String>,
-    /// To. Default: now.
+    /// To. Default: the end of the current minute (no span has started after now, so this is
+    /// the same data as "now", on whole minutes).
     to: Option<String>,
     /// Step, e.g. `60s`, `5m`. Default `60s`.
     step: Option<String>,
+    /// `true`: always scan the spans, for exact percentiles. By default a live range of whole
+    /// minutes (with whole-minute steps) is answered from the server's per-minute rollups,
+    /// whose percentiles are estimates within 1 % (the answer's `percentiles` says which).
+    exact: Option<bool>,
 }
 
 /// Per step and colour: requests, errors, p50/p99 latency, observed blue share against the
@@ -323,7 +331,13 @@ async fn channel_summary(
     if state.plane.channel(&id).is_err() && !timeline.ops().any(|(_, c, _)| c.as_str() == id) {
         return Err(ControlError::ChannelNotFound(id).into());
     }
-    let (from, to) = range(q.from.as_deref(), q.to.as_deref())?;
+    let minute_end = {
+        let m = dyeline_queries::rollup::MINUTE_NS;
+        let now = dyeline_control::plane::now_unix_nano();
+        (now.div_euclid(m) + 1) * m
+    };
+    let to_text = q.to.clone().unwrap_or_else(|| minute_end.to_string());
+    let (from, to) = range(q.from.as_deref(), Some(&to_text))?;
     let step = match &q.step {
         None => std::time::Duration::from_secs(60),
         Some(s) => humantime::parse_duration(s).map_err(|e| {
@@ -334,6 +348,14 @@ async fn channel_summary(
             )
         })?,
     };
+    let step_ns = step.as_nanos() as i64;
+    if let Some(s) = (!q.exact.unwrap_or(false))
+        .then_some(state.rollup.as_ref())
+        .flatten()
+        .and_then(|r| r.lock().summary(&timeline, &id, from, to, step_ns))
+    {
+        return Ok(Json(s).into_response());
+    }
     let summary = dyeline_queries::summary::channel_summary(
         state.sql.context(),
         &timeline,
@@ -341,7 +363,7 @@ async fn channel_summary(
         &id,
         from,
         to,
-        step.as_nanos() as i64,
+        step_ns,
     )
     .await?;
     Ok(Json(summary).into_response())

@@ -18,8 +18,13 @@ use tokio::sync::watch;
 
 use crate::api::{self, ApiState};
 use crate::config::Config;
-use crate::sink::StoreSink;
+use crate::sink::{SharedRollup, StoreSink};
 use crate::span_metrics::SpanMetrics;
+use dyeline_queries::rollup::Rollup;
+
+/// How far back the live channel rollups reach behind the newest minute they hold; older
+/// summary ranges are answered by a scan of the spans.
+pub const ROLLUP_RETENTION: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// Errors that end a command.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -162,11 +167,20 @@ pub async fn serve(
     receiver_metrics.register(&mut registry);
     store.metrics().register(&mut registry);
     let span_metrics = Arc::new(SpanMetrics::new(config.metrics.max_series));
+    // Per-minute channel rollups answer the summary API over live ranges; their hop counts
+    // come from the live evaluation, so without it there are none (the API scans instead).
+    let rollup: Option<SharedRollup> = config.alerts.enabled.then(|| {
+        Arc::new(Mutex::new(Rollup::new(
+            dyeline_control::plane::now_unix_nano(),
+            ROLLUP_RETENTION.as_nanos() as i64,
+        )))
+    });
     span_metrics.register(&mut registry);
     let receiver = Arc::new(Receiver::new(
         Arc::new(StoreSink {
             store: Arc::clone(&store),
             metrics: Some((span_metrics, Arc::clone(&plane))),
+            rollup: rollup.clone().map(|r| (r, Arc::clone(&plane))),
         }),
         convert_options(&config)?,
         receiver_metrics,
@@ -200,6 +214,7 @@ pub async fn serve(
             timeout: config.sql.timeout,
         },
         registry: Mutex::new(registry),
+        rollup: rollup.clone(),
     });
 
     let grpc_listener = TcpListener::bind(config.otlp_grpc_addr)
@@ -242,6 +257,7 @@ pub async fn serve(
             Arc::clone(&plane),
             alert_book,
             external,
+            rollup,
             stop_rx.clone(),
         )
     });

@@ -11,13 +11,20 @@ use dyeline_control::ControlPlane;
 
 use crate::span_metrics::SpanMetrics;
 
-/// The store as a span sink; the rows it keeps also feed the span metrics.
+/// The store as a span sink; the rows it keeps also feed the span metrics and the per-minute
+/// channel rollups.
 pub struct StoreSink {
     /// The store.
     pub store: Arc<Store>,
     /// Metrics from spans, with the control plane that names each app's channel.
     pub metrics: Option<(Arc<SpanMetrics>, Arc<ControlPlane>)>,
+    /// The live channel rollups (with the control plane for the timeline).
+    pub rollup: Option<(SharedRollup, Arc<ControlPlane>)>,
 }
+
+/// The server's channel rollups, shared by the sink (spans), the live evaluation (hops) and
+/// the summary API.
+pub type SharedRollup = Arc<parking_lot::Mutex<dyeline_queries::rollup::Rollup>>;
 
 fn map(e: StoreError) -> SinkError {
     match e {
@@ -34,12 +41,21 @@ impl SpanSink for StoreSink {
             return Box::pin(async { Ok(WriteReport::default()) });
         };
         let metrics = self.metrics.clone();
+        let rollup = self.rollup.clone();
         match self.store.try_write(batch, rows.keys) {
             Ok(rx) => Box::pin(async move {
                 match rx.await {
                     Ok(Ok(r)) => {
                         if let (Some((m, plane)), Some(kept)) = (&metrics, &r.kept) {
                             m.observe(kept, plane);
+                        }
+                        if let (Some((r, plane)), Some(kept)) = (&rollup, &r.kept) {
+                            let timeline = plane.timeline();
+                            r.lock().observe(
+                                kept,
+                                &timeline,
+                                dyeline_control::plane::now_unix_nano(),
+                            );
                         }
                         Ok(WriteReport {
                             stored: r.stored,

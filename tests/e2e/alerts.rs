@@ -250,6 +250,46 @@ fn live_error_spike_alert_reaches_alertmanager_and_resolves() {
     ));
     assert!(!firing.iter().any(|a| a["labels"]["color"] == "green"));
 
+    // The channel summary of the replayed minutes comes from the live per-minute rollups
+    // and counts what a scan of the spans counts; its percentiles are estimates within 1 %
+    // of a sample at the rank (the scan's nearest rank may sit one sample off).
+    let summary = |exact: bool| -> Value {
+        client
+            .get(format!(
+                "http://{}/api/v1/channels/trade/summary?from={target}&to={}&step=60s&exact={exact}",
+                s.api,
+                target + 2 * minute
+            ))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    let (rolled, scanned) = (summary(false), summary(true));
+    assert_eq!(rolled["percentiles"], "estimated", "{rolled}");
+    assert_eq!(scanned["percentiles"], "exact");
+    let (rs, ss) = (
+        rolled["steps"].as_array().unwrap(),
+        scanned["steps"].as_array().unwrap(),
+    );
+    assert_eq!(rs.len(), 2);
+    for (r, x) in rs.iter().zip(ss) {
+        for color in ["blue", "green"] {
+            assert_eq!(r[color]["requests"], x[color]["requests"], "{r} vs {x}");
+            assert_eq!(r[color]["errors"], x[color]["errors"], "{r} vs {x}");
+            if let (Some(a), Some(b)) = (r[color]["p50_ms"].as_f64(), x[color]["p50_ms"].as_f64()) {
+                assert!((a - b).abs() <= 0.1 * b, "p50 {a} vs exact {b}");
+            }
+        }
+        assert_eq!(r["unknown_requests"], x["unknown_requests"]);
+        assert_eq!(r["blue_share"], x["blue_share"]);
+        assert_eq!(r["blue_percent"], x["blue_percent"]);
+    }
+    assert!(
+        rs[0]["blue"]["requests"].as_u64().unwrap() > 100,
+        "{rolled}"
+    );
+
     // After the spike: resolved in Dyeline, and gone from Alertmanager's active alerts.
     let deadline = Instant::now() + Duration::from_secs(150);
     loop {
