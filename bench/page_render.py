@@ -144,7 +144,7 @@ def main():
                 cold.append(get(base + page)[0])
             fresh = []
             if "?" in page:
-                for _ in range(max(3, args.n // 4)):
+                for _ in range(args.n):
                     fresh_n[0] += 1
                     path = page.split("?")[0] + f"?from={frm - fresh_n[0] * 10**9}&to={to}"
                     fresh.append(get(base + path)[0])

@@ -61,10 +61,29 @@ pub const SERVICES: u64 = 40;
 /// Instances per service (half blue, half green).
 pub const INSTANCES: u64 = 4;
 
+/// Start of the second that request `index` covers, Unix ns: its spans start within the
+/// 0.9 s after it (request 0 at 2025-11-30T00:00:00Z, one second per request).
+pub fn request_base_unix_nano(index: u64) -> u64 {
+    1_764_460_800_000_000_000 + index * 1_000_000_000
+}
+
+/// Shifts every span time of `req` by `offset_ns` (e.g. to the present for a live load).
+pub fn shift_times(req: &mut ExportTraceServiceRequest, offset_ns: i64) {
+    for span in req
+        .resource_spans
+        .iter_mut()
+        .flat_map(|r| r.scope_spans.iter_mut())
+        .flat_map(|s| s.spans.iter_mut())
+    {
+        span.start_time_unix_nano = span.start_time_unix_nano.saturating_add_signed(offset_ns);
+        span.end_time_unix_nano = span.end_time_unix_nano.saturating_add_signed(offset_ns);
+    }
+}
+
 /// Request number `index` of a run with `seed`: `spans` spans (a multiple of 5 is best).
 pub fn request(seed: u64, index: u64, spans: usize) -> ExportTraceServiceRequest {
     let mut rng = Rng::new(seed ^ (index.wrapping_add(1)).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let base_ns: u64 = 1_764_460_800_000_000_000 + index * 1_000_000_000;
+    let base_ns: u64 = request_base_unix_nano(index);
     // Group spans by (service, instance) as one SDK batch per resource.
     let mut groups: Vec<(u64, u64, Vec<Span>)> = Vec::new();
     let mut made = 0usize;
