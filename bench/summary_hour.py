@@ -13,7 +13,11 @@ half the services (svc00..svc19) and is releasing at blue_percent 50 the whole t
   every range took before the rollups, and still takes for ranges older than the server);
 - the two answers' requests, errors, unknown requests and blue shares are compared step by
   step (they must be equal), and their p50/p99 (the rollup's within 1 % of a sample at the
-  rank).
+  rank);
+- trace lookup by id over the same store (`GET /api/v1/traces/{id}`): --lookups ids of stored
+  traces (one from a random second of the hour each, picked by SQL beforehand) and as many
+  random ids that are not stored, in random order; p50/p95/max per group (issue 4's other
+  target: <= 20 ms).
 
 Wall time is about --minutes + 2 minutes (an hour by default: the rollups only count spans
 that arrive while the server runs, so the hour has to be lived).
@@ -28,12 +32,14 @@ import argparse
 import datetime
 import json
 import os
+import random
 import shutil
 import socket
 import statistics
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,6 +76,7 @@ def main():
     ap.add_argument("--rate", type=float, default=3.0, help="requests/s of 1,000 spans")
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--exact-runs", type=int, default=3)
+    ap.add_argument("--lookups", type=int, default=40)
     args = ap.parse_args()
     exe = os.path.join(args.target_dir, args.profile, "dyeline")
     loadgen = os.path.join(args.target_dir, args.profile, "loadgen")
@@ -114,6 +121,29 @@ def main():
         spans = json.loads(call("POST", base + "/api/v1/sql", json.dumps(
             {"sql": f"SELECT count(*) FROM spans WHERE start_time_unix_nano >= {frm} "
                     f"AND start_time_unix_nano < {to}"}).encode())[1])["rows"][0][0]
+        rng = random.Random(7)
+        present = []
+        for _ in range(args.lookups):
+            t = frm + rng.randrange(args.minutes * 60) * 10**9
+            rows = json.loads(call("POST", base + "/api/v1/sql", json.dumps(
+                {"sql": f"SELECT trace_id FROM spans WHERE start_time_unix_nano >= {t} "
+                        f"AND start_time_unix_nano < {t + 10**9} LIMIT 1"}).encode())[1])["rows"]
+            if rows:
+                present.append(rows[0][0])
+        absent = [f"{rng.getrandbits(128):032x}" for _ in range(args.lookups)]
+        order = [(True, t) for t in present] + [(False, t) for t in absent]
+        rng.shuffle(order)
+        call("GET", base + f"/api/v1/traces/{present[0]}")  # warm-up
+        lookup = {True: [], False: []}
+        for stored, tid in order:
+            t0 = time.perf_counter()
+            try:
+                body = call("GET", base + f"/api/v1/traces/{tid}")[1]
+                ok = stored and len(json.loads(body).get("roots", [])) > 0
+            except urllib.error.HTTPError as e:
+                ok = not stored and e.code == 404
+            lookup[stored].append((time.perf_counter() - t0) * 1000.0)
+            assert ok, (stored, tid)
         rolled_ms, rolled = [], None
         for _ in range(args.n):
             ms, body = call("GET", base + q)
@@ -149,7 +179,11 @@ def main():
                "exact_scan_ms": {"median": statistics.median(exact_ms), "runs": exact_ms},
                "count_mismatches": mismatches,
                "worst_relative_percentile_gap": worst_p,
-               "hops_rollup_vs_scan": hops}
+               "hops_rollup_vs_scan": hops,
+               "trace_lookup_ms": {
+                   group: {"n": len(xs), "p50": statistics.median(xs), "p95": p95(xs), "max": max(xs)}
+                   for group, xs in (("stored", lookup[True]), ("absent", lookup[False]))},
+               "trace_lookup_target_ms": 20}
         path = os.path.join(ROOT, "bench", "results", f"summary-hour-{out['date']}.json")
         with open(path, "w") as f:
             json.dump(out, f, indent=2)
@@ -160,6 +194,9 @@ def main():
               f"({args.exact_runs} runs)")
         print(f"count mismatches: {len(mismatches)}; worst p50/p99 gap {worst_p * 100:.2f} %; "
               f"hops rollup/scan {hops[0]}/{hops[1]}")
+        tl = out["trace_lookup_ms"]
+        print(f"trace lookup: stored p50 {tl['stored']['p50']:.1f} / p95 {tl['stored']['p95']:.1f} ms, "
+              f"absent p50 {tl['absent']['p50']:.1f} / p95 {tl['absent']['p95']:.1f} ms")
         print(f"written to {path}")
     finally:
         if load and load.poll() is None:

@@ -16,7 +16,8 @@
 //! from it are estimates (relative error at most [`SKETCH_RELATIVE_ACCURACY`]); counts, error
 //! counts, shares and blue_percent are exact.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::hash::{Hash, Hasher};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
@@ -101,9 +102,10 @@ struct Cell {
 pub struct Rollup {
     /// (channel, minute start) → cell.
     cells: BTreeMap<(String, i64), Cell>,
-    /// Hops already counted: (channel, trace id, span id) → minute, with the order they came.
-    hops_seen: HashMap<(String, String, String), i64>,
-    hops_order: VecDeque<(i64, (String, String, String))>,
+    /// Hops already counted, by a 64-bit hash of (channel, trace id, span id) (a collision
+    /// among a day's hops is about as likely as n² / 2⁶⁵), with the minute each came in.
+    hops_seen: HashSet<u64>,
+    hops_order: VecDeque<(i64, u64)>,
     /// Spans starting before this are not counted (and ranges starting before it not answered).
     covered_from: i64,
     /// Minutes older than the current one minus this are dropped.
@@ -124,7 +126,7 @@ impl Rollup {
         let covered_from = window_start(now_unix_nano.saturating_add(MINUTE_NS - 1), MINUTE_NS);
         Self {
             cells: BTreeMap::new(),
-            hops_seen: HashMap::new(),
+            hops_seen: HashSet::new(),
             hops_order: VecDeque::new(),
             covered_from,
             retention_ns: retention_ns.max(MINUTE_NS),
@@ -227,12 +229,13 @@ impl Rollup {
             if t < self.covered_from() || t > now_unix_nano.saturating_add(MAX_FUTURE_NS) {
                 continue;
             }
-            let key = (channel.to_owned(), trace.to_owned(), span.to_owned());
-            if self.hops_seen.contains_key(&key) {
+            let mut h = std::hash::DefaultHasher::new();
+            (channel, trace, span).hash(&mut h);
+            let key = h.finish();
+            if !self.hops_seen.insert(key) {
                 continue;
             }
             let minute = window_start(t, MINUTE_NS);
-            self.hops_seen.insert(key.clone(), minute);
             self.hops_order.push_back((minute, key));
             self.cells
                 .entry((channel.to_owned(), minute))
