@@ -244,6 +244,9 @@ pub struct Loader {
 }
 
 /// One part's interned ids re-mapped into a merged [`Loader`]'s.
+/// Merges of at least this many spans copy on two threads ([`Loader::merge`]).
+const PARALLEL_COPY_MIN: usize = 50_000;
+
 struct IdMaps {
     apps: Vec<u32>,
     instances: Vec<u32>,
@@ -448,6 +451,11 @@ impl Loader {
     /// a merge of sorted runs, so each part must be sorted ([`Loader::sort`]). Names are re-interned;
     /// the parts are left as they are (they may be cached parts shared by many loads).
     pub fn merge(parts: &[&Loader], lo: i64, hi: i64) -> Loader {
+        Self::merge_split(parts, lo, hi, PARALLEL_COPY_MIN)
+    }
+
+    /// [`Loader::merge`], copying on two threads from `parallel_min` spans.
+    fn merge_split(parts: &[&Loader], lo: i64, hi: i64, parallel_min: usize) -> Loader {
         let mut all = Loader::default();
         let map = |from: &Interner, to: &mut Interner| -> Vec<u32> {
             (0..from.len() as u32)
@@ -481,13 +489,35 @@ impl Loader {
         let gathered = started.elapsed();
         keys.sort();
         let sorted = started.elapsed();
-        all.out.spans.reserve(keys.len());
-        all.span_rules.reserve(keys.len());
-        // Each part's decision records are in span order; its spans come out in order too.
-        let mut rec_cursor = vec![0usize; parts.len()];
-        for &(.., part, k) in &keys {
-            let part = part as usize;
-            all.copy_span(parts[part], k as usize, &maps[part], &mut rec_cursor[part]);
+        // The copy is a random gather over the parts, bound by memory latency: large merges
+        // copy the two halves of the output on two threads, then join them (a sequential move).
+        let halves = if keys.len() >= parallel_min
+            && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
+        {
+            keys.len() / 2
+        } else {
+            keys.len()
+        };
+        let (first, second) = keys.split_at(halves);
+        let (a, b) = std::thread::scope(|scope| {
+            let later = (!second.is_empty())
+                .then(|| scope.spawn(|| Loader::copy_keys(parts, &maps, second)));
+            let a = Loader::copy_keys(parts, &maps, first);
+            (a, later.map(|h| h.join().expect("merge copy thread")))
+        });
+        all.out.spans = a.out.spans;
+        all.out.decision_recs = a.out.decision_recs;
+        all.span_rules = a.span_rules;
+        if let Some(b) = b {
+            let offset = all.out.spans.len();
+            all.out.spans.extend(b.out.spans);
+            all.span_rules.extend(b.span_rules);
+            all.out
+                .decision_recs
+                .extend(b.out.decision_recs.into_iter().map(|r| DecisionRec {
+                    index: r.index + offset,
+                    ..r
+                }));
         }
         tracing::debug!(
             spans = keys.len(),
@@ -497,6 +527,27 @@ impl Loader {
             "merge"
         );
         all
+    }
+
+    /// The spans named by `keys` (`.3` the part, `.4` the span's index in it), in that order,
+    /// copied from `parts` with their ids mapped by `maps` (only the span, decision-record and
+    /// rule vectors of the result are filled). Within one part the keys must come in
+    /// increasing index order, as a merge of sorted parts gives them.
+    fn copy_keys(
+        parts: &[&Loader],
+        maps: &[IdMaps],
+        keys: &[(u128, i64, u64, u32, u32)],
+    ) -> Loader {
+        let mut out = Loader::default();
+        out.out.spans.reserve(keys.len());
+        out.span_rules.reserve(keys.len());
+        // Each part's decision records are in span order; its spans come out in order too.
+        let mut rec_cursor = vec![0usize; parts.len()];
+        for &(.., part, k) in keys {
+            let part = part as usize;
+            out.copy_span(parts[part], k as usize, &maps[part], &mut rec_cursor[part]);
+        }
+        out
     }
 
     /// Appends span `k` of `from` (and its decision record, found from `rec`, a cursor into
@@ -814,7 +865,14 @@ mod tests {
             let refs: Vec<&Loader> = parts.iter().collect();
             let merged = Loader::merge(&refs, lo, hi);
             prop_assert_eq!(merged.len(), whole.len());
+            // The two-thread copy (from 1 span here) gives the same result.
+            let split = Loader::merge_split(&refs, lo, hi, 1).finish(&timeline);
             let merged = merged.finish(&timeline);
+            prop_assert_eq!(named(&split), named(&merged));
+            let recs = |s: &Spans| -> Vec<(usize, u128)> {
+                s.decision_recs.iter().map(|d| (d.index, s.spans[d.index].trace)).collect()
+            };
+            prop_assert_eq!(recs(&split), recs(&merged));
             prop_assert!(merged.spans.is_sorted_by_key(|s| (s.trace, s.start, s.span)));
             prop_assert!(merged.decision_recs.is_sorted_by_key(|d| d.index));
             prop_assert_eq!(named(&merged), named(&whole.finish(&timeline)));

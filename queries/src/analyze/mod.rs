@@ -413,6 +413,9 @@ macro_rules! sort_by_fields {
 }
 
 /// The report of already loaded spans.
+/// Reports over at least this many spans run the trace and window detections on two threads.
+const PARALLEL_DETECTIONS_MIN: usize = 50_000;
+
 pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool) -> Report {
     let mut r = Report {
         spans: spans.spans.len() as u64,
@@ -477,23 +480,53 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
         r.decisions = Some(decisions);
     }
     let t = std::time::Instant::now();
-    traces::find(spans, &mut r.cross_color_hops, &mut r.missing_decisions);
-    let traces_done = t.elapsed();
-    // In time order, for people and stable output.
-    r.cross_color_hops.sort_by(|a, b| {
-        (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
-    });
-    r.missing_decisions.sort_by(|a, b| {
-        (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
-    });
-    windows::find(
-        spans,
-        config,
-        &mut r.drained_side,
-        &mut r.ratio_deviation,
-        &mut r.instance_skew,
-        &mut r.error_spike,
-    );
+    // The trace detections and the window detections read the same spans and write
+    // different findings: on large inputs they run on two threads.
+    let traces_part = |hops: &mut Vec<CrossColorHop>, missing: &mut Vec<MissingDecision>| {
+        let started = std::time::Instant::now();
+        traces::find(spans, hops, missing);
+        // In time order, for people and stable output.
+        hops.sort_by(|a, b| {
+            (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
+        });
+        missing.sort_by(|a, b| {
+            (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
+        });
+        started.elapsed()
+    };
+    let Report {
+        cross_color_hops,
+        missing_decisions,
+        drained_side,
+        ratio_deviation,
+        instance_skew,
+        error_spike,
+        ..
+    } = &mut r;
+    let mut windows_part = || {
+        let w = std::time::Instant::now();
+        windows::find(
+            spans,
+            config,
+            drained_side,
+            ratio_deviation,
+            instance_skew,
+            error_spike,
+        );
+        w.elapsed()
+    };
+    let (traces_took, windows_took) = if spans.spans.len() >= PARALLEL_DETECTIONS_MIN
+        && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
+    {
+        std::thread::scope(|scope| {
+            let h = scope.spawn(|| traces_part(cross_color_hops, missing_decisions));
+            let w = windows_part();
+            (h.join().expect("trace detections thread"), w)
+        })
+    } else {
+        let d = traces_part(cross_color_hops, missing_decisions);
+        (d, windows_part())
+    };
     // Window findings by window, then by names: ids follow the order spans were read in,
     // which differs between a scan and a merge of files.
     sort_by_fields!(
@@ -530,8 +563,9 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
         kind
     );
     tracing::debug!(
-        traces_ms = traces_done.as_secs_f64() * 1e3,
-        windows_ms = (t.elapsed() - traces_done).as_secs_f64() * 1e3,
+        traces_ms = traces_took.as_secs_f64() * 1e3,
+        windows_ms = windows_took.as_secs_f64() * 1e3,
+        detections_ms = t.elapsed().as_secs_f64() * 1e3,
         "detections"
     );
     r
