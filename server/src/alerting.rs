@@ -126,17 +126,32 @@ async fn post_with_retry(client: &reqwest::Client, url: &str, body: &Value) {
     tracing::error!(url, "alert delivery given up after retries");
 }
 
+/// What the live evaluation reads and writes.
+pub struct Live {
+    /// The SQL session it scans the recent windows with.
+    pub engine: Arc<SqlEngine>,
+    /// The control plane (its timeline places spans in channels).
+    pub plane: Arc<ControlPlane>,
+    /// The alert book it fires and resolves alerts in.
+    pub book: SharedAlerts,
+    /// The channel rollups it adds the hops it finds to.
+    pub rollup: Option<crate::sink::SharedRollup>,
+}
+
 /// Starts the evaluator and the delivery worker; both stop when `stop` becomes true.
 pub fn spawn(
     settings: AlertSettings,
     analyzer: AnalyzerConfig,
-    engine: Arc<SqlEngine>,
-    plane: Arc<ControlPlane>,
-    book: SharedAlerts,
+    live: Live,
     external_url: String,
-    rollup: Option<crate::sink::SharedRollup>,
     mut stop: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
+    let Live {
+        engine,
+        plane,
+        book,
+        rollup,
+    } = live;
     let (tx, mut rx) = mpsc::channel::<Vec<Alert>>(256);
     let targets = (settings.alertmanager_url.clone(), settings.webhooks.clone());
     let ext = external_url.clone();

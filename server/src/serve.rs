@@ -253,11 +253,13 @@ pub async fn serve(
         crate::alerting::spawn(
             config.alerts.clone(),
             config.analyzer.clone(),
-            Arc::clone(&live_engine),
-            Arc::clone(&plane),
-            alert_book,
+            crate::alerting::Live {
+                engine: Arc::clone(&live_engine),
+                plane: Arc::clone(&plane),
+                book: alert_book,
+                rollup,
+            },
             external,
-            rollup,
             stop_rx.clone(),
         )
     });
