@@ -292,9 +292,13 @@ impl Drop for Browser {
                 .rt
                 .block_on(async { tokio::time::timeout(Duration::from_secs(10), c.close()).await });
         }
-        // chromedriver and any Chromium left behind: the group this test started.
+        // chromedriver and any Chromium left behind: the group this test started. The `--`
+        // matters: procps-ng 4.0.2 (Debian 12) reads `kill -KILL -21074` as a signal to
+        // process group 2 (only the first digit), so a driver pid starting with 1 became
+        // `kill(-1, SIGKILL)`: every process the user may signal, the test run included.
         let _ = Command::new("kill")
             .arg("-KILL")
+            .arg("--")
             .arg(format!("-{}", self.driver.id()))
             .status();
         let _ = self.driver.kill();
