@@ -22,12 +22,11 @@ use std::hash::{Hash, Hasher};
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use dyeline_control::Timeline;
-use dyeline_control::state::ReleaseState;
 use dyeline_model::schema::col;
 use sketches_ddsketch::{Config, DDSketch};
 
 use crate::analyze::windows::window_start;
-use crate::summary::{ColorStep, Percentiles, Step, Summary, check_steps};
+use crate::summary::{ColorStep, Percentiles, Summary, check_steps, make_step};
 
 /// One minute, ns.
 pub const MINUTE_NS: i64 = 60_000_000_000;
@@ -308,19 +307,15 @@ impl Rollup {
                 acc.unknown += c.unknown;
                 acc.hops += c.hops;
             }
-            let total = (acc.blue.requests + acc.green.requests) as f64;
-            steps.push(Step {
-                start_unix_nano: start.to_string(),
-                blue_share: (total > 0.0).then(|| acc.blue.requests as f64 / total),
-                blue: acc.blue.step(),
-                green: acc.green.step(),
-                unknown_requests: acc.unknown,
-                blue_percent: timeline
-                    .channel_at(channel, (start + step_ns - 1).min(to - 1))
-                    .filter(|c| c.state == ReleaseState::Releasing)
-                    .map(|c| c.blue_percent),
-                hops: acc.hops,
-            });
+            steps.push(make_step(
+                timeline,
+                channel,
+                start,
+                hi,
+                [acc.blue.step(), acc.green.step()],
+                acc.unknown,
+                acc.hops,
+            ));
         }
         Some(Summary {
             channel: channel.to_owned(),

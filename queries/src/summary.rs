@@ -102,6 +102,34 @@ pub async fn channel_summary(
     summarize(&spans, &report, timeline, channel, from, to, step_ns)
 }
 
+/// The step `[start, end)` (`end`: the step's end, or the summary's if earlier), from its
+/// blue and green requests: the blue share of blue + green (null without requests) and the
+/// channel's blue_percent in force at its last nanosecond (null while the channel is idle).
+/// Both the scan and the rollups ([`crate::rollup::Rollup::summary`]) build their steps here.
+pub(crate) fn make_step(
+    timeline: &Timeline,
+    channel: &str,
+    start: i64,
+    end: i64,
+    [blue, green]: [ColorStep; 2],
+    unknown_requests: u64,
+    hops: u64,
+) -> Step {
+    let total = (blue.requests + green.requests) as f64;
+    Step {
+        start_unix_nano: start.to_string(),
+        blue_share: (total > 0.0).then(|| blue.requests as f64 / total),
+        blue_percent: timeline
+            .channel_at(channel, end - 1)
+            .filter(|c| c.state == ReleaseState::Releasing)
+            .map(|c| c.blue_percent),
+        blue,
+        green,
+        unknown_requests,
+        hops,
+    }
+}
+
 pub(crate) fn check_steps(from: i64, to: i64, step_ns: i64) -> Result<(), SqlError> {
     if step_ns <= 0 || to <= from || (to - from) / step_ns > 10_000 {
         return Err(SqlError::Syntax(
@@ -168,31 +196,22 @@ pub fn summarize(
         .map(|(i, (mut b, mut g, be, ge, unknown))| {
             b.sort_unstable();
             g.sort_unstable();
+            let color = |d: &[i64], errors| ColorStep {
+                requests: d.len() as u64,
+                errors,
+                p50_ms: percentile(d, 0.5),
+                p99_ms: percentile(d, 0.99),
+            };
             let start = first + i as i64 * step_ns;
-            let total = (b.len() + g.len()) as f64;
-            let bp = timeline
-                .channel_at(channel, (start + step_ns - 1).min(to - 1))
-                .filter(|c| c.state == ReleaseState::Releasing)
-                .map(|c| c.blue_percent);
-            Step {
-                start_unix_nano: start.to_string(),
-                blue_share: (total > 0.0).then(|| b.len() as f64 / total),
-                blue: ColorStep {
-                    requests: b.len() as u64,
-                    errors: be,
-                    p50_ms: percentile(&b, 0.5),
-                    p99_ms: percentile(&b, 0.99),
-                },
-                green: ColorStep {
-                    requests: g.len() as u64,
-                    errors: ge,
-                    p50_ms: percentile(&g, 0.5),
-                    p99_ms: percentile(&g, 0.99),
-                },
-                unknown_requests: unknown,
-                blue_percent: bp,
-                hops: hops[i],
-            }
+            make_step(
+                timeline,
+                channel,
+                start,
+                (start + step_ns).min(to),
+                [color(&b, be), color(&g, ge)],
+                unknown,
+                hops[i],
+            )
         })
         .collect();
     Ok(Summary {

@@ -412,10 +412,10 @@ macro_rules! sort_by_fields {
     };
 }
 
-/// The report of already loaded spans.
 /// Reports over at least this many spans run the trace and window detections on two threads.
 const PARALLEL_DETECTIONS_MIN: usize = 50_000;
 
+/// The report of already loaded spans.
 pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool) -> Report {
     let mut r = Report {
         spans: spans.spans.len() as u64,
@@ -486,12 +486,8 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
         let started = std::time::Instant::now();
         traces::find(spans, hops, missing);
         // In time order, for people and stable output.
-        hops.sort_by(|a, b| {
-            (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
-        });
-        missing.sort_by(|a, b| {
-            (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
-        });
+        sort_by_fields!(hops, t_unix_nano, trace_id, span_id);
+        sort_by_fields!(missing, t_unix_nano, trace_id, span_id);
         started.elapsed()
     };
     let Report {
