@@ -303,4 +303,100 @@ mod tests {
         assert_eq!(canonical(&small), canonical(&whole));
         assert!(tiny.held().0 <= 1);
     }
+
+    /// A lookup by trace id opens only the files whose trace index holds the id: the index
+    /// of a file the store wrote, and of files found at open once the background pass has
+    /// read them. The answer is the trace's spans either way.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn trace_lookups_skip_files_without_the_trace() {
+        let fixtures =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/analysis");
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: dir.path().join("data"),
+            ..Config::default()
+        };
+        // Two imports (two sets of files holding different traces): release-small, and the
+        // first three requests of release-walk.
+        use std::io::BufRead as _;
+        let walk = std::fs::File::open(fixtures.join("release-walk/spans.jsonl.gz")).unwrap();
+        let head: Vec<String> = std::io::BufReader::new(flate2::read::GzDecoder::new(walk))
+            .lines()
+            .take(3)
+            .map(Result::unwrap)
+            .collect();
+        let head_path = dir.path().join("walk-head.jsonl");
+        std::fs::write(&head_path, head.join("\n")).unwrap();
+        for file in [fixtures.join("release-small/spans.jsonl"), head_path] {
+            crate::import::run(config.clone(), &[file], None)
+                .await
+                .unwrap();
+        }
+        let sc = store_config(&config);
+        let store = tokio::task::spawn_blocking(move || Store::open(sc))
+            .await
+            .unwrap()
+            .unwrap();
+        let files = store.snapshot().files.len();
+        assert!(files >= 2, "{files} files");
+        // Files found at open are indexed in the background.
+        for _ in 0..600 {
+            if store.snapshot().files.iter().all(|f| f.traces.is_some()) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let snap = store.snapshot();
+        assert!(snap.files.iter().all(|f| f.traces.is_some()));
+        let engine = SqlEngine::new(store.table()).unwrap();
+        let text = |sql: String| {
+            let ctx = engine.context().clone();
+            async move {
+                let batches = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+                arrow::util::pretty::pretty_format_batches(&batches)
+                    .unwrap()
+                    .to_string()
+            }
+        };
+        let first = text("SELECT trace_id FROM spans ORDER BY trace_id LIMIT 1".into()).await;
+        let id = first
+            .split(|c: char| !c.is_ascii_hexdigit())
+            .find(|w| w.len() == 32)
+            .unwrap()
+            .to_owned();
+        let holding = snap
+            .files
+            .iter()
+            .filter(|f| f.traces.as_ref().unwrap().may_contain(&id))
+            .count();
+        assert!(holding >= 1 && holding < files, "{holding} of {files}");
+        let plan = text(format!(
+            "EXPLAIN SELECT * FROM spans WHERE trace_id = '{id}'"
+        ))
+        .await;
+        // Files named in the plan (a large file may be split into byte ranges).
+        let opened: std::collections::BTreeSet<&str> = plan
+            .split(|c: char| !(c.is_ascii_alphanumeric() || "/._-=".contains(c)))
+            .filter(|w| w.ends_with(".parquet"))
+            .collect();
+        assert_eq!(opened.len(), holding, "{plan}");
+        // Same spans as a filter the index cannot use (every file read).
+        let count = |filter: String| {
+            let text = &text;
+            async move {
+                let t = text(format!("SELECT count(*) AS n FROM spans WHERE {filter}")).await;
+                t.split(|c: char| !c.is_ascii_digit())
+                    .find(|w| !w.is_empty())
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+            }
+        };
+        let indexed = count(format!("trace_id = '{id}'")).await;
+        let scanned = count(format!("upper(trace_id) = upper('{id}')")).await;
+        assert!(indexed >= 1);
+        assert_eq!(indexed, scanned);
+        drop(engine);
+        tokio::task::block_in_place(|| store.close());
+    }
 }

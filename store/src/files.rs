@@ -28,6 +28,8 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
+use crate::trace_index::{TraceIndex, trace_hash};
+
 /// One hour in nanoseconds.
 pub const HOUR_NS: i64 = 3_600_000_000_000;
 
@@ -42,6 +44,9 @@ pub struct FileMeta {
     pub written_unix_ms: i64,
     /// Size in bytes.
     pub size: u64,
+    /// The file's trace ids: set when the store wrote the file, and by a background pass
+    /// for the files found at open (`None` until then: the file is never skipped).
+    pub traces: Option<Arc<TraceIndex>>,
 }
 
 /// The hour partition (its start, Unix ns) of a span start time.
@@ -107,6 +112,7 @@ pub fn list_files(spans_dir: &Path, clean: bool) -> io::Result<Vec<FileMeta>> {
                 hour_start_unix_nano: hour_start,
                 written_unix_ms: written,
                 size: f.metadata()?.len(),
+                traces: None,
             });
         }
     }
@@ -213,6 +219,7 @@ pub fn write_file(
         hour_start_unix_nano: hour_start,
         written_unix_ms,
         size,
+        traces: TraceIndex::of_batch(&sorted).map(Arc::new),
     })
 }
 
@@ -265,6 +272,31 @@ pub fn read_keys(path: &Path) -> io::Result<Vec<(String, String)>> {
         }
     }
     Ok(out)
+}
+
+/// The [`TraceIndex`] of the file at `path` (reads its `trace_id` column only).
+///
+/// # Errors
+/// I/O or Parquet errors (a file removed by retention meanwhile, a corrupt file).
+pub fn read_trace_index(path: &Path) -> io::Result<TraceIndex> {
+    let file = File::open(path)?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(io::Error::other)?;
+    let mask = ProjectionMask::columns(builder.parquet_schema(), [col::TRACE_ID]);
+    let reader = builder
+        .with_projection(mask)
+        .build()
+        .map_err(io::Error::other)?;
+    let mut hashes = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(io::Error::other)?;
+        if let Some(ids) = batch
+            .column_by_name(col::TRACE_ID)
+            .and_then(|c| c.as_string_opt::<i32>())
+        {
+            hashes.extend(ids.iter().flatten().map(trace_hash));
+        }
+    }
+    Ok(TraceIndex::from_hashes(hashes))
 }
 
 /// Splits `batch` by hour of `start_time_unix_nano`: (hour start, rows).
@@ -358,6 +390,12 @@ mod tests {
         );
         let dir = tempfile::tempdir().unwrap();
         let meta = write_file(dir.path(), 0, &batch, 1, 1, 3).unwrap();
+        // The file's trace index, as written and as read back at open, holds every trace.
+        let written = meta.traces.as_deref().unwrap();
+        assert_eq!(written.len(), rows.div_ceil(10));
+        assert_eq!(&read_trace_index(&meta.path).unwrap(), written);
+        assert!(written.may_contain(&trace(0)) && written.may_contain(&trace(rows / 10 - 1)));
+        assert!(!written.may_contain(&trace(rows)));
         let options = ReadOptionsBuilder::new()
             .with_page_index()
             .with_reader_properties(

@@ -17,6 +17,7 @@ pub mod dedupe;
 pub mod files;
 pub mod segment;
 pub mod table;
+pub mod trace_index;
 pub mod wal;
 
 use std::path::{Path, PathBuf};
@@ -345,6 +346,13 @@ impl Store {
         } else {
             None
         };
+        if config.persist {
+            let weak = Arc::downgrade(&shared);
+            std::thread::Builder::new()
+                .name("dyeline-indexer".into())
+                .spawn(move || index_files(&weak))
+                .map_err(io)?;
+        }
         let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
         let (flush_tx, flush_rx) = mpsc::channel::<FlushJob>();
         let mut threads = Vec::new();
@@ -484,6 +492,50 @@ impl Drop for Store {
         // Without close(), the WAL still holds everything acknowledged; just stop the threads.
         self.tx.lock().take();
     }
+}
+
+/// Builds the [`trace_index::TraceIndex`] of every file found at open (files the store writes
+/// get theirs when written), one file at a time, oldest first; a lookup meanwhile reads the
+/// files not indexed yet as before. Stops when the store is gone. A file that cannot be read
+/// (removed by retention meanwhile, corrupt) stays unindexed, so it is never skipped.
+fn index_files(shared: &std::sync::Weak<Shared>) {
+    let todo: Vec<PathBuf> = match shared.upgrade() {
+        Some(s) => {
+            let state = s.state.read();
+            state
+                .files
+                .iter()
+                .filter(|f| f.traces.is_none())
+                .map(|f| f.path.clone())
+                .collect()
+        }
+        None => return,
+    };
+    let started = Instant::now();
+    let mut indexed = 0usize;
+    for path in todo {
+        if shared.strong_count() == 0 {
+            return;
+        }
+        match files::read_trace_index(&path) {
+            Ok(ix) => {
+                let Some(s) = shared.upgrade() else { return };
+                let ix = Arc::new(ix);
+                for f in s.state.write().files.iter_mut().filter(|f| f.path == path) {
+                    f.traces = Some(Arc::clone(&ix));
+                }
+                indexed += 1;
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot index the file's trace ids; lookups will read it");
+            }
+        }
+    }
+    tracing::info!(
+        files = indexed,
+        seconds = started.elapsed().as_secs_f64(),
+        "indexed the trace ids of the stored files"
+    );
 }
 
 fn files_of_hour(shared: &Shared) -> impl Fn(i64) -> Vec<FileMeta> + '_ {

@@ -1,7 +1,9 @@
 //! In-memory segments: a batch of `spans` rows held as one zstd-compressed Arrow IPC stream,
 //! with its row count and start-time range. The same bytes are the WAL record, so a write is
 //! encoded once (by the caller, off the writer thread) and memory holds a few tens of bytes per
-//! span instead of the uncompressed Arrow buffers. Scans decode segments one at a time.
+//! span instead of the uncompressed Arrow buffers. Scans decode segments one at a time. Each
+//! segment keeps the [`TraceIndex`] of its rows, so a trace lookup decodes only the segments
+//! holding the trace.
 
 use std::sync::Arc;
 
@@ -13,6 +15,7 @@ use arrow::ipc::writer::{IpcWriteOptions, StreamWriter};
 use bytes::Bytes;
 
 use crate::files::start_range;
+use crate::trace_index::TraceIndex;
 
 /// One compressed batch.
 #[derive(Clone, Debug)]
@@ -20,6 +23,7 @@ pub struct Segment {
     ipc: Bytes,
     rows: usize,
     start_range: Option<(i64, i64)>,
+    traces: Option<Arc<TraceIndex>>,
 }
 
 impl Segment {
@@ -40,6 +44,7 @@ impl Segment {
             ipc: Bytes::from(buf),
             rows: batch.num_rows(),
             start_range: start_range(batch),
+            traces: TraceIndex::of_batch(batch).map(Arc::new),
         })
     }
 
@@ -50,6 +55,7 @@ impl Segment {
             ipc,
             rows: batch.num_rows(),
             start_range: start_range(batch),
+            traces: TraceIndex::of_batch(batch).map(Arc::new),
         }
     }
 
@@ -74,6 +80,11 @@ impl Segment {
     /// Min and max `start_time_unix_nano` (`None` when empty).
     pub fn start_range(&self) -> Option<(i64, i64)> {
         self.start_range
+    }
+
+    /// The trace ids held (`None` when the batch had no `trace_id` string column).
+    pub fn traces(&self) -> Option<&TraceIndex> {
+        self.traces.as_deref()
     }
 }
 

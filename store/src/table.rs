@@ -6,7 +6,8 @@
 //! Filters on `start_time_unix_nano` (`=`, `<`, `<=`, `>`, `>=`, `BETWEEN`, with integer
 //! literals) prune Parquet files by hour partition before the scan; every filter is also handed
 //! to the Parquet reader for row-group pruning. Filters are reported as inexact, so DataFusion
-//! still applies them to every row. File footers, page indexes and bloom filters are kept in
+//! still applies them to every row. Filters `trace_id = '…'` and `trace_id IN (…)` skip the
+//! segments and files whose [`crate::trace_index::TraceIndex`] lacks every id. File footers, page indexes and bloom filters are kept in
 //! the session's metadata cache, so repeated lookups (a trace by id) read only the data pages.
 
 use std::sync::Arc;
@@ -37,6 +38,7 @@ use dyeline_model::schema::{col, spans_schema};
 use crate::Shared;
 use crate::files::{FileMeta, HOUR_NS};
 use crate::segment::Segment;
+use crate::trace_index::may_hold_any;
 
 /// A partition of memory segments, decoded lazily as the scan pulls batches.
 #[derive(Debug)]
@@ -166,6 +168,48 @@ fn bound(e: &Expr, lo: &mut i64, hi: &mut i64) {
     }
 }
 
+/// The trace ids a conjunction of `filters` restricts rows to (`trace_id = '…'`, either way
+/// round, or `trace_id IN ('…', …)`), or `None` when no filter does.
+pub fn trace_ids_of(filters: &[Expr]) -> Option<Vec<String>> {
+    filters.iter().find_map(trace_ids_in)
+}
+
+fn literal_str(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Literal(v, _) => match v {
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)) => Some(s.clone()),
+            _ => None,
+        },
+        Expr::Cast(c) => literal_str(&c.expr),
+        _ => None,
+    }
+}
+
+fn is_trace_col(e: &Expr) -> bool {
+    match e {
+        Expr::Column(c) => c.name == col::TRACE_ID,
+        Expr::Cast(c) => is_trace_col(&c.expr),
+        _ => false,
+    }
+}
+
+fn trace_ids_in(e: &Expr) -> Option<Vec<String>> {
+    match e {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
+            Operator::And => trace_ids_in(left).or_else(|| trace_ids_in(right)),
+            Operator::Eq if is_trace_col(left) => literal_str(right).map(|v| vec![v]),
+            Operator::Eq if is_trace_col(right) => literal_str(left).map(|v| vec![v]),
+            _ => None,
+        },
+        Expr::InList(l) if !l.negated && is_trace_col(&l.expr) => {
+            l.list.iter().map(literal_str).collect()
+        }
+        _ => None,
+    }
+}
+
 /// True when a file of hour `f` may hold starts in `[lo, hi]`.
 fn overlaps(f: &FileMeta, lo: i64, hi: i64) -> bool {
     let start = f.hour_start_unix_nano;
@@ -199,6 +243,8 @@ impl TableProvider for SpansTable {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let snap = self.shared.snapshot();
         let (lo, hi) = start_time_bounds(filters);
+        let traces = trace_ids_of(filters);
+        let traces = traces.as_deref();
         let mut inputs: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
         let segments: Vec<Segment> = snap
             .segments
@@ -206,6 +252,7 @@ impl TableProvider for SpansTable {
             .filter(|seg| {
                 seg.start_range()
                     .is_some_and(|(min, max)| min <= hi && max >= lo)
+                    && may_hold_any(seg.traces(), traces)
             })
             .collect();
         if !segments.is_empty() {
@@ -232,7 +279,7 @@ impl TableProvider for SpansTable {
         let files: Vec<FileMeta> = snap
             .files
             .into_iter()
-            .filter(|f| overlaps(f, lo, hi))
+            .filter(|f| overlaps(f, lo, hi) && may_hold_any(f.traces.as_deref(), traces))
             .collect();
         if !files.is_empty() {
             // Footers, page indexes and bloom filters are read once per file and kept in the
@@ -299,5 +346,36 @@ mod tests {
         let f = [c(col::START_TIME_UNIX_NANO).between(lit(5i64), lit(9i64))];
         assert_eq!(start_time_bounds(&f), (5, 9));
         assert_eq!(start_time_bounds(&[]), (i64::MIN, i64::MAX));
+    }
+
+    #[test]
+    fn trace_filters_become_ids() {
+        let id = "0af7651916cd43dd8448eb211c80319c";
+        let f = [
+            c(col::START_TIME_UNIX_NANO).gt_eq(lit(100i64)),
+            c(col::TRACE_ID).eq(lit(id)),
+        ];
+        assert_eq!(trace_ids_of(&f), Some(vec![id.to_owned()]));
+        assert_eq!(
+            trace_ids_of(&[lit(id).eq(c(col::TRACE_ID))]),
+            Some(vec![id.to_owned()])
+        );
+        assert_eq!(
+            trace_ids_of(&[c(col::TRACE_ID).in_list(vec![lit("a"), lit("b")], false)]),
+            Some(vec!["a".to_owned(), "b".to_owned()])
+        );
+        // Negations, disjunctions and other columns do not restrict the ids.
+        assert_eq!(
+            trace_ids_of(&[c(col::TRACE_ID).in_list(vec![lit("a")], true)]),
+            None
+        );
+        assert_eq!(
+            trace_ids_of(&[c(col::TRACE_ID)
+                .eq(lit("a"))
+                .or(c(col::TRACE_ID).eq(lit("b")))]),
+            None
+        );
+        assert_eq!(trace_ids_of(&[c(col::SPAN_ID).eq(lit("a"))]), None);
+        assert_eq!(trace_ids_of(&[c(col::TRACE_ID).not_eq(lit("a"))]), None);
     }
 }
