@@ -456,7 +456,10 @@ def phase_times(debug, wall):
     det, analysis = debug.get("detections", {}), debug.get("analysis", {})
     b = {"wall_ms": wall * 1e3,
          "scan_ms": load.get("scan_ms"), "convert_ms": load.get("convert_ms"),
-         "gather_ms": cached.get("gather_ms"), "merge_ms": cached.get("merge_ms"),
+         "gather_ms": cached.get("gather_ms"),
+         "merge_ms": cached.get("merge_finish_ms", cached.get("merge_ms")),
+         "merge_keys_ms": merge.get("keys_ms"), "merge_sort_ms": merge.get("sort_ms"),
+         "merge_copy_ms": merge.get("copy_ms"), "merge_rules_ms": merge.get("rules_ms"),
          # all of Loader::finish (load's resolve_ms, or the cached load's finish_ms)
          "finish_ms": cached.get("finish_ms", load.get("resolve_ms")),
          "finish_rules_ms": fin.get("rules_ms"), "finish_resolve_and_sort_ms": fin.get("resolve_ms"),
@@ -855,7 +858,9 @@ def print_table(out, spans, path):
         print(f"{name:<36} {v:>24}  {note}")
     parts = [(label, b.get(k)) for label, k in (
         ("scan", "scan_ms"), ("convert", "convert_ms"), ("gather (read+convert files)", "gather_ms"),
-        ("merge", "merge_ms"), ("finish", "finish_ms"), ("of which rules", "finish_rules_ms"),
+        ("merge", "merge_ms"), ("of which keys", "merge_keys_ms"), ("of which sort", "merge_sort_ms"),
+        ("of which copy+resolve", "merge_copy_ms"), ("of which rules", "merge_rules_ms"),
+        ("finish", "finish_ms"), ("of which rules", "finish_rules_ms"),
         ("of which resolve+sort", "finish_resolve_and_sort_ms"), ("trace detections", "traces_ms"),
         ("window detections", "windows_ms"), ("rest (process, report, JSON)", "rest_ms"))]
     print(f"where the analyzer's time goes (ms, medians over the runs; wall {fmt(b.get('wall_ms'), 0)}): "

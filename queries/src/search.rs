@@ -122,8 +122,18 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
         hits.push((start, end, n_hops, t));
     }
     // Newest first, ties by trace id (ascending).
-    hits.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.3[0].trace.cmp(&b.3[0].trace)));
-    hits.truncate(q.limit.clamp(1, 1000));
+    let newest_first =
+        |a: &(i64, i64, usize, &[crate::analyze::load::SpanRec]),
+         b: &(i64, i64, usize, &[crate::analyze::load::SpanRec])| {
+            b.0.cmp(&a.0).then(a.3[0].trace.cmp(&b.3[0].trace))
+        };
+    let limit = q.limit.clamp(1, 1000);
+    if hits.len() > limit {
+        // The `limit` newest (a selection over every matching trace), then sorted.
+        hits.select_nth_unstable_by(limit - 1, newest_first);
+        hits.truncate(limit);
+    }
+    hits.sort_unstable_by(newest_first);
     hits.into_iter()
         .map(|(start, end, n_hops, t)| {
             let apps: BTreeSet<String> = t

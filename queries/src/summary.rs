@@ -72,12 +72,17 @@ pub struct Summary {
 
 type StepAcc = (Vec<i64>, Vec<i64>, u64, u64, u64);
 
-fn percentile(sorted: &[i64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
+/// The nearest-rank percentile `p` (0..=1; rank `round((n - 1) · p)`) of `durations_ns`, in
+/// ms, or `None` when empty: the exact percentile of the summary and the dashboard. Reorders
+/// the slice (a selection, O(n), not a sort); calling it again on the same slice for another
+/// `p` is still exact.
+pub fn percentile_ms(durations_ns: &mut [i64], p: f64) -> Option<f64> {
+    if durations_ns.is_empty() {
         return None;
     }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    Some(sorted[i] as f64 / 1e6)
+    let i = ((durations_ns.len() as f64 - 1.0) * p).round() as usize;
+    let (_, v, _) = durations_ns.select_nth_unstable(i);
+    Some(*v as f64 / 1e6)
 }
 
 /// Summarises channel `channel` over `[from, to)` in steps of `step_ns`.
@@ -194,13 +199,11 @@ pub fn summarize(
         .into_iter()
         .enumerate()
         .map(|(i, (mut b, mut g, be, ge, unknown))| {
-            b.sort_unstable();
-            g.sort_unstable();
-            let color = |d: &[i64], errors| ColorStep {
+            let color = |d: &mut [i64], errors| ColorStep {
                 requests: d.len() as u64,
                 errors,
-                p50_ms: percentile(d, 0.5),
-                p99_ms: percentile(d, 0.99),
+                p50_ms: percentile_ms(d, 0.5),
+                p99_ms: percentile_ms(d, 0.99),
             };
             let start = first + i as i64 * step_ns;
             make_step(
@@ -208,7 +211,7 @@ pub fn summarize(
                 channel,
                 start,
                 (start + step_ns).min(to),
-                [color(&b, be), color(&g, ge)],
+                [color(&mut b, be), color(&mut g, ge)],
                 unknown,
                 hops[i],
             )
@@ -220,4 +223,27 @@ pub fn summarize(
         steps,
         percentiles: Percentiles::Exact,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::percentile_ms;
+
+    proptest! {
+        /// The selection gives the nearest-rank value of the sorted durations, for p50 then
+        /// p99 on the same (reordered) slice.
+        #[test]
+        fn percentiles_are_the_sorted_ranks(mut d in prop::collection::vec(0i64..5_000_000_000, 0..300)) {
+            let mut sorted = d.clone();
+            sorted.sort_unstable();
+            let rank = |p: f64| {
+                (!sorted.is_empty())
+                    .then(|| sorted[((sorted.len() as f64 - 1.0) * p).round() as usize] as f64 / 1e6)
+            };
+            prop_assert_eq!(percentile_ms(&mut d, 0.5), rank(0.5));
+            prop_assert_eq!(percentile_ms(&mut d, 0.99), rank(0.99));
+        }
+    }
 }

@@ -278,10 +278,16 @@ mod tests {
         assert_eq!(canonical(&first), canonical(&whole));
         let (files, held) = cache.held();
         assert!(files >= 1 && held == whole.spans.len(), "{files} {held}");
+        assert_eq!(
+            cache.orders(),
+            0,
+            "the first read of the files keeps no order"
+        );
         let again = load_cached(&table, &cache, &timeline, None, None)
             .await
             .unwrap();
         assert_eq!(canonical(&again), canonical(&whole));
+        assert_eq!(cache.orders(), 1, "the second keeps the files' merge order");
         // A sub-range: the middle third of the spans' starts.
         let (min, max) = whole.spans.iter().fold((i64::MAX, i64::MIN), |(a, b), s| {
             (a.min(s.start), b.max(s.start))
@@ -294,7 +300,11 @@ mod tests {
         let cached = load_cached(&table, &cache, &timeline, Some(from), Some(to))
             .await
             .unwrap();
-        assert_eq!(canonical(&cached), canonical(&part));
+        assert_eq!(
+            canonical(&cached),
+            canonical(&part),
+            "a sub-range from the order"
+        );
         // A cache too small for every file still answers the same.
         let tiny = Arc::new(SpanCache::new(1));
         let small = load_cached(&table, &tiny, &timeline, None, None)
@@ -396,6 +406,87 @@ mod tests {
         let scanned = count(format!("upper(trace_id) = upper('{id}')")).await;
         assert!(indexed >= 1);
         assert_eq!(indexed, scanned);
+        drop(engine);
+        tokio::task::block_in_place(|| store.close());
+    }
+
+    /// With files and memory segments both in the range: the cached load (first without, then
+    /// with the files' merge order, for the whole data and a sub-range) returns what a scan
+    /// returns.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cached_load_with_memory_segments_equals_a_scan() {
+        use std::io::BufRead as _;
+        let fixtures =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/analysis");
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: dir.path().join("data"),
+            ..Config::default()
+        };
+        // release-walk's first three requests in files, the next three in memory.
+        let walk = std::fs::File::open(fixtures.join("release-walk/spans.jsonl.gz")).unwrap();
+        let lines: Vec<String> = std::io::BufReader::new(flate2::read::GzDecoder::new(walk))
+            .lines()
+            .take(6)
+            .map(Result::unwrap)
+            .collect();
+        let head_path = dir.path().join("walk-head.jsonl");
+        std::fs::write(&head_path, lines[..3].join("\n")).unwrap();
+        crate::import::run(
+            config.clone(),
+            &[head_path],
+            Some(&fixtures.join("release-walk/timeline.json")),
+        )
+        .await
+        .unwrap();
+        let mut sc = store_config(&config);
+        sc.flush_interval = std::time::Duration::from_secs(3600);
+        let store = tokio::task::spawn_blocking(move || Store::open(sc))
+            .await
+            .unwrap()
+            .unwrap();
+        let options = crate::serve::convert_options(&config).unwrap();
+        for line in &lines[3..] {
+            let request = dyeline_collector::json::decode_export_request(line.as_bytes()).unwrap();
+            let rows = dyeline_collector::convert_request(&request, &options).unwrap();
+            if let Some(batch) = rows.batch {
+                store.write_waiting(batch, rows.keys).await.unwrap();
+            }
+        }
+        let snap = store.snapshot();
+        assert!(!snap.segments.is_empty() && !snap.files.is_empty());
+        let table = store.table();
+        let engine = SqlEngine::new(store.table()).unwrap();
+        let plane = ControlPlane::open_read_only(&config.data_dir)
+            .await
+            .unwrap();
+        let timeline = plane.timeline();
+        let cache = Arc::new(SpanCache::new(10_000_000));
+        let whole = load(engine.context(), &timeline, None, None).await.unwrap();
+        for round in 0..2 {
+            let cached = load_cached(&table, &cache, &timeline, None, None)
+                .await
+                .unwrap();
+            assert_eq!(canonical(&cached), canonical(&whole), "round {round}");
+        }
+        assert_eq!(cache.orders(), 1);
+        // Sub-ranges: the files' order filtered, the memory's keys merged in.
+        let (min, max) = whole.spans.iter().fold((i64::MAX, i64::MIN), |(a, b), s| {
+            (a.min(s.start), b.max(s.start))
+        });
+        for (from, to) in [
+            (min + (max - min) / 3, max + 1),
+            (min, min + (max - min) / 2),
+        ] {
+            let part = load(engine.context(), &timeline, Some(from), Some(to))
+                .await
+                .unwrap();
+            assert!(!part.spans.is_empty() && part.spans.len() < whole.spans.len());
+            let cached = load_cached(&table, &cache, &timeline, Some(from), Some(to))
+                .await
+                .unwrap();
+            assert_eq!(canonical(&cached), canonical(&part));
+        }
         drop(engine);
         tokio::task::block_in_place(|| store.close());
     }

@@ -176,12 +176,12 @@ pub fn trace_ids_of(filters: &[Expr]) -> Option<Vec<String>> {
 
 fn literal_str(e: &Expr) -> Option<String> {
     match e {
-        Expr::Literal(v, _) => match v {
+        Expr::Literal(
             ScalarValue::Utf8(Some(s))
             | ScalarValue::Utf8View(Some(s))
-            | ScalarValue::LargeUtf8(Some(s)) => Some(s.clone()),
-            _ => None,
-        },
+            | ScalarValue::LargeUtf8(Some(s)),
+            _,
+        ) => Some(s.clone()),
         Expr::Cast(c) => literal_str(&c.expr),
         _ => None,
     }

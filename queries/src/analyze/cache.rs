@@ -8,6 +8,10 @@
 //! scanning and converting the hour again. The dashboard's analyses use it: a range asked for
 //! the first time costs a merge and the detections, not a scan.
 //!
+//! The second load of the same list of files also keeps their merge order (the sorted keys of
+//! all their spans, 40 bytes per span, for the last few lists): a later range over those files
+//! filters it instead of sorting again, and only the memory segments' keys are merged in.
+//!
 //! Memory: at most the records [`SpanCache::new`] is given (one [`super::load::SpanRec`] each)
 //! are kept; the least recently used files go first, and each load drops the files no longer
 //! in the store.
@@ -24,22 +28,36 @@ use dyeline_store::table::SpansTable;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::load::{LOAD_COLUMN_NAMES, Loader, Spans, in_load_order};
+use super::load::{LOAD_COLUMN_NAMES, Loader, MergeKey, PARALLEL_COPY_MIN, Spans, in_load_order};
 use crate::sql::SqlError;
 
 /// Records kept by default: about an hour at 3,000 spans/s would not fit; an hour of
 /// `dyeline demo` (about 330,000) does several times over.
 pub const DEFAULT_MAX_SPANS: usize = 2_000_000;
 
+/// Merge orders kept (the most recently used): a live range and one or two older ranges.
+const ORDERS_KEPT: usize = 3;
+
 struct Entry {
     part: Arc<Loader>,
     used: u64,
+}
+
+/// The merge order of a list of files: the sorted [`MergeKey`]s of all their spans (part `i`
+/// is the list's file `i`), made the second time a load reads that list, so a range never
+/// asked before filters it instead of sorting its spans again (a one-off load, like
+/// `dyeline analyze`, never pays for it).
+struct Order {
+    files: Vec<PathBuf>,
+    keys: Option<Arc<Vec<MergeKey>>>,
 }
 
 #[derive(Default)]
 struct Inner {
     files: HashMap<PathBuf, Entry>,
     tick: u64,
+    /// Least recently used first.
+    orders: Vec<Order>,
 }
 
 impl Inner {
@@ -84,6 +102,15 @@ impl SpanCache {
         (g.files.len(), g.spans())
     }
 
+    /// Merge orders held (made for a list of files read twice).
+    pub fn orders(&self) -> usize {
+        self.lock()
+            .orders
+            .iter()
+            .filter(|o| o.keys.is_some())
+            .count()
+    }
+
     fn get(&self, path: &PathBuf) -> Option<Arc<Loader>> {
         let mut g = self.lock();
         g.tick += 1;
@@ -117,12 +144,60 @@ impl SpanCache {
         }
     }
 
-    /// Drops the files that are no longer in the store (`live`: its files now).
+    /// Drops the files that are no longer in the store (`live`: its files now), and the
+    /// merge orders of lists holding one.
     fn keep_only(&self, live: &[FileMeta]) {
         let live: std::collections::HashSet<&PathBuf> = live.iter().map(|f| &f.path).collect();
-        self.lock().files.retain(|p, _| live.contains(p));
+        let mut g = self.lock();
+        g.files.retain(|p, _| live.contains(p));
+        g.orders
+            .retain(|o| o.files.iter().all(|f| live.contains(f)));
+    }
+
+    /// The merge order of `files` (whose parts are `parts`, same order), when a load read
+    /// the same list before and the list holds at most the cache's `max_spans`; `None`
+    /// otherwise (the first time, the list is noted).
+    fn order(&self, files: &[PathBuf], parts: &[&Loader]) -> Option<Arc<Vec<MergeKey>>> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        {
+            let mut g = self.lock();
+            match g.orders.iter().position(|o| o.files == files) {
+                Some(i) => {
+                    let o = g.orders.remove(i);
+                    let keys = o.keys.clone();
+                    g.orders.push(o);
+                    if keys.is_some() || total > self.max_spans {
+                        return keys;
+                    }
+                }
+                None => {
+                    g.orders.push(Order {
+                        files: files.to_vec(),
+                        keys: None,
+                    });
+                    if g.orders.len() > ORDERS_KEPT {
+                        g.orders.remove(0);
+                    }
+                    return None;
+                }
+            }
+        }
+        let mut keys = Vec::with_capacity(total);
+        for (i, p) in parts.iter().enumerate() {
+            p.keys_in(i as u32, i64::MIN, i64::MAX, &mut keys);
+        }
+        keys.sort();
+        let keys = Arc::new(keys);
+        let mut g = self.lock();
+        if let Some(o) = g.orders.iter_mut().find(|o| o.files == files) {
+            o.keys = Some(Arc::clone(&keys));
+        }
+        Some(keys)
     }
 }
+
+/// A file's path and its part.
+type CachedPart = (PathBuf, Arc<Loader>);
 
 /// Reads the analyzer's columns of one Parquet file into a [`Loader`].
 fn read_file(path: &std::path::Path) -> Result<Loader, SqlError> {
@@ -145,7 +220,7 @@ fn read_file(path: &std::path::Path) -> Result<Loader, SqlError> {
         let batch = batch.map_err(|e| err(&e))?;
         part.push(&in_load_order(&batch)?)?;
     }
-    part.sort();
+    part.seal();
     Ok(part)
 }
 
@@ -179,13 +254,13 @@ pub async fn load_cached(
     // there are cores (each read is one thread's work: decompress, decode, convert, sort).
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut read = 0usize;
-    let loaded: Vec<Option<Arc<Loader>>> = futures::stream::iter(overlapping)
+    let loaded: Vec<Option<CachedPart>> = futures::stream::iter(overlapping)
         .map(|path: PathBuf| {
             let cached = cache.get(&path);
             let cache = Arc::clone(cache);
             async move {
                 if let Some(p) = cached {
-                    return Ok((Some(p), false));
+                    return Ok((Some((path, p)), false));
                 }
                 let read_path = path.clone();
                 let part = tokio::task::spawn_blocking(move || read_file(&read_path))
@@ -194,8 +269,8 @@ pub async fn load_cached(
                 match part {
                     Ok(part) => {
                         let part = Arc::new(part);
-                        cache.put(path, Arc::clone(&part));
-                        Ok((Some(part), true))
+                        cache.put(path.clone(), Arc::clone(&part));
+                        Ok((Some((path, part)), true))
                     }
                     // Deleted by retention since the snapshot: its spans are past retention.
                     Err(_) if !path.exists() => Ok((None, false)),
@@ -204,7 +279,7 @@ pub async fn load_cached(
             }
         })
         .buffered(threads)
-        .map(|r: Result<(Option<Arc<Loader>>, bool), SqlError>| {
+        .map(|r: Result<(Option<CachedPart>, bool), SqlError>| {
             r.map(|(p, fresh)| {
                 read += usize::from(fresh);
                 p
@@ -212,7 +287,7 @@ pub async fn load_cached(
         })
         .try_collect()
         .await?;
-    let parts: Vec<Arc<Loader>> = loaded.into_iter().flatten().collect();
+    let (paths, parts): (Vec<PathBuf>, Vec<Arc<Loader>>) = loaded.into_iter().flatten().unzip();
     cache.keep_only(&snap.files);
     let segments: Vec<_> = snap
         .segments
@@ -231,19 +306,38 @@ pub async fn load_cached(
     .await
     .map_err(|e| SqlError::Internal(e.to_string()))??;
     let gathered = started.elapsed();
+    // The merge's keys: the files' from their cached order (filtered to the range) or
+    // gathered, then the memory's, sorted (two sorted runs with an order: one merge pass).
     let mut refs: Vec<&Loader> = parts.iter().map(|p| &**p).collect();
+    let order = cache.order(&paths, &refs);
+    let mut keys: Vec<MergeKey> = match &order {
+        Some(order) => order
+            .iter()
+            .filter(|k| (lo..=hi).contains(&k.1))
+            .copied()
+            .collect(),
+        None => {
+            let mut keys = Vec::new();
+            for (i, p) in refs.iter().enumerate() {
+                p.keys_in(i as u32, lo, hi, &mut keys);
+            }
+            keys
+        }
+    };
+    memory.keys_in(refs.len() as u32, lo, hi, &mut keys);
     refs.push(&memory);
-    let all = Loader::merge(&refs, lo, hi);
-    let absorbed = started.elapsed();
-    let spans = all.finish(timeline);
+    keys.sort();
+    let keyed = started.elapsed();
+    let spans = Loader::finish_keys(&refs, &keys, lo, hi, timeline, PARALLEL_COPY_MIN);
     tracing::debug!(
         spans = spans.spans.len(),
         files = parts.len(),
         files_read = read,
         memory_spans = memory.len(),
         gather_ms = gathered.as_secs_f64() * 1e3,
-        merge_ms = (absorbed - gathered).as_secs_f64() * 1e3,
-        finish_ms = (started.elapsed() - absorbed).as_secs_f64() * 1e3,
+        ordered = order.is_some(),
+        keys_ms = (keyed - gathered).as_secs_f64() * 1e3,
+        merge_finish_ms = (started.elapsed() - keyed).as_secs_f64() * 1e3,
         "cached load"
     );
     Ok(spans)

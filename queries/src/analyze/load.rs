@@ -241,12 +241,20 @@ pub struct Loader {
     rule_names: Interner,
     /// Distinct decision sources seen, shared by the records that name them.
     sources: Vec<Arc<str>>,
+    /// Min and max span start, set by [`Loader::seal`].
+    start_bounds: Option<(i64, i64)>,
+    /// Distinct (instance, app, colour, rule) ids, set by [`Loader::seal`].
+    rules: Option<Vec<(u32, u32, Color, u32)>>,
 }
 
-/// One part's interned ids re-mapped into a merged [`Loader`]'s.
-/// Merges of at least this many spans copy on two threads ([`Loader::merge`]).
-const PARALLEL_COPY_MIN: usize = 50_000;
+/// Merges of at least this many spans copy on two threads ([`Loader::merge_finish`]).
+pub const PARALLEL_COPY_MIN: usize = 50_000;
 
+/// A span's place in a merge ([`Loader::keys_in`]): (trace, start, span id, part, index of
+/// the span in the part). Sorted keys give the merged order.
+pub type MergeKey = (u128, i64, u64, u32, u32);
+
+/// One part's interned ids re-mapped into a merged [`Loader`]'s.
 struct IdMaps {
     apps: Vec<u32>,
     instances: Vec<u32>,
@@ -260,6 +268,9 @@ impl Loader {
     /// # Errors
     /// [`SqlError::Internal`] when a column has an unexpected type.
     pub fn push(&mut self, batch: &arrow::array::RecordBatch) -> Result<(), SqlError> {
+        // New spans: the sealed facts no longer hold.
+        self.start_bounds = None;
+        self.rules = None;
         let s = |i: usize| batch.column(i).as_any().downcast_ref::<StringArray>();
         let cols = (s(0), s(1), s(2), s(3), s(4), s(5), s(6), s(7), s(8));
         let (
@@ -447,15 +458,59 @@ impl Loader {
         }
     }
 
-    /// The spans of `parts` that start in `lo..=hi` (Unix ns), in one loader, in trace order:
-    /// a merge of sorted runs, so each part must be sorted ([`Loader::sort`]). Names are re-interned;
-    /// the parts are left as they are (they may be cached parts shared by many loads).
-    pub fn merge(parts: &[&Loader], lo: i64, hi: i64) -> Loader {
-        Self::merge_split(parts, lo, hi, PARALLEL_COPY_MIN)
+    /// The spans of `parts` that start in `lo..=hi` (Unix ns), finished: what
+    /// [`Loader::finish`] gives for one loader holding just those spans (resolved from
+    /// `timeline`, in trace order, with their instance rules). A merge of sorted runs, so each
+    /// part must be sorted ([`Loader::sort`]). Names are re-interned; the parts are left as they
+    /// are (they may be cached parts shared by many loads). Each span is resolved as it is
+    /// copied, and the instance rules come from the parts' own lists when a part lies wholly in
+    /// the range, so the merged spans are walked once, not three times.
+    pub fn merge_finish(parts: &[&Loader], lo: i64, hi: i64, timeline: &Timeline) -> Spans {
+        let started = std::time::Instant::now();
+        // Every in-range span's key, part after part: runs already sorted, which the stable
+        // sort (a merge sort that finds existing runs) merges in O(n log parts) — a binary
+        // heap over the parts cost twice as much.
+        let mut keys = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            p.keys_in(i as u32, lo, hi, &mut keys);
+        }
+        let gathered = started.elapsed();
+        keys.sort();
+        tracing::debug!(
+            spans = keys.len(),
+            keys_ms = gathered.as_secs_f64() * 1e3,
+            sort_ms = (started.elapsed() - gathered).as_secs_f64() * 1e3,
+            "merge keys"
+        );
+        Self::finish_keys(parts, &keys, lo, hi, timeline, PARALLEL_COPY_MIN)
     }
 
-    /// [`Loader::merge`], copying on two threads from `parallel_min` spans.
-    fn merge_split(parts: &[&Loader], lo: i64, hi: i64, parallel_min: usize) -> Loader {
+    /// The [`MergeKey`]s of this part's spans that start in `lo..=hi`, tagged `part`, appended
+    /// to `out` in the part's order (sorted when the part is).
+    pub fn keys_in(&self, part: u32, lo: i64, hi: i64, out: &mut Vec<MergeKey>) {
+        out.extend(
+            self.out
+                .spans
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| (lo..=hi).contains(&s.start))
+                .map(|(k, s)| (s.trace, s.start, s.span, part, k as u32)),
+        );
+    }
+
+    /// [`Loader::merge_finish`] given the merge's keys: every span of `parts` that starts in
+    /// `lo..=hi`, sorted ([`Loader::keys_in`] of each part, then sorted; a caller may keep
+    /// them for the next merge of the same parts). Copies on two threads from `parallel_min`
+    /// spans.
+    pub fn finish_keys(
+        parts: &[&Loader],
+        keys: &[MergeKey],
+        lo: i64,
+        hi: i64,
+        timeline: &Timeline,
+        parallel_min: usize,
+    ) -> Spans {
+        let started = std::time::Instant::now();
         let mut all = Loader::default();
         let map = |from: &Interner, to: &mut Interner| -> Vec<u32> {
             (0..from.len() as u32)
@@ -471,24 +526,36 @@ impl Loader {
                 rules: map(&p.rule_names, &mut all.rule_names),
             })
             .collect();
-        // Every in-range span's key, part after part: runs already sorted, which the stable
-        // sort (a merge sort that finds existing runs) merges in O(n log parts) — a binary
-        // heap over the parts cost twice as much.
-        let started = std::time::Instant::now();
-        let mut keys: Vec<(u128, i64, u64, u32, u32)> = Vec::new();
-        for (i, p) in parts.iter().enumerate() {
-            keys.extend(
-                p.out
-                    .spans
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, s)| (lo..=hi).contains(&s.start))
-                    .map(|(k, s)| (s.trace, s.start, s.span, i as u32, k as u32)),
-            );
+        let changes = Changes::new(&mut all.out, timeline);
+        // The instance rules of a part wholly in the range are its own list, mapped; the
+        // others' come from their in-range spans.
+        let mut rules: RuleSet = RuleSet::default();
+        for (p, m) in parts.iter().zip(&maps) {
+            let whole = p.rules.as_ref().filter(|_| {
+                p.start_bounds
+                    .is_some_and(|(min, max)| lo <= min && max <= hi)
+            });
+            let mapped = |(inst, app, color, rule): (u32, u32, Color, u32)| {
+                (
+                    m.instances[inst as usize],
+                    m.apps[app as usize],
+                    color,
+                    m.rules[rule as usize],
+                )
+            };
+            match whole {
+                Some(own) => rules.extend(own.iter().copied().map(mapped)),
+                None => rules.extend(
+                    p.out
+                        .spans
+                        .iter()
+                        .zip(&p.span_rules)
+                        .filter(|(s, _)| (lo..=hi).contains(&s.start))
+                        .map(|(s, r)| mapped((s.instance, s.app, s.color, *r))),
+                ),
+            }
         }
-        let gathered = started.elapsed();
-        keys.sort();
-        let sorted = started.elapsed();
+        let ruled = started.elapsed();
         // The copy is a random gather over the parts, bound by memory latency: large merges
         // copy the two halves of the output on two threads, then join them (a sequential move).
         let halves = if keys.len() >= parallel_min
@@ -501,81 +568,77 @@ impl Loader {
         let (first, second) = keys.split_at(halves);
         let (a, b) = std::thread::scope(|scope| {
             let later = (!second.is_empty())
-                .then(|| scope.spawn(|| Loader::copy_keys(parts, &maps, second)));
-            let a = Loader::copy_keys(parts, &maps, first);
+                .then(|| scope.spawn(|| Loader::copy_keys(parts, &maps, &changes, second)));
+            let a = Loader::copy_keys(parts, &maps, &changes, first);
             (a, later.map(|h| h.join().expect("merge copy thread")))
         });
-        all.out.spans = a.out.spans;
-        all.out.decision_recs = a.out.decision_recs;
-        all.span_rules = a.span_rules;
-        if let Some(b) = b {
-            let offset = all.out.spans.len();
-            all.out.spans.extend(b.out.spans);
-            all.span_rules.extend(b.span_rules);
-            all.out
-                .decision_recs
-                .extend(b.out.decision_recs.into_iter().map(|r| DecisionRec {
-                    index: r.index + offset,
-                    ..r
-                }));
+        let (mut spans, mut recs) = a;
+        if let Some((b_spans, b_recs)) = b {
+            let offset = spans.len();
+            spans.extend(b_spans);
+            recs.extend(b_recs.into_iter().map(|r| DecisionRec {
+                index: r.index + offset,
+                ..r
+            }));
         }
+        let copied = started.elapsed();
+        let mut out = all.out;
+        out.spans = spans;
+        out.decision_recs = recs;
+        out.instance_rules = named_rules(&out, &all.rule_names, rules);
         tracing::debug!(
             spans = keys.len(),
-            keys_ms = gathered.as_secs_f64() * 1e3,
-            sort_ms = (sorted - gathered).as_secs_f64() * 1e3,
-            copy_ms = (started.elapsed() - sorted).as_secs_f64() * 1e3,
+            rules_ms = ruled.as_secs_f64() * 1e3,
+            copy_ms = (copied - ruled).as_secs_f64() * 1e3,
+            named_ms = (started.elapsed() - copied).as_secs_f64() * 1e3,
             "merge"
         );
-        all
+        out
     }
 
     /// The spans named by `keys` (`.3` the part, `.4` the span's index in it), in that order,
-    /// copied from `parts` with their ids mapped by `maps` (only the span, decision-record and
-    /// rule vectors of the result are filled). Within one part the keys must come in
-    /// increasing index order, as a merge of sorted parts gives them.
+    /// copied from `parts` with their ids mapped by `maps` and resolved by `changes`, with
+    /// their decision records. Within one part the keys must come in increasing index order,
+    /// as a merge of sorted parts gives them.
     fn copy_keys(
         parts: &[&Loader],
         maps: &[IdMaps],
-        keys: &[(u128, i64, u64, u32, u32)],
-    ) -> Loader {
-        let mut out = Loader::default();
-        out.out.spans.reserve(keys.len());
-        out.span_rules.reserve(keys.len());
+        changes: &Changes,
+        keys: &[MergeKey],
+    ) -> (Vec<SpanRec>, Vec<DecisionRec>) {
+        let mut spans = Vec::with_capacity(keys.len());
+        let mut recs = Vec::new();
         // Each part's decision records are in span order; its spans come out in order too.
         let mut rec_cursor = vec![0usize; parts.len()];
         for &(.., part, k) in keys {
             let part = part as usize;
-            out.copy_span(parts[part], k as usize, &maps[part], &mut rec_cursor[part]);
+            let (from, k, m) = (parts[part], k as usize, &maps[part]);
+            let from_recs = &from.out.decision_recs;
+            let rec = &mut rec_cursor[part];
+            while *rec < from_recs.len() && from_recs[*rec].index < k {
+                *rec += 1;
+            }
+            if let Some(r) = from_recs.get(*rec).filter(|r| r.index == k) {
+                recs.push(DecisionRec {
+                    index: spans.len(),
+                    ..r.clone()
+                });
+            }
+            let s = &from.out.spans[k];
+            let mut rec = SpanRec {
+                app: m.apps[s.app as usize],
+                instance: m.instances[s.instance as usize],
+                decisions: s
+                    .decisions
+                    .iter()
+                    .map(|(c, col)| (m.channels[*c as usize], *col))
+                    .collect(),
+                ..s.clone()
+            };
+            changes.apply(&mut rec);
+            spans.push(rec);
         }
-        out
-    }
-
-    /// Appends span `k` of `from` (and its decision record, found from `rec`, a cursor into
-    /// `from`'s records that only moves forward), its ids mapped by `maps`.
-    fn copy_span(&mut self, from: &Loader, k: usize, maps: &IdMaps, rec: &mut usize) {
-        let recs = &from.out.decision_recs;
-        while *rec < recs.len() && recs[*rec].index < k {
-            *rec += 1;
-        }
-        let index = self.out.spans.len();
-        if let Some(r) = recs.get(*rec).filter(|r| r.index == k) {
-            self.out
-                .decision_recs
-                .push(DecisionRec { index, ..r.clone() });
-        }
-        let s = &from.out.spans[k];
-        self.out.spans.push(SpanRec {
-            app: maps.apps[s.app as usize],
-            instance: maps.instances[s.instance as usize],
-            decisions: s
-                .decisions
-                .iter()
-                .map(|(c, col)| (maps.channels[*c as usize], *col))
-                .collect(),
-            ..s.clone()
-        });
-        self.span_rules
-            .push(maps.rules[from.span_rules[k] as usize]);
+        (spans, recs)
     }
 
     /// The spans, with each one's effective channel resolved from `timeline` and sorted by
@@ -588,29 +651,13 @@ impl Loader {
             rule_names,
             ..
         } = self;
-        let rules: std::collections::HashSet<(u32, u32, Color, u32), foldhash::fast::RandomState> =
-            out.spans
-                .iter()
-                .zip(&span_rules)
-                .map(|(s, r)| (s.instance, s.app, s.color, *r))
-                .collect();
-        let mut inst: Vec<(String, String, Color, String)> = rules
-            .into_iter()
-            .map(|(i, a, c, r)| {
-                (
-                    out.instances.name(i).to_owned(),
-                    out.apps.name(a).to_owned(),
-                    c,
-                    rule_names.name(r).to_owned(),
-                )
-            })
+        let rules: RuleSet = out
+            .spans
+            .iter()
+            .zip(&span_rules)
+            .map(|(s, r)| (s.instance, s.app, s.color, *r))
             .collect();
-        // A total order: an instance seen with two colours or rules lists them the same way
-        // every run.
-        inst.sort_by(|a, b| {
-            (&a.0, &a.1, a.2.as_str(), &a.3).cmp(&(&b.0, &b.1, b.2.as_str(), &b.3))
-        });
-        out.instance_rules = inst;
+        out.instance_rules = named_rules(&out, &rule_names, rules);
         let ruled = started.elapsed();
         resolve(&mut out, timeline);
         tracing::debug!(
@@ -619,6 +666,91 @@ impl Loader {
             "finish"
         );
         out
+    }
+
+    /// Sorts the spans ([`Loader::sort`]) and notes the part's start bounds and its instance
+    /// rules, so a merge ([`Loader::merge_finish`]) over a range holding the whole part takes
+    /// its rules from the list instead of from every span. Parts kept for many merges (the
+    /// analyzer's per-file cache) are sealed once.
+    pub fn seal(&mut self) {
+        self.sort();
+        let spans = &self.out.spans;
+        self.start_bounds = spans
+            .iter()
+            .map(|s| s.start)
+            .min()
+            .zip(spans.iter().map(|s| s.start).max());
+        let set: RuleSet = spans
+            .iter()
+            .zip(&self.span_rules)
+            .map(|(s, r)| (s.instance, s.app, s.color, *r))
+            .collect();
+        self.rules = Some(set.into_iter().collect());
+    }
+}
+
+/// Distinct (instance, app, colour, rule) ids.
+type RuleSet = std::collections::HashSet<(u32, u32, Color, u32), foldhash::fast::RandomState>;
+
+/// The instance rules of `rules` by name, in a total order: an instance seen with two colours
+/// or rules lists them the same way every run.
+fn named_rules(
+    out: &Spans,
+    rule_names: &Interner,
+    rules: RuleSet,
+) -> Vec<(String, String, Color, String)> {
+    let mut inst: Vec<(String, String, Color, String)> = rules
+        .into_iter()
+        .map(|(i, a, c, r)| {
+            (
+                out.instances.name(i).to_owned(),
+                out.apps.name(a).to_owned(),
+                c,
+                rule_names.name(r).to_owned(),
+            )
+        })
+        .collect();
+    inst.sort_by(|a, b| (&a.0, &a.1, a.2.as_str(), &a.3).cmp(&(&b.0, &b.1, b.2.as_str(), &b.3)));
+    inst
+}
+
+/// Each app's effective configuration changes (domain §4), by app id: (time, channel id,
+/// blue_percent), the first at `i64::MIN`.
+struct Changes(Vec<Vec<(i64, Option<u32>, u8)>>);
+
+impl Changes {
+    /// The changes of every app of `out`, interning their channels in `out.channels`.
+    fn new(out: &mut Spans, timeline: &Timeline) -> Self {
+        let mut changes = Vec::with_capacity(out.apps.len());
+        for a in 0..out.apps.len() as u32 {
+            let c: Vec<(i64, Option<u32>, u8)> = timeline
+                .changes(out.apps.name(a))
+                .into_iter()
+                .map(|ch| {
+                    (
+                        ch.t_unix_nano,
+                        ch.effective
+                            .channel
+                            .map(|id| out.channels.intern(id.as_str())),
+                        ch.effective.blue_percent,
+                    )
+                })
+                .collect();
+            changes.push(c);
+        }
+        Self(changes)
+    }
+
+    /// Sets `s`'s effective channel, blue_percent and the times of the app's surrounding
+    /// changes.
+    fn apply(&self, s: &mut SpanRec) {
+        let c = &self.0[s.app as usize];
+        let n = c.partition_point(|(t, ..)| *t <= s.start);
+        let (since, channel, bp) = c[n.saturating_sub(1)];
+        s.channel = channel;
+        s.blue_percent = bp;
+        s.since = since;
+        s.until = c.get(n).map_or(i64::MAX, |x| x.0);
     }
 }
 
@@ -673,32 +805,9 @@ pub async fn load(
 /// surrounding configuration changes from `timeline` (domain §4), then sorts the spans by
 /// trace, start and span id (decision records follow).
 pub fn resolve(out: &mut Spans, timeline: &Timeline) {
-    // Effective channel per span, from each app's changes.
-    let mut changes = Vec::with_capacity(out.apps.len());
-    for a in 0..out.apps.len() as u32 {
-        let c: Vec<(i64, Option<u32>, u8)> = timeline
-            .changes(out.apps.name(a))
-            .into_iter()
-            .map(|ch| {
-                (
-                    ch.t_unix_nano,
-                    ch.effective
-                        .channel
-                        .map(|id| out.channels.intern(id.as_str())),
-                    ch.effective.blue_percent,
-                )
-            })
-            .collect();
-        changes.push(c);
-    }
+    let changes = Changes::new(out, timeline);
     for s in &mut out.spans {
-        let c = &changes[s.app as usize];
-        let n = c.partition_point(|(t, ..)| *t <= s.start);
-        let (since, channel, bp) = c[n.saturating_sub(1)];
-        s.channel = channel;
-        s.blue_percent = bp;
-        s.since = since;
-        s.until = c.get(n).map_or(i64::MAX, |x| x.0);
+        changes.apply(s);
     }
     if let Some(order) = trace_order(&out.spans) {
         apply_order(&mut out.spans, &order);
@@ -801,6 +910,24 @@ mod tests {
         });
     }
 
+    /// `trade` = [order, pay], started at 5 (blue_percent 50), ratio 20 at 12; `stock` joins
+    /// channel `pay` at 8: spans of each app resolve differently on each side of a change.
+    fn test_timeline() -> Timeline {
+        use dyeline_control::{Channels, Op};
+        use dyeline_model::ChannelId;
+        let id = |s: &str| ChannelId::new(s).unwrap();
+        let mut initial = Channels::new();
+        initial.apply(&id("trade"), &Op::Apps(vec!["order".into(), "pay".into()]));
+        Timeline::from_ops(
+            initial,
+            vec![
+                (5, id("trade"), Op::Start),
+                (8, id("pay"), Op::Apps(vec!["stock".into()])),
+                (12, id("trade"), Op::Ratio(20)),
+            ],
+        )
+    }
+
     /// Everything of `s` with names instead of ids, sorted (spans that share trace, start and
     /// span id, a span sent twice, may come in either order).
     fn named(s: &Spans) -> Vec<String> {
@@ -814,12 +941,16 @@ mod tests {
                     .map(|(c, col)| (s.channels.name(*c), col.as_str()))
                     .collect();
                 format!(
-                    "{} {} {} {} {} {d:?}",
+                    "{} {} {} {} {} {d:?} {:?} {} {} {}",
                     r.trace,
                     r.start,
                     r.span,
                     s.apps.name(r.app),
-                    s.instances.name(r.instance)
+                    s.instances.name(r.instance),
+                    r.channel.map(|c| s.channels.name(c)),
+                    r.blue_percent,
+                    r.since,
+                    r.until
                 )
             })
             .collect();
@@ -849,7 +980,7 @@ mod tests {
             len in 0i64..20,
         ) {
             let hi = lo + len;
-            let timeline = Timeline::default();
+            let timeline = test_timeline();
             let mut parts: Vec<Loader> = (0..4).map(|_| Loader::default()).collect();
             let mut whole = Loader::default();
             for r in &rows {
@@ -858,16 +989,25 @@ mod tests {
                     add(&mut whole, r);
                 }
             }
-            for p in &mut parts {
-                p.sort();
+            for (i, p) in parts.iter_mut().enumerate() {
+                // Sealed and unsealed parts: the rules come from the part's list or its spans.
+                if i % 2 == 0 {
+                    p.seal();
+                } else {
+                    p.sort();
+                }
                 prop_assert!(p.out.spans.is_sorted_by_key(|s| (s.trace, s.start, s.span)));
             }
             let refs: Vec<&Loader> = parts.iter().collect();
-            let merged = Loader::merge(&refs, lo, hi);
-            prop_assert_eq!(merged.len(), whole.len());
+            let merged = Loader::merge_finish(&refs, lo, hi, &timeline);
+            prop_assert_eq!(merged.spans.len(), whole.len());
             // The two-thread copy (from 1 span here) gives the same result.
-            let split = Loader::merge_split(&refs, lo, hi, 1).finish(&timeline);
-            let merged = merged.finish(&timeline);
+            let mut keys = Vec::new();
+            for (i, p) in refs.iter().enumerate() {
+                p.keys_in(i as u32, lo, hi, &mut keys);
+            }
+            keys.sort();
+            let split = Loader::finish_keys(&refs, &keys, lo, hi, &timeline, 1);
             prop_assert_eq!(named(&split), named(&merged));
             let recs = |s: &Spans| -> Vec<(usize, u128)> {
                 s.decision_recs.iter().map(|d| (d.index, s.spans[d.index].trace)).collect()
