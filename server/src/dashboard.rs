@@ -257,8 +257,15 @@ impl Inner {
 
 impl Snapshot {
     fn overview(&self) -> &OverviewParts {
-        self.overview
-            .get_or_init(|| parts::overview_parts(&self.spans, &self.report, self.range))
+        self.overview.get_or_init(|| {
+            let started = std::time::Instant::now();
+            let parts = parts::overview_parts(&self.spans, &self.report, self.range);
+            tracing::debug!(
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "dashboard overview parts"
+            );
+            parts
+        })
     }
 
     fn channel(
@@ -269,6 +276,7 @@ impl Snapshot {
         if let Some(p) = self.channels.lock().get(id) {
             return Ok(Arc::clone(p));
         }
+        let started = std::time::Instant::now();
         let p = Arc::new(parts::channel_parts(
             &self.spans,
             &self.report,
@@ -277,6 +285,11 @@ impl Snapshot {
             id,
             self.range,
         )?);
+        tracing::debug!(
+            channel = id,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "dashboard channel parts"
+        );
         self.channels.lock().insert(id.to_owned(), Arc::clone(&p));
         Ok(p)
     }

@@ -29,14 +29,11 @@ struct Acc {
 }
 
 impl Acc {
-    fn finish(&self) -> ColorLoad {
-        let mut d = self.durations.clone();
-        d.sort_unstable();
+    fn finish(&mut self) -> ColorLoad {
         ColorLoad {
-            requests: d.len() as u64,
+            requests: self.durations.len() as u64,
             errors: self.errors,
-            p99_ms: (!d.is_empty())
-                .then(|| d[((d.len() as f64 - 1.0) * 0.99).round() as usize] as f64 / 1e6),
+            p99_ms: summary::percentile_ms(&mut self.durations, 0.99),
         }
     }
 }
@@ -109,10 +106,10 @@ pub struct OverviewParts {
 pub fn overview_parts(spans: &Spans, rep: &Report, range: TimeRange) -> OverviewParts {
     let loads = loads_by(spans, is_request, |s| s.channel);
     let mut channels: HashMap<String, ChannelLoad> = HashMap::new();
-    for (k, l) in &loads {
+    for (k, mut l) in loads {
         let Some(c) = k else { continue };
         channels.insert(
-            spans.channels.name(*c).to_owned(),
+            spans.channels.name(c).to_owned(),
             ChannelLoad {
                 blue: l.blue.finish(),
                 green: l.green.finish(),
@@ -263,13 +260,14 @@ pub fn channel_parts(
         |s: &dyeline_queries::analyze::load::SpanRec| cid.is_some() && s.channel == cid;
     let by_app = loads_by(spans, is_work, |s| in_channel(s).then_some(s.app));
     let mut apps: Vec<AppRow> = by_app
-        .iter()
+        .into_iter()
         .filter_map(|(k, l)| k.map(|app| (app, l)))
-        .map(|(app, l)| AppRow {
+        .map(|(app, mut l)| (app, l.blue.finish(), l.green.finish(), l.unknown))
+        .map(|(app, blue, green, unknown_requests)| AppRow {
             app: spans.apps.name(app).to_owned(),
-            blue: l.blue.finish(),
-            green: l.green.finish(),
-            unknown_requests: l.unknown,
+            blue,
+            green,
+            unknown_requests,
         })
         .collect();
     apps.sort_by(|a, b| a.app.cmp(&b.app));
@@ -414,16 +412,15 @@ pub fn channel_parts(
     findings.sort_by_key(|f| std::cmp::Reverse(f.window_start_unix_nano));
 
     // Instances: requests per (app, instance, colour) of the channel's spans.
-    let mut per_instance: BTreeMap<(u32, u32, Color), u64> = BTreeMap::new();
+    let mut counts: HashMap<(u32, u32, Color), u64> = HashMap::new();
     for s in spans
         .spans
         .iter()
         .filter(|s| s.kind == Kind::Server && in_channel(s))
     {
-        *per_instance
-            .entry((s.app, s.instance, s.color))
-            .or_default() += 1;
+        *counts.entry((s.app, s.instance, s.color)).or_default() += 1;
     }
+    let per_instance: BTreeMap<(u32, u32, Color), u64> = counts.into_iter().collect();
     let mut group: HashMap<(u32, Color), (u64, u32)> = HashMap::new();
     for (&(app, _, color), &n) in &per_instance {
         let g = group.entry((app, color)).or_default();
