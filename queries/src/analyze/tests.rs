@@ -90,7 +90,7 @@ impl B {
         self.spans.spans.push(SpanRec {
             trace: sp.trace,
             span: sp.span,
-            parent: sp.parent,
+            parent: sp.parent.and_then(std::num::NonZeroU64::new),
             app,
             instance,
             color: sp.color,

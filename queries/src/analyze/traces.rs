@@ -45,7 +45,7 @@ fn one_trace(
     }
     let parent: Vec<Option<usize>> = ss
         .iter()
-        .map(|s| s.parent.and_then(|p| index.get(&p).copied()))
+        .map(|s| s.parent.and_then(|p| index.get(&p.get()).copied()))
         .collect();
     // Ancestors present in the trace (bounded walk: a cycle cannot loop forever).
     let depth: Vec<usize> = (0..ss.len())

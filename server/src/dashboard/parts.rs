@@ -57,27 +57,62 @@ fn is_work(s: &SpanRec) -> bool {
     s.kind != Kind::Other || (s.traffic == Some(Traffic::Job) && s.parent.is_none())
 }
 
-/// Spans passing `filter`, by `key`, per colour.
-fn loads_by<K: std::hash::Hash + Eq>(
-    spans: &Spans,
-    filter: fn(&SpanRec) -> bool,
-    key: impl Fn(&SpanRec) -> K,
-) -> HashMap<K, ColorAcc> {
-    let mut out: HashMap<K, ColorAcc> = HashMap::new();
-    for s in spans.spans.iter().filter(|s| filter(s)) {
-        let e = out.entry(key(s)).or_default();
+impl ColorAcc {
+    /// Counts span `s` on its colour.
+    fn add(&mut self, s: &SpanRec) {
         let acc = match s.color {
-            Color::Blue => &mut e.blue,
-            Color::Green => &mut e.green,
+            Color::Blue => &mut self.blue,
+            Color::Green => &mut self.green,
             Color::Unknown => {
-                e.unknown += 1;
-                continue;
+                self.unknown += 1;
+                return;
             }
         };
         acc.durations.push(s.end.saturating_sub(s.start).max(0));
         acc.errors += u64::from(s.is_error);
     }
-    out
+
+    fn absorb(&mut self, other: Self) {
+        self.blue.durations.extend(other.blue.durations);
+        self.blue.errors += other.blue.errors;
+        self.green.durations.extend(other.green.durations);
+        self.green.errors += other.green.errors;
+        self.unknown += other.unknown;
+    }
+}
+
+/// A hash map with a fast non-cryptographic hasher (keys are our own interned ids).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Adds `b`'s counts to `a`'s.
+fn absorb<K: std::hash::Hash + Eq>(a: &mut FastMap<K, ColorAcc>, b: FastMap<K, ColorAcc>) {
+    for (k, v) in b {
+        a.entry(k).or_default().absorb(v);
+    }
+}
+
+/// Spans from this many on are folded on two threads, one half each, then joined: every
+/// panel is a pass over every span of the range (a few hundred thousand records of 128
+/// bytes, bound by memory bandwidth).
+const PARALLEL_FOLD_MIN: usize = 50_000;
+
+/// `fold` of `spans`, of each half on its own thread (joined by `join`) for large inputs.
+fn fold_halves<T: Send>(
+    spans: &[SpanRec],
+    fold: impl Fn(&[SpanRec]) -> T + Sync,
+    join: impl FnOnce(T, T) -> T,
+) -> T {
+    if spans.len() < PARALLEL_FOLD_MIN
+        || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
+    {
+        return fold(spans);
+    }
+    let (a, b) = spans.split_at(spans.len() / 2);
+    let (x, y) = std::thread::scope(|scope| {
+        let later = scope.spawn(|| fold(b));
+        (fold(a), later.join().expect("panel fold thread"))
+    });
+    join(x, y)
 }
 
 /// One channel's span-derived totals.
@@ -104,7 +139,30 @@ pub struct OverviewParts {
 
 /// Computes the overview's parts.
 pub fn overview_parts(spans: &Spans, rep: &Report, range: TimeRange) -> OverviewParts {
-    let loads = loads_by(spans, is_request, |s| s.channel);
+    // One pass: requests per channel and colour, and spans per instance of unknown colour.
+    type Fold = (FastMap<Option<u32>, ColorAcc>, FastMap<(u32, u32), u64>);
+    let (loads, unknown) = fold_halves(
+        &spans.spans,
+        |half| {
+            let mut out: Fold = Fold::default();
+            for s in half {
+                if is_request(s) {
+                    out.0.entry(s.channel).or_default().add(s);
+                }
+                if s.color == Color::Unknown {
+                    *out.1.entry((s.app, s.instance)).or_default() += 1;
+                }
+            }
+            out
+        },
+        |mut a, b| {
+            absorb(&mut a.0, b.0);
+            for (k, n) in b.1 {
+                *a.1.entry(k).or_default() += n;
+            }
+            a
+        },
+    );
     let mut channels: HashMap<String, ChannelLoad> = HashMap::new();
     for (k, mut l) in loads {
         let Some(c) = k else { continue };
@@ -124,10 +182,6 @@ pub fn overview_parts(spans: &Spans, rep: &Report, range: TimeRange) -> Overview
         .filter(|h| h.t_unix_nano >= range.to_unix_nano - FIVE_MIN_NS)
     {
         channels.entry(h.channel.clone()).or_default().hops_last_5m += 1;
-    }
-    let mut unknown: BTreeMap<(u32, u32), u64> = BTreeMap::new();
-    for s in spans.spans.iter().filter(|s| s.color == Color::Unknown) {
-        *unknown.entry((s.app, s.instance)).or_default() += 1;
     }
     let mut unknown_instances: Vec<UnknownInstance> = unknown
         .into_iter()
@@ -225,16 +279,47 @@ pub fn channel_parts(
     range: TimeRange,
 ) -> Result<ChannelParts, SourceError> {
     let step = dyeline_ui::range::step_ns(&range);
-    let sum = summary::summarize(
-        spans,
-        rep,
-        timeline,
-        id,
-        range.from_unix_nano,
-        range.to_unix_nano,
-        step,
-    )
-    .map_err(sql_error)?;
+    let cid = spans.channels.get(id);
+    // Two passes over the spans, one per thread: the summary's time series, and one pass for
+    // the per-app table (what each app serves) and the per-instance requests (SERVER spans).
+    type Fold = (FastMap<u32, ColorAcc>, FastMap<(u32, u32, Color), u64>);
+    let per_app_and_instance = || {
+        let mut out = Fold::default();
+        for s in spans
+            .spans
+            .iter()
+            .filter(|s| cid.is_some() && s.channel == cid)
+        {
+            if is_work(s) {
+                out.0.entry(s.app).or_default().add(s);
+            }
+            if s.kind == Kind::Server {
+                *out.1.entry((s.app, s.instance, s.color)).or_default() += 1;
+            }
+        }
+        out
+    };
+    let summarize = || {
+        summary::summarize(
+            spans,
+            rep,
+            timeline,
+            id,
+            range.from_unix_nano,
+            range.to_unix_nano,
+            step,
+        )
+    };
+    let (sum, (by_app, counts)) = if spans.spans.len() >= PARALLEL_FOLD_MIN {
+        std::thread::scope(|scope| {
+            let later = scope.spawn(per_app_and_instance);
+            let sum = summarize();
+            (sum, later.join().expect("channel panel thread"))
+        })
+    } else {
+        (summarize(), per_app_and_instance())
+    };
+    let sum = sum.map_err(sql_error)?;
     let steps = sum
         .steps
         .iter()
@@ -255,19 +340,13 @@ pub fn channel_parts(
             hops: s.hops,
         })
         .collect();
-    let cid = spans.channels.get(id);
-    let in_channel =
-        |s: &dyeline_queries::analyze::load::SpanRec| cid.is_some() && s.channel == cid;
-    let by_app = loads_by(spans, is_work, |s| in_channel(s).then_some(s.app));
     let mut apps: Vec<AppRow> = by_app
         .into_iter()
-        .filter_map(|(k, l)| k.map(|app| (app, l)))
-        .map(|(app, mut l)| (app, l.blue.finish(), l.green.finish(), l.unknown))
-        .map(|(app, blue, green, unknown_requests)| AppRow {
+        .map(|(app, mut l)| AppRow {
             app: spans.apps.name(app).to_owned(),
-            blue,
-            green,
-            unknown_requests,
+            blue: l.blue.finish(),
+            green: l.green.finish(),
+            unknown_requests: l.unknown,
         })
         .collect();
     apps.sort_by(|a, b| a.app.cmp(&b.app));
@@ -412,14 +491,6 @@ pub fn channel_parts(
     findings.sort_by_key(|f| std::cmp::Reverse(f.window_start_unix_nano));
 
     // Instances: requests per (app, instance, colour) of the channel's spans.
-    let mut counts: HashMap<(u32, u32, Color), u64> = HashMap::new();
-    for s in spans
-        .spans
-        .iter()
-        .filter(|s| s.kind == Kind::Server && in_channel(s))
-    {
-        *counts.entry((s.app, s.instance, s.color)).or_default() += 1;
-    }
     let per_instance: BTreeMap<(u32, u32, Color), u64> = counts.into_iter().collect();
     let mut group: HashMap<(u32, Color), (u64, u32)> = HashMap::new();
     for (&(app, _, color), &n) in &per_instance {
