@@ -453,12 +453,16 @@ def phase_times(debug, wall):
     load, report) and the per-file cache (`cached load`: gather = read and convert every
     file, merge = merge the files' spans in trace order, finish)."""
     load, cached, fin = debug.get("load", {}), debug.get("cached load", {}), debug.get("finish", {})
+    merge = debug.get("merge", {})
     det, analysis = debug.get("detections", {}), debug.get("analysis", {})
     b = {"wall_ms": wall * 1e3,
          "scan_ms": load.get("scan_ms"), "convert_ms": load.get("convert_ms"),
          "gather_ms": cached.get("gather_ms"),
-         "merge_ms": cached.get("merge_finish_ms", cached.get("merge_ms")),
-         "merge_keys_ms": merge.get("keys_ms"), "merge_sort_ms": merge.get("sort_ms"),
+         # since 338730d: keys (gathered and sorted) then the copy that resolves each span
+         # (`merge_finish_ms`); before, `merge_ms` then a separate `finish_ms`
+         "merge_ms": (cached["keys_ms"] + cached["merge_finish_ms"]
+                      if "merge_finish_ms" in cached else cached.get("merge_ms")),
+         "merge_keys_ms": cached.get("keys_ms"),
          "merge_copy_ms": merge.get("copy_ms"), "merge_rules_ms": merge.get("rules_ms"),
          # all of Loader::finish (load's resolve_ms, or the cached load's finish_ms)
          "finish_ms": cached.get("finish_ms", load.get("resolve_ms")),
@@ -858,7 +862,7 @@ def print_table(out, spans, path):
         print(f"{name:<36} {v:>24}  {note}")
     parts = [(label, b.get(k)) for label, k in (
         ("scan", "scan_ms"), ("convert", "convert_ms"), ("gather (read+convert files)", "gather_ms"),
-        ("merge", "merge_ms"), ("of which keys", "merge_keys_ms"), ("of which sort", "merge_sort_ms"),
+        ("merge", "merge_ms"), ("of which keys (gather+sort)", "merge_keys_ms"),
         ("of which copy+resolve", "merge_copy_ms"), ("of which rules", "merge_rules_ms"),
         ("finish", "finish_ms"), ("of which rules", "finish_rules_ms"),
         ("of which resolve+sort", "finish_resolve_and_sort_ms"), ("trace detections", "traces_ms"),
