@@ -495,19 +495,18 @@ impl Drop for Store {
 }
 
 /// Builds the [`trace_index::TraceIndex`] of every file found at open (files the store writes
-/// get theirs when written), one file at a time, oldest first; a lookup meanwhile reads the
-/// files not indexed yet as before. Stops when the store is gone. A file that cannot be read
-/// (removed by retention meanwhile, corrupt) stays unindexed, so it is never skipped.
+/// get theirs when written), one file at a time, the newest first (recent traces are the ones
+/// looked up most); a lookup meanwhile reads the files not indexed yet as before. Stops when
+/// the store is gone. A file that cannot be read (removed by retention meanwhile, corrupt)
+/// stays unindexed, so it is never skipped.
 fn index_files(shared: &std::sync::Weak<Shared>) {
     let todo: Vec<PathBuf> = match shared.upgrade() {
         Some(s) => {
             let state = s.state.read();
-            state
-                .files
-                .iter()
-                .filter(|f| f.traces.is_none())
-                .map(|f| f.path.clone())
-                .collect()
+            let mut todo: Vec<&FileMeta> =
+                state.files.iter().filter(|f| f.traces.is_none()).collect();
+            todo.sort_by_key(|f| std::cmp::Reverse((f.hour_start_unix_nano, f.written_unix_ms)));
+            todo.into_iter().map(|f| f.path.clone()).collect()
         }
         None => return,
     };

@@ -9,7 +9,7 @@
 //! the first time costs a merge and the detections, not a scan.
 //!
 //! The second load of the same list of files also keeps their merge order (the sorted keys of
-//! all their spans, 40 bytes per span, for the last few lists): a later range over those files
+//! all their spans, 40 bytes per span, for the last two lists): a later range over those files
 //! filters it instead of sorting again, and only the memory segments' keys are merged in.
 //!
 //! Memory: at most the records [`SpanCache::new`] is given (one [`super::load::SpanRec`] each)
@@ -35,8 +35,9 @@ use crate::sql::SqlError;
 /// `dyeline demo` (about 330,000) does several times over.
 pub const DEFAULT_MAX_SPANS: usize = 2_000_000;
 
-/// Merge orders kept (the most recently used): a live range and one or two older ranges.
-const ORDERS_KEPT: usize = 3;
+/// Merge orders kept (the most recently used): the files of a live range and of one older
+/// range. At most 40 bytes per record the cache may hold, each.
+const ORDERS_KEPT: usize = 2;
 
 struct Entry {
     part: Arc<Loader>,
