@@ -1,6 +1,7 @@
 //! The floor of the ingest path: raw `prost` decode of the same requests `loadgen` sends, on
 //! one core. Also times the OTLP → Arrow conversion (`convert_request`, in process, no I/O) and
-//! sums the Arrow memory of the converted rows. Prints one JSON line.
+//! sums the Arrow memory of the converted rows. Prints one JSON line. Uses the server's
+//! allocator (mimalloc), so the floor and the full path allocate alike.
 
 use std::time::Instant;
 
@@ -8,6 +9,9 @@ use clap::Parser;
 use dyeline_collector::{ConvertOptions, convert_request};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 struct Args {
