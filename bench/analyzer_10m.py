@@ -453,16 +453,16 @@ def phase_times(debug, wall):
     load, report) and the per-file cache (`cached load`: gather = read and convert every
     file, merge = merge the files' spans in trace order, finish)."""
     load, cached, fin = debug.get("load", {}), debug.get("cached load", {}), debug.get("finish", {})
-    merge = debug.get("merge", {})
+    merge, merge_keys = debug.get("merge", {}), debug.get("merge keys", {})
     det, analysis = debug.get("detections", {}), debug.get("analysis", {})
     b = {"wall_ms": wall * 1e3,
          "scan_ms": load.get("scan_ms"), "convert_ms": load.get("convert_ms"),
          "gather_ms": cached.get("gather_ms"),
-         # since 338730d: keys (gathered and sorted) then the copy that resolves each span
-         # (`merge_finish_ms`); before, `merge_ms` then a separate `finish_ms`
-         "merge_ms": (cached["keys_ms"] + cached["merge_finish_ms"]
-                      if "merge_finish_ms" in cached else cached.get("merge_ms")),
-         "merge_keys_ms": cached.get("keys_ms"),
+         # `merge_ms`: since this session the keys (gathered and sorted, the `merge keys`
+         # line) and the copy that resolves each span; before, a separate `finish_ms` followed
+         "merge_ms": cached.get("merge_ms"),
+         "merge_keys_ms": (merge_keys["keys_ms"] + merge_keys["sort_ms"]
+                           if "keys_ms" in merge_keys else None),
          "merge_copy_ms": merge.get("copy_ms"), "merge_rules_ms": merge.get("rules_ms"),
          # all of Loader::finish (load's resolve_ms, or the cached load's finish_ms)
          "finish_ms": cached.get("finish_ms", load.get("resolve_ms")),

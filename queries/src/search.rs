@@ -92,7 +92,9 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
     }
     // Filter with cheap checks, keep (start, end, hops, trace) and build summaries only for
     // the `limit` newest.
-    let mut hits: Vec<(i64, i64, usize, &[crate::analyze::load::SpanRec])> = Vec::new();
+    // (start, end, hops, the trace's spans)
+    type Hit<'a> = (i64, i64, usize, &'a [crate::analyze::load::SpanRec]);
+    let mut hits: Vec<Hit> = Vec::new();
     for t in spans.traces() {
         if channel_id.is_some() && !t.iter().any(|s| s.channel == channel_id) {
             continue;
@@ -122,11 +124,7 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
         hits.push((start, end, n_hops, t));
     }
     // Newest first, ties by trace id (ascending).
-    let newest_first =
-        |a: &(i64, i64, usize, &[crate::analyze::load::SpanRec]),
-         b: &(i64, i64, usize, &[crate::analyze::load::SpanRec])| {
-            b.0.cmp(&a.0).then(a.3[0].trace.cmp(&b.3[0].trace))
-        };
+    let newest_first = |a: &Hit, b: &Hit| b.0.cmp(&a.0).then(a.3[0].trace.cmp(&b.3[0].trace));
     let limit = q.limit.clamp(1, 1000);
     if hits.len() > limit {
         // The `limit` newest (a selection over every matching trace), then sorted.

@@ -238,17 +238,45 @@ mod tests {
         v
     }
 
-    /// The cached load (dashboard) returns what a scan returns, for the whole data and for a
-    /// sub-range, the first time (files read) and the second (files from the cache).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn cached_load_equals_a_scan_of_release_small() {
-        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/fixtures/analysis/release-small");
+    /// The shared analysis fixtures.
+    fn fixtures() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/analysis")
+    }
+
+    /// A configuration over a data dir in a new temporary directory (kept while the guard is).
+    fn temp_config() -> (tempfile::TempDir, Config) {
         let dir = tempfile::tempdir().unwrap();
         let config = Config {
             data_dir: dir.path().join("data"),
             ..Config::default()
         };
+        (dir, config)
+    }
+
+    /// The first `n` OTLP/JSON requests (lines) of the release-walk capture.
+    fn walk_requests(n: usize) -> Vec<String> {
+        use std::io::BufRead as _;
+        let walk = std::fs::File::open(fixtures().join("release-walk/spans.jsonl.gz")).unwrap();
+        std::io::BufReader::new(flate2::read::GzDecoder::new(walk))
+            .lines()
+            .take(n)
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    async fn open_store(sc: dyeline_store::StoreConfig) -> Store {
+        tokio::task::spawn_blocking(move || Store::open(sc))
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    /// The cached load (dashboard) returns what a scan returns, for the whole data and for a
+    /// sub-range, the first time (files read) and the second (files from the cache).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cached_load_equals_a_scan_of_release_small() {
+        let fixture = fixtures().join("release-small");
+        let (_dir, config) = temp_config();
         crate::import::run(
             config.clone(),
             &[fixture.join("spans.jsonl")],
@@ -258,10 +286,7 @@ mod tests {
         .unwrap();
         let mut sc = store_config(&config);
         sc.read_only = true;
-        let store = tokio::task::spawn_blocking(move || Store::open(sc))
-            .await
-            .unwrap()
-            .unwrap();
+        let store = open_store(sc).await;
         let table = store.table();
         let engine = SqlEngine::new(store.table()).unwrap();
         let plane = ControlPlane::open_read_only(&config.data_dir)
@@ -319,34 +344,17 @@ mod tests {
     /// read them. The answer is the trace's spans either way.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn trace_lookups_skip_files_without_the_trace() {
-        let fixtures =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/analysis");
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            data_dir: dir.path().join("data"),
-            ..Config::default()
-        };
+        let (dir, config) = temp_config();
         // Two imports (two sets of files holding different traces): release-small, and the
         // first three requests of release-walk.
-        use std::io::BufRead as _;
-        let walk = std::fs::File::open(fixtures.join("release-walk/spans.jsonl.gz")).unwrap();
-        let head: Vec<String> = std::io::BufReader::new(flate2::read::GzDecoder::new(walk))
-            .lines()
-            .take(3)
-            .map(Result::unwrap)
-            .collect();
         let head_path = dir.path().join("walk-head.jsonl");
-        std::fs::write(&head_path, head.join("\n")).unwrap();
-        for file in [fixtures.join("release-small/spans.jsonl"), head_path] {
+        std::fs::write(&head_path, walk_requests(3).join("\n")).unwrap();
+        for file in [fixtures().join("release-small/spans.jsonl"), head_path] {
             crate::import::run(config.clone(), &[file], None)
                 .await
                 .unwrap();
         }
-        let sc = store_config(&config);
-        let store = tokio::task::spawn_blocking(move || Store::open(sc))
-            .await
-            .unwrap()
-            .unwrap();
+        let store = open_store(store_config(&config)).await;
         let files = store.snapshot().files.len();
         assert!(files >= 2, "{files} files");
         // Files found at open are indexed in the background.
@@ -415,36 +423,21 @@ mod tests {
     /// returns.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn cached_load_with_memory_segments_equals_a_scan() {
-        use std::io::BufRead as _;
-        let fixtures =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/analysis");
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            data_dir: dir.path().join("data"),
-            ..Config::default()
-        };
+        let (dir, config) = temp_config();
         // release-walk's first three requests in files, the next three in memory.
-        let walk = std::fs::File::open(fixtures.join("release-walk/spans.jsonl.gz")).unwrap();
-        let lines: Vec<String> = std::io::BufReader::new(flate2::read::GzDecoder::new(walk))
-            .lines()
-            .take(6)
-            .map(Result::unwrap)
-            .collect();
+        let lines = walk_requests(6);
         let head_path = dir.path().join("walk-head.jsonl");
         std::fs::write(&head_path, lines[..3].join("\n")).unwrap();
         crate::import::run(
             config.clone(),
             &[head_path],
-            Some(&fixtures.join("release-walk/timeline.json")),
+            Some(&fixtures().join("release-walk/timeline.json")),
         )
         .await
         .unwrap();
         let mut sc = store_config(&config);
         sc.flush_interval = std::time::Duration::from_secs(3600);
-        let store = tokio::task::spawn_blocking(move || Store::open(sc))
-            .await
-            .unwrap()
-            .unwrap();
+        let store = open_store(sc).await;
         let options = crate::serve::convert_options(&config).unwrap();
         for line in &lines[3..] {
             let request = dyeline_collector::json::decode_export_request(line.as_bytes()).unwrap();

@@ -203,7 +203,10 @@ pub fn write_file(
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(name);
     let sorted = sort_for_storage(batch).map_err(io::Error::other)?;
-    let props = writer_properties(zstd_level, distinct_sorted(&sorted, col::TRACE_ID));
+    // The file's trace index also gives the bloom filter its number of distinct ids.
+    let traces = TraceIndex::of_batch(&sorted).map(Arc::new);
+    let ndv = traces.as_ref().map_or(0, |t| t.len() as u64);
+    let props = writer_properties(zstd_level, ndv);
     let file = File::create(&tmp)?;
     let mut w =
         ArrowWriter::try_new(file, sorted.schema(), Some(props)).map_err(io::Error::other)?;
@@ -219,28 +222,25 @@ pub fn write_file(
         hour_start_unix_nano: hour_start,
         written_unix_ms,
         size,
-        traces: TraceIndex::of_batch(&sorted).map(Arc::new),
+        traces,
     })
 }
 
-/// Distinct values of string column `name` in `batch` sorted by it (runs of equal values);
-/// 0 when the column is missing or not a string.
-fn distinct_sorted(batch: &RecordBatch, name: &str) -> u64 {
-    let Some(c) = batch
-        .column_by_name(name)
-        .and_then(|c| c.as_string_opt::<i32>())
-    else {
-        return 0;
-    };
-    let mut n = 0u64;
-    let mut last: Option<Option<&str>> = None;
-    for v in c.iter() {
-        if last != Some(v) {
-            n += 1;
-            last = Some(v);
-        }
-    }
-    n
+/// The batches of columns `names` of the file at `path`.
+///
+/// # Errors
+/// I/O or Parquet errors opening the file (each batch may still carry a read error).
+fn read_columns(
+    path: &Path,
+    names: &[&str],
+) -> io::Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader> {
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(File::open(path)?).map_err(io::Error::other)?;
+    let mask = ProjectionMask::columns(builder.parquet_schema(), names.iter().copied());
+    builder
+        .with_projection(mask)
+        .build()
+        .map_err(io::Error::other)
 }
 
 /// Reads (trace_id, span_id) of every row of `path` (for rebuilding the duplicate filter).
@@ -248,16 +248,8 @@ fn distinct_sorted(batch: &RecordBatch, name: &str) -> u64 {
 /// # Errors
 /// I/O or Parquet errors.
 pub fn read_keys(path: &Path) -> io::Result<Vec<(String, String)>> {
-    let file = File::open(path)?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(io::Error::other)?;
-    let schema = builder.parquet_schema();
-    let mask = ProjectionMask::columns(schema, [col::TRACE_ID, col::SPAN_ID]);
-    let reader = builder
-        .with_projection(mask)
-        .build()
-        .map_err(io::Error::other)?;
     let mut out = Vec::new();
-    for batch in reader {
+    for batch in read_columns(path, &[col::TRACE_ID, col::SPAN_ID])? {
         let batch = batch.map_err(io::Error::other)?;
         let t = batch
             .column_by_name(col::TRACE_ID)
@@ -279,15 +271,8 @@ pub fn read_keys(path: &Path) -> io::Result<Vec<(String, String)>> {
 /// # Errors
 /// I/O or Parquet errors (a file removed by retention meanwhile, a corrupt file).
 pub fn read_trace_index(path: &Path) -> io::Result<TraceIndex> {
-    let file = File::open(path)?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(io::Error::other)?;
-    let mask = ProjectionMask::columns(builder.parquet_schema(), [col::TRACE_ID]);
-    let reader = builder
-        .with_projection(mask)
-        .build()
-        .map_err(io::Error::other)?;
     let mut hashes = Vec::new();
-    for batch in reader {
+    for batch in read_columns(path, &[col::TRACE_ID])? {
         let batch = batch.map_err(io::Error::other)?;
         if let Some(ids) = batch
             .column_by_name(col::TRACE_ID)
@@ -384,10 +369,6 @@ mod tests {
             ],
         )
         .unwrap();
-        assert_eq!(
-            distinct_sorted(&sort_for_storage(&batch).unwrap(), col::TRACE_ID),
-            rows.div_ceil(10) as u64
-        );
         let dir = tempfile::tempdir().unwrap();
         let meta = write_file(dir.path(), 0, &batch, 1, 1, 3).unwrap();
         // The file's trace index, as written and as read back at open, holds every trace.

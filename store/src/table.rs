@@ -112,12 +112,17 @@ fn literal_i64(e: &Expr) -> Option<i64> {
     }
 }
 
-fn is_start_col(e: &Expr) -> bool {
+/// `e` is column `name` (or a cast of it).
+fn is_column(e: &Expr, name: &str) -> bool {
     match e {
-        Expr::Column(c) => c.name == col::START_TIME_UNIX_NANO,
-        Expr::Cast(c) => is_start_col(&c.expr),
+        Expr::Column(c) => c.name == name,
+        Expr::Cast(c) => is_column(&c.expr, name),
         _ => false,
     }
+}
+
+fn is_start_col(e: &Expr) -> bool {
+    is_column(e, col::START_TIME_UNIX_NANO)
 }
 
 fn bound(e: &Expr, lo: &mut i64, hi: &mut i64) {
@@ -188,11 +193,7 @@ fn literal_str(e: &Expr) -> Option<String> {
 }
 
 fn is_trace_col(e: &Expr) -> bool {
-    match e {
-        Expr::Column(c) => c.name == col::TRACE_ID,
-        Expr::Cast(c) => is_trace_col(&c.expr),
-        _ => false,
-    }
+    is_column(e, col::TRACE_ID)
 }
 
 fn trace_ids_in(e: &Expr) -> Option<Vec<String>> {

@@ -307,29 +307,25 @@ pub async fn load_cached(
     .await
     .map_err(|e| SqlError::Internal(e.to_string()))??;
     let gathered = started.elapsed();
-    // The merge's keys: the files' from their cached order (filtered to the range) or
-    // gathered, then the memory's, sorted (two sorted runs with an order: one merge pass).
     let mut refs: Vec<&Loader> = parts.iter().map(|p| &**p).collect();
     let order = cache.order(&paths, &refs);
-    let mut keys: Vec<MergeKey> = match &order {
-        Some(order) => order
-            .iter()
-            .filter(|k| (lo..=hi).contains(&k.1))
-            .copied()
-            .collect(),
-        None => {
-            let mut keys = Vec::new();
-            for (i, p) in refs.iter().enumerate() {
-                p.keys_in(i as u32, lo, hi, &mut keys);
-            }
-            keys
-        }
-    };
-    memory.keys_in(refs.len() as u32, lo, hi, &mut keys);
+    let memory_part = refs.len() as u32;
     refs.push(&memory);
-    keys.sort();
-    let keyed = started.elapsed();
-    let spans = Loader::finish_keys(&refs, &keys, lo, hi, timeline, PARALLEL_COPY_MIN);
+    let spans = match &order {
+        // The files' order filtered to the range, then the memory's keys: two sorted runs,
+        // which the sort merges in one pass.
+        Some(order) => {
+            let mut keys: Vec<MergeKey> = order
+                .iter()
+                .filter(|k| (lo..=hi).contains(&k.1))
+                .copied()
+                .collect();
+            memory.keys_in(memory_part, lo, hi, &mut keys);
+            keys.sort();
+            Loader::finish_keys(&refs, &keys, lo, hi, timeline, PARALLEL_COPY_MIN)
+        }
+        None => Loader::merge_finish(&refs, lo, hi, timeline),
+    };
     tracing::debug!(
         spans = spans.spans.len(),
         files = parts.len(),
@@ -337,8 +333,7 @@ pub async fn load_cached(
         memory_spans = memory.len(),
         gather_ms = gathered.as_secs_f64() * 1e3,
         ordered = order.is_some(),
-        keys_ms = (keyed - gathered).as_secs_f64() * 1e3,
-        merge_finish_ms = (started.elapsed() - keyed).as_secs_f64() * 1e3,
+        merge_ms = (started.elapsed() - gathered).as_secs_f64() * 1e3,
         "cached load"
     );
     Ok(spans)
