@@ -65,11 +65,6 @@ impl TraceIndex {
     pub fn is_empty(&self) -> bool {
         self.hashes.is_empty()
     }
-
-    /// Bytes of memory held by the hashes.
-    pub fn heap_bytes(&self) -> usize {
-        self.hashes.len() * std::mem::size_of::<u64>()
-    }
 }
 
 /// True when `index` (if any) may hold one of `ids` (if any): `None` for either means "may".
