@@ -14,7 +14,7 @@ use arrow::array::{
     ArrayRef, BooleanBuilder, Int32Builder, Int64Builder, ListBuilder, MapBuilder, RecordBatch,
     StringBuilder, UInt32Builder,
 };
-use dyeline_model::decision::read_decision;
+use dyeline_model::decision::{Decisions, ReadDecision, read_decision};
 use dyeline_model::schema::spans_schema;
 use dyeline_model::{
     ColorRules, DecisionSource, SpanId, SpanKey, SpanKind, StatusCode, TraceId, TrafficKind,
@@ -92,17 +92,6 @@ const PROMOTED_RESOURCE: [&str; 4] = [
     "host.name",
 ];
 
-/// Span attribute keys promoted to columns (left out of `attributes`).
-const PROMOTED_SPAN: [&str; 7] = [
-    "messaging.system",
-    "messaging.consumer.group.name",
-    "messaging.rocketmq.client_group",
-    "job.name",
-    "http.response.status_code",
-    "http.status_code",
-    "rpc.grpc.status_code",
-];
-
 fn str_value(v: &AnyValue) -> Option<&str> {
     match v.value.as_ref()? {
         Value::StringValue(s) => Some(s.as_str()),
@@ -130,6 +119,152 @@ fn find_str<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a str> {
     find(attrs, key).and_then(str_value)
 }
 
+/// True for the span attribute keys promoted to columns (left out of `attributes`).
+fn promoted_span(key: &str) -> bool {
+    matches!(
+        key,
+        "messaging.system"
+            | "messaging.consumer.group.name"
+            | "messaging.rocketmq.client_group"
+            | "job.name"
+            | "http.response.status_code"
+            | "http.status_code"
+            | "rpc.grpc.status_code"
+    )
+}
+
+/// The slot of a decision source in [`SpanAttrs::decision`].
+fn source_slot(source: DecisionSource) -> usize {
+    match source {
+        DecisionSource::Attribute => 0,
+        DecisionSource::BaggageAttribute => 1,
+        DecisionSource::BaggageHeader => 2,
+    }
+}
+
+/// One attribute as a lookup by key finds it: `None` when the key is absent, `Some(None)` when
+/// its first occurrence has no value.
+type Slot<'a> = Option<Option<&'a AnyValue>>;
+
+/// The span attributes that conversion reads, found in one pass over the span's attributes
+/// instead of one scan per key. Each slot holds the key's first occurrence, as [`find`] would.
+#[derive(Default)]
+struct SpanAttrs<'a> {
+    job_name: Slot<'a>,
+    http_status: Slot<'a>,
+    http_status_legacy: Slot<'a>,
+    grpc_status: Slot<'a>,
+    messaging_system: Slot<'a>,
+    consumer_group: Slot<'a>,
+    rocketmq_group: Slot<'a>,
+    /// Indexed by [`source_slot`].
+    decision: [Slot<'a>; 3],
+}
+
+impl<'a> SpanAttrs<'a> {
+    fn of(attrs: &'a [KeyValue]) -> Self {
+        let mut s = Self::default();
+        for kv in attrs {
+            let slot = match kv.key.as_str() {
+                "job.name" => &mut s.job_name,
+                "http.response.status_code" => &mut s.http_status,
+                "http.status_code" => &mut s.http_status_legacy,
+                "rpc.grpc.status_code" => &mut s.grpc_status,
+                "messaging.system" => &mut s.messaging_system,
+                "messaging.consumer.group.name" => &mut s.consumer_group,
+                "messaging.rocketmq.client_group" => &mut s.rocketmq_group,
+                "x-deploy-channel-type" => &mut s.decision[0],
+                "baggage.x-deploy-channel-type" => &mut s.decision[1],
+                "http.request.header.baggage" => &mut s.decision[2],
+                _ => continue,
+            };
+            if slot.is_none() {
+                *slot = Some(kv.value.as_ref());
+            }
+        }
+        s
+    }
+
+    fn get(slot: Slot<'a>) -> Option<&'a AnyValue> {
+        slot.flatten()
+    }
+
+    fn get_str(slot: Slot<'a>) -> Option<&'a str> {
+        slot.flatten().and_then(str_value)
+    }
+}
+
+/// Most decisions parsed in one request are kept for reuse.
+const MEMO_MAX: usize = 16;
+
+/// Decision texts already parsed in this request: the spans of a trace, and of many traces,
+/// repeat a handful of texts, so each is parsed once.
+#[derive(Default)]
+struct DecisionMemo {
+    entries: Vec<(String, Decisions)>,
+}
+
+/// Where a span's decision is: parsed in the memo (by index), or read the general way.
+enum Found<'a> {
+    Memo(DecisionSource, &'a str, usize),
+    Read(ReadDecision),
+}
+
+impl DecisionMemo {
+    /// The index of `text`'s parse, parsing it on a miss; `None` when the memo is full and
+    /// `text` is new (the caller then parses it itself).
+    fn index(&mut self, text: &str) -> Option<usize> {
+        if let Some(i) = self.entries.iter().position(|(t, _)| t == text) {
+            return Some(i);
+        }
+        if self.entries.len() >= MEMO_MAX {
+            return None;
+        }
+        self.entries.push((text.to_owned(), Decisions::parse(text)));
+        Some(self.entries.len() - 1)
+    }
+
+    /// The decision on a span, exactly as [`read_decision`] finds it: the first source of
+    /// `sources` that is present. A single string value of a span attribute source (the usual
+    /// case) is parsed through the memo; other shapes go through [`read_decision`].
+    fn find<'a>(&mut self, sources: &[DecisionSource], attrs: &SpanAttrs<'a>) -> Option<Found<'a>> {
+        for &source in sources {
+            let Some(value) = attrs.decision[source_slot(source)] else {
+                continue;
+            };
+            if let (Some(Value::StringValue(text)), false) = (
+                value.and_then(|v| v.value.as_ref()),
+                source == DecisionSource::BaggageHeader,
+            ) {
+                match self.index(text) {
+                    Some(i) if self.entries[i].1.is_blank() => continue,
+                    Some(i) => return Some(Found::Memo(source, text, i)),
+                    None => {}
+                }
+            }
+            let read = read_decision(&[source], |_| {
+                Some(match value.and_then(|v| v.value.as_ref()) {
+                    Some(Value::StringValue(s)) => vec![s.as_str()],
+                    Some(Value::ArrayValue(a)) => a.values.iter().filter_map(str_value).collect(),
+                    _ => Vec::new(),
+                })
+            });
+            if let Some(read) = read {
+                return Some(Found::Read(read));
+            }
+        }
+        None
+    }
+
+    /// Source, raw text and decisions of a [`Found`].
+    fn resolve<'s>(&'s self, found: &'s Found<'_>) -> (DecisionSource, &'s str, &'s Decisions) {
+        match found {
+            Found::Memo(source, text, i) => (*source, text, &self.entries[*i].1),
+            Found::Read(r) => (r.source, r.text.as_str(), &r.decisions),
+        }
+    }
+}
+
 /// Writes an AnyValue as JSON: strings, numbers, booleans, arrays, objects (kvlist), and bytes
 /// as lower-case hex.
 fn write_json_value(out: &mut String, v: Option<&AnyValue>) {
@@ -137,9 +272,7 @@ fn write_json_value(out: &mut String, v: Option<&AnyValue>) {
         None => out.push_str("null"),
         Some(Value::StringValue(s)) => write_json_str(out, s),
         Some(Value::BoolValue(b)) => out.push_str(if *b { "true" } else { "false" }),
-        Some(Value::IntValue(i)) => {
-            let _ = write!(out, "{i}");
-        }
+        Some(Value::IntValue(i)) => out.push_str(itoa::Buffer::new().format(*i)),
         Some(Value::DoubleValue(d)) => {
             if d.is_finite() {
                 let _ = write!(out, "{d:?}");
@@ -183,8 +316,18 @@ fn write_json_object(out: &mut String, attrs: &[KeyValue], skip: impl Fn(&str) -
 }
 
 /// Writes `s` as a JSON string (RFC 8259 escaping: quote, backslash, control characters).
+/// Text that needs no escape (nearly all) is copied whole.
 fn write_json_str(out: &mut String, s: &str) {
     out.push('"');
+    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        write_escaped(out, s);
+    } else {
+        out.push_str(s);
+    }
+    out.push('"');
+}
+
+fn write_escaped(out: &mut String, s: &str) {
     let mut plain_from = 0;
     for (i, c) in s.char_indices() {
         let esc = match c {
@@ -207,7 +350,6 @@ fn write_json_str(out: &mut String, s: &str) {
         plain_from = i + c.len_utf8();
     }
     out.push_str(&s[plain_from..]);
-    out.push('"');
 }
 
 /// Lower-case hex of `bytes` (at most 16) in `buf`, without allocating.
@@ -436,6 +578,7 @@ pub fn convert_request(
         &options.decision_sources
     };
     let mut json_buf = String::new();
+    let mut memo = DecisionMemo::default();
     for (ri, rs) in request.resource_spans.iter().enumerate() {
         let empty = Vec::new();
         let rattrs = rs.resource.as_ref().map_or(&empty, |r| &r.attributes);
@@ -496,15 +639,20 @@ pub fn convert_request(
                     .append_value(hex_str(&trace_id.to_bytes(), &mut hex_buf));
                 b.span_id
                     .append_value(hex_str(&span_id.to_bytes(), &mut hex_buf));
-                b.parent_span_id
-                    .append_option(parent.map(|p| hex_str(&p.to_bytes(), &mut hex_buf).to_owned()));
+                match parent {
+                    Some(p) => b
+                        .parent_span_id
+                        .append_value(hex_str(&p.to_bytes(), &mut hex_buf)),
+                    None => b.parent_span_id.append_null(),
+                }
                 b.trace_state
                     .append_option(Some(span.trace_state.as_str()).filter(|s| !s.is_empty()));
                 b.name.append_value(&span.name);
                 let kind = SpanKind::from_i32(span.kind).unwrap_or(SpanKind::Unspecified);
                 b.span_kind.append_value(kind.as_str());
                 let attrs = &span.attributes;
-                let job_name = find_str(attrs, "job.name");
+                let found = SpanAttrs::of(attrs);
+                let job_name = SpanAttrs::get_str(found.job_name);
                 let traffic = TrafficKind::classify(kind, parent.is_some(), job_name.is_some());
                 b.traffic_kind
                     .append_option(traffic.map(TrafficKind::as_str));
@@ -518,11 +666,11 @@ pub fn convert_request(
                 b.status_code.append_value(code.as_str());
                 b.status_message
                     .append_option(status.map(|s| s.message.as_str()).filter(|m| !m.is_empty()));
-                let http_status = find(attrs, "http.response.status_code")
-                    .or_else(|| find(attrs, "http.status_code"))
+                let http_status = SpanAttrs::get(found.http_status)
+                    .or_else(|| SpanAttrs::get(found.http_status_legacy))
                     .and_then(int_value)
                     .and_then(|v| i32::try_from(v).ok());
-                let grpc_status = find(attrs, "rpc.grpc.status_code")
+                let grpc_status = SpanAttrs::get(found.grpc_status)
                     .and_then(int_value)
                     .and_then(|v| i32::try_from(v).ok());
                 b.http_status_code.append_option(http_status);
@@ -539,27 +687,19 @@ pub fn convert_request(
                 b.host_name.append_option(res.host_name.as_deref());
                 b.color.append_value(res.color);
                 b.color_rule.append_value(&res.color_rule);
-                let decision = read_decision(sources, |key| {
-                    find(attrs, key).map(|v| match v.value.as_ref() {
-                        Some(Value::StringValue(s)) => vec![s.as_str()],
-                        Some(Value::ArrayValue(a)) => {
-                            a.values.iter().filter_map(str_value).collect()
-                        }
-                        _ => Vec::new(),
-                    })
-                });
-                match &decision {
-                    Some(d) => {
-                        for (channel, color) in d.decisions.iter() {
+                let decision = memo.find(sources, &found);
+                let decision = decision.as_ref().map(|f| memo.resolve(f));
+                match decision {
+                    Some((source, text, decisions)) => {
+                        for (channel, color) in decisions.iter() {
                             b.decisions.keys().append_value(channel);
                             b.decisions.values().append_value(color.as_str());
                         }
                         b.decisions.append(true)?;
-                        b.decision_source.append_value(d.source.as_str());
-                        b.decision_text.append_value(&d.text);
-                        b.malformed_pairs
-                            .append_value(d.decisions.malformed_pairs());
-                        for c in d.decisions.conflicting() {
+                        b.decision_source.append_value(source.as_str());
+                        b.decision_text.append_value(text);
+                        b.malformed_pairs.append_value(decisions.malformed_pairs());
+                        for c in decisions.conflicting() {
                             b.conflicting.values().append_value(c);
                         }
                         b.conflicting.append(true);
@@ -573,10 +713,10 @@ pub fn convert_request(
                     }
                 }
                 b.messaging_system
-                    .append_option(find_str(attrs, "messaging.system"));
+                    .append_option(SpanAttrs::get_str(found.messaging_system));
                 b.consumer_group.append_option(
-                    find_str(attrs, "messaging.consumer.group.name")
-                        .or_else(|| find_str(attrs, "messaging.rocketmq.client_group")),
+                    SpanAttrs::get_str(found.consumer_group)
+                        .or_else(|| SpanAttrs::get_str(found.rocketmq_group)),
                 );
                 b.job_name.append_option(job_name);
                 b.scope_name
@@ -585,9 +725,9 @@ pub fn convert_request(
                     .append_option(scope.map(|s| s.version.as_str()).filter(|s| !s.is_empty()));
                 b.resource_attributes.append_value(&res.attributes_json);
                 json_buf.clear();
-                let source = decision.as_ref().map(|d| d.source.as_str());
+                let source = decision.map(|(source, _, _)| source.as_str());
                 write_json_object(&mut json_buf, attrs, |k| {
-                    PROMOTED_SPAN.contains(&k) || source == Some(k)
+                    promoted_span(k) || source == Some(k)
                 });
                 b.attributes.append_value(&json_buf);
                 if span.events.is_empty() {
@@ -599,11 +739,9 @@ pub fn convert_request(
                         if i > 0 {
                             json_buf.push(',');
                         }
-                        let _ = write!(
-                            json_buf,
-                            "{{\"time_unix_nano\":{},\"name\":",
-                            ev.time_unix_nano
-                        );
+                        json_buf.push_str("{\"time_unix_nano\":");
+                        json_buf.push_str(itoa::Buffer::new().format(ev.time_unix_nano));
+                        json_buf.push_str(",\"name\":");
                         write_json_str(&mut json_buf, &ev.name);
                         json_buf.push_str(",\"attributes\":");
                         write_json_object(&mut json_buf, &ev.attributes, |_| false);
@@ -631,6 +769,7 @@ pub fn convert_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn json_strings_escape_like_serde_json() {
@@ -646,6 +785,136 @@ mod tests {
             write_json_str(&mut out, s);
             assert_eq!(out, serde_json::to_string(s).unwrap(), "{s:?}");
         }
+    }
+
+    /// Attribute keys the one-pass lookup knows, and others.
+    const KEYS: [&str; 13] = [
+        "job.name",
+        "http.response.status_code",
+        "http.status_code",
+        "rpc.grpc.status_code",
+        "messaging.system",
+        "messaging.consumer.group.name",
+        "messaging.rocketmq.client_group",
+        "x-deploy-channel-type",
+        "baggage.x-deploy-channel-type",
+        "http.request.header.baggage",
+        "url.path",
+        "job",
+        "",
+    ];
+
+    fn any_value() -> impl Strategy<Value = Option<AnyValue>> {
+        let text = prop::sample::select(vec![
+            "trade=blue",
+            "trade=blue&pay=green",
+            "pay=green;ttl=3",
+            "",
+            "&",
+            "trade=purple",
+            "x-deploy-channel-type=trade%3Dgreen",
+            "a=1, x-deploy-channel-type = pay=blue",
+            "503",
+            "7",
+        ]);
+        let value = prop_oneof![
+            text.clone()
+                .prop_map(|t| Some(Value::StringValue(t.to_owned()))),
+            any::<i64>().prop_map(|i| Some(Value::IntValue(i % 1000))),
+            prop::collection::vec(text, 0..3).prop_map(|v| {
+                Some(Value::ArrayValue(
+                    opentelemetry_proto::tonic::common::v1::ArrayValue {
+                        values: v
+                            .into_iter()
+                            .map(|t| AnyValue {
+                                value: Some(Value::StringValue(t.to_owned())),
+                            })
+                            .collect(),
+                    },
+                ))
+            }),
+            Just(None),
+        ];
+        prop_oneof![value.prop_map(|value| Some(AnyValue { value })), Just(None)]
+    }
+
+    fn attributes() -> impl Strategy<Value = Vec<KeyValue>> {
+        prop::collection::vec(
+            (prop::sample::select(KEYS.to_vec()), any_value()).prop_map(|(k, value)| KeyValue {
+                key: k.to_owned(),
+                value,
+                ..Default::default()
+            }),
+            0..12,
+        )
+    }
+
+    proptest! {
+        /// The one-pass lookup finds what a scan per key finds, duplicates and value-less keys
+        /// included, and the memoised decision equals `read_decision`'s for every source order.
+        #[test]
+        fn one_pass_lookup_equals_a_scan_per_key(
+            attrs in attributes(),
+            order in prop::sample::subsequence(DecisionSource::DEFAULT_ORDER.to_vec(), 0..=3)
+                .prop_shuffle(),
+        ) {
+            let found = SpanAttrs::of(&attrs);
+            let slots = [
+                ("job.name", found.job_name),
+                ("http.response.status_code", found.http_status),
+                ("http.status_code", found.http_status_legacy),
+                ("rpc.grpc.status_code", found.grpc_status),
+                ("messaging.system", found.messaging_system),
+                ("messaging.consumer.group.name", found.consumer_group),
+                ("messaging.rocketmq.client_group", found.rocketmq_group),
+            ];
+            for (key, slot) in slots {
+                prop_assert_eq!(SpanAttrs::get(slot), find(&attrs, key), "{}", key);
+            }
+            for source in DecisionSource::DEFAULT_ORDER {
+                prop_assert_eq!(
+                    SpanAttrs::get(found.decision[source_slot(source)]),
+                    find(&attrs, source.as_str())
+                );
+            }
+            let expected = read_decision(&order, |key| {
+                find(&attrs, key).map(|v| match v.value.as_ref() {
+                    Some(Value::StringValue(s)) => vec![s.as_str()],
+                    Some(Value::ArrayValue(a)) => a.values.iter().filter_map(str_value).collect(),
+                    _ => Vec::new(),
+                })
+            });
+            // Twice: a miss, then a hit in the memo.
+            let mut memo = DecisionMemo::default();
+            for _ in 0..2 {
+                let got = memo.find(&order, &found);
+                let got = got.as_ref().map(|f| memo.resolve(f));
+                prop_assert_eq!(
+                    got.map(|(s, t, d)| (s, t.to_owned(), d.clone())),
+                    expected.as_ref().map(|r| (r.source, r.text.clone(), r.decisions.clone()))
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_memo_still_parses_new_texts() {
+        let mut memo = DecisionMemo::default();
+        for i in 0..MEMO_MAX + 3 {
+            let attrs = vec![KeyValue {
+                key: "x-deploy-channel-type".into(),
+                value: Some(AnyValue {
+                    value: Some(Value::StringValue(format!("ch{i}=green"))),
+                }),
+                ..Default::default()
+            }];
+            let found = SpanAttrs::of(&attrs);
+            let got = memo.find(&DecisionSource::DEFAULT_ORDER, &found);
+            let (_, text, d) = memo.resolve(got.as_ref().unwrap());
+            assert_eq!(text, format!("ch{i}=green"));
+            assert_eq!(d.get(&format!("ch{i}")), Some(dyeline_model::Color::Green));
+        }
+        assert_eq!(memo.entries.len(), MEMO_MAX);
     }
 
     #[test]
