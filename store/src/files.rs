@@ -18,16 +18,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{AsArray, RecordBatch};
-use arrow::compute::{SortColumn, SortOptions, lexsort_to_indices, take_record_batch};
+use arrow::compute::interleave_record_batch;
 use arrow::datatypes::Int64Type;
+use arrow::error::ArrowError;
 use dyeline_model::schema::col;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_writer::{ArrowColumnWriter, compute_leaves};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
 
+use crate::segment::Segment;
 use crate::trace_index::{TraceIndex, trace_hash};
 
 /// One hour in nanoseconds.
@@ -129,7 +133,7 @@ pub const TRACE_ID_BLOOM_FPP: f64 = 0.01;
 
 /// Writer settings for a file of `traces` distinct trace ids.
 ///
-/// Rows are sorted by trace id ([`sort_for_storage`]), so `trace_id` gets page-level min/max
+/// Rows are sorted by trace id ([`storage_order`]), so `trace_id` gets page-level min/max
 /// statistics (the column index) and a bloom filter sized for `traces` ids: a lookup by
 /// trace id skips the files and row groups whose filter says no, and within a row group
 /// reads only the pages whose range holds the id (DataFusion prunes with both). Other
@@ -162,68 +166,252 @@ fn writer_properties(zstd_level: i32, traces: u64) -> WriterProperties {
     b.build()
 }
 
-/// Sorts rows by (trace_id, start_time_unix_nano, span_id).
+/// One row of a list of batches: (batch index, row index), as [`interleave_record_batch`]
+/// takes it.
+pub type RowRef = (usize, usize);
+
+/// Rows of a file are handed to the Parquet writer this many at a time, so a flush copies
+/// at most this many rows at once on top of the batches it reads from.
+pub const WRITE_CHUNK_ROWS: usize = 8 * 1024;
+
+/// The rows of `batches` grouped by the hour of their `start_time_unix_nano` (ascending), each
+/// hour's rows in storage order: by (trace_id, start_time_unix_nano, span_id), ascending,
+/// strings compared bytewise (lower-case hex ids sort as their bytes do).
+///
+/// Only the three key columns are read; no row is copied.
 ///
 /// # Errors
-/// Arrow errors (a schema mismatch).
-pub fn sort_for_storage(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
-    let by = |name: &str| -> Result<SortColumn, arrow::error::ArrowError> {
-        Ok(SortColumn {
-            values: Arc::clone(batch.column(batch.schema().index_of(name)?)),
-            options: Some(SortOptions::default()),
-        })
-    };
-    let idx = lexsort_to_indices(
-        &[
-            by(col::TRACE_ID)?,
-            by(col::START_TIME_UNIX_NANO)?,
-            by(col::SPAN_ID)?,
-        ],
-        None,
-    )?;
-    take_record_batch(batch, &idx)
+/// A batch lacking one of the three columns, or holding them with other types.
+pub fn storage_order(batches: &[RecordBatch]) -> Result<Vec<(i64, Vec<RowRef>)>, ArrowError> {
+    let missing = |name: &str| ArrowError::SchemaError(format!("no {name} column"));
+    let mut keys: Vec<(i64, &str, i64, &str, RowRef)> =
+        Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
+    for (b, batch) in batches.iter().enumerate() {
+        let string = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| missing(name))?
+                .as_string_opt::<i32>()
+                .ok_or_else(|| ArrowError::SchemaError(format!("{name} is not Utf8")))
+        };
+        let (traces, spans) = (string(col::TRACE_ID)?, string(col::SPAN_ID)?);
+        let starts = batch
+            .column_by_name(col::START_TIME_UNIX_NANO)
+            .ok_or_else(|| missing(col::START_TIME_UNIX_NANO))?
+            .as_primitive_opt::<Int64Type>()
+            .ok_or_else(|| ArrowError::SchemaError("start_time_unix_nano is not Int64".into()))?;
+        for r in 0..batch.num_rows() {
+            let start = starts.value(r);
+            keys.push((
+                hour_of(start),
+                traces.value(r),
+                start,
+                spans.value(r),
+                (b, r),
+            ));
+        }
+    }
+    keys.sort_unstable_by(|x, y| (x.0, x.1, x.2, x.3).cmp(&(y.0, y.1, y.2, y.3)));
+    let mut out: Vec<(i64, Vec<RowRef>)> = Vec::new();
+    for (hour, _, _, _, at) in keys {
+        match out.last_mut() {
+            Some((h, rows)) if *h == hour => rows.push(at),
+            _ => out.push((hour, vec![at])),
+        }
+    }
+    Ok(out)
 }
 
-/// Writes `batch` (rows of one hour) as a new file of that hour; returns its metadata.
+/// Rows per row group of a file written from segments ([`write_segments`]).
+pub const ROW_GROUP_ROWS: usize = 256 * 1024;
+
+/// A flush decodes the segments' columns in about this many groups, one group at a time.
+const COLUMN_GROUPS: usize = 4;
+
+/// Splits the fields of `sample` into at most about [`COLUMN_GROUPS`] runs of adjacent
+/// columns of similar decoded size (a column larger than a share is a group of its own).
+fn column_groups(sample: &RecordBatch) -> Vec<Vec<usize>> {
+    let sizes: Vec<usize> = sample
+        .columns()
+        .iter()
+        .map(|c| c.get_array_memory_size())
+        .collect();
+    let share = sizes.iter().sum::<usize>().div_ceil(COLUMN_GROUPS).max(1);
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut size = 0;
+    for (i, &s) in sizes.iter().enumerate() {
+        match groups.last_mut() {
+            Some(g) if size + s <= share => g.push(i),
+            _ => {
+                groups.push(vec![i]);
+                size = 0;
+            }
+        }
+        size += s;
+    }
+    groups
+}
+
+/// One file being written by [`write_segments`].
+struct OpenFile {
+    hour: i64,
+    rows: Vec<RowRef>,
+    tmp: PathBuf,
+    path: PathBuf,
+    writer: SerializedFileWriter<File>,
+    /// Per row group, one writer per Parquet leaf column.
+    columns: Vec<Vec<ArrowColumnWriter>>,
+    traces: Arc<TraceIndex>,
+}
+
+/// Writes the rows of `segments` (memory segments in the `spans` schema) as new files, one
+/// per hour of `start_time_unix_nano`, rows in storage order ([`storage_order`]), row
+/// groups of [`ROW_GROUP_ROWS`]; returns their metadata, each with its [`TraceIndex`].
+///
+/// Memory stays low: the key columns are decoded first to find the order, then the other columns are
+/// decoded a group at a time (about a quarter of the row bytes each, [`Segment::decode_columns`])
+/// and encoded into each file's column writers, [`WRITE_CHUNK_ROWS`] rows at a time. A flush
+/// of 500,000 spans used to decode every column of every segment at once (about 550 MB, each
+/// page of it new memory the kernel had to zero).
 ///
 /// # Errors
-/// I/O or Parquet errors; a failed write leaves no file behind but a `.tmp` that
-/// [`list_files`] removes.
-pub fn write_file(
+/// I/O, IPC or Parquet errors; a failed write leaves `.tmp` files that [`list_files`] removes.
+pub fn write_segments(
     spans_dir: &Path,
-    hour_start: i64,
-    batch: &RecordBatch,
+    segments: &[&Segment],
     written_unix_ms: i64,
-    seq: u64,
+    seq: &mut u64,
     zstd_level: i32,
-) -> io::Result<FileMeta> {
-    let dir = spans_dir.join(hour_dir_name(hour_start));
-    fs::create_dir_all(&dir)?;
-    let name = format!("part-{written_unix_ms}-{seq:06}.parquet");
-    let tmp = dir.join(format!("{name}.tmp"));
-    let path = dir.join(name);
-    let sorted = sort_for_storage(batch).map_err(io::Error::other)?;
-    // The file's trace index also gives the bloom filter its number of distinct ids.
-    let traces = TraceIndex::of_batch(&sorted).map(Arc::new);
-    let ndv = traces.as_ref().map_or(0, |t| t.len() as u64);
-    let props = writer_properties(zstd_level, ndv);
-    let file = File::create(&tmp)?;
-    let mut w =
-        ArrowWriter::try_new(file, sorted.schema(), Some(props)).map_err(io::Error::other)?;
-    w.write(&sorted).map_err(io::Error::other)?;
-    let file = w.into_inner().map_err(io::Error::other)?;
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&tmp, &path)?;
-    File::open(&dir)?.sync_all()?;
-    let size = fs::metadata(&path)?.len();
-    Ok(FileMeta {
-        path,
-        hour_start_unix_nano: hour_start,
+) -> io::Result<Vec<FileMeta>> {
+    write_segments_in(
+        spans_dir,
+        segments,
         written_unix_ms,
-        size,
-        traces,
-    })
+        seq,
+        zstd_level,
+        ROW_GROUP_ROWS,
+    )
+}
+
+fn write_segments_in(
+    spans_dir: &Path,
+    segments: &[&Segment],
+    written_unix_ms: i64,
+    seq: &mut u64,
+    zstd_level: i32,
+    row_group_rows: usize,
+) -> io::Result<Vec<FileMeta>> {
+    let Some(first) = segments.first() else {
+        return Ok(Vec::new());
+    };
+    let schema = first.schema().map_err(io::Error::other)?;
+    let index = |name: &str| schema.index_of(name).map_err(io::Error::other);
+    let key_columns = [
+        index(col::TRACE_ID)?,
+        index(col::SPAN_ID)?,
+        index(col::START_TIME_UNIX_NANO)?,
+    ];
+    let keys: Vec<RecordBatch> = segments
+        .iter()
+        .map(|s| s.decode_columns(&key_columns))
+        .collect::<Result<_, _>>()
+        .map_err(io::Error::other)?;
+    let sample = first.decode().map_err(io::Error::other)?;
+    // Parquet leaf columns of each field (a map has two, a list one), in schema order.
+    let mut leaf_start = Vec::with_capacity(schema.fields().len());
+    let mut leaves = 0;
+    for (field, column) in schema.fields().iter().zip(sample.columns()) {
+        leaf_start.push(leaves);
+        leaves += compute_leaves(field, column)
+            .map_err(io::Error::other)?
+            .len();
+    }
+    let groups = column_groups(&sample);
+    drop(sample);
+    let mut open = Vec::new();
+    for (hour, rows) in storage_order(&keys).map_err(io::Error::other)? {
+        *seq += 1;
+        let dir = spans_dir.join(hour_dir_name(hour));
+        fs::create_dir_all(&dir)?;
+        let name = format!("part-{written_unix_ms}-{seq:06}.parquet");
+        let traces = TraceIndex::from_hashes(
+            rows.iter()
+                .map(|&(b, r)| trace_hash(keys[b].column(0).as_string::<i32>().value(r)))
+                .collect(),
+        );
+        let props = writer_properties(zstd_level, traces.len() as u64);
+        let tmp = dir.join(format!("{name}.tmp"));
+        let (writer, factory) =
+            ArrowWriter::try_new(File::create(&tmp)?, Arc::clone(&schema), Some(props))
+                .and_then(ArrowWriter::into_serialized_writer)
+                .map_err(io::Error::other)?;
+        let columns = (0..rows.len().div_ceil(row_group_rows))
+            .map(|g| factory.create_column_writers(g))
+            .collect::<Result<_, _>>()
+            .map_err(io::Error::other)?;
+        open.push(OpenFile {
+            hour,
+            rows,
+            tmp,
+            path: dir.join(name),
+            writer,
+            columns,
+            traces: Arc::new(traces),
+        });
+    }
+    drop(keys);
+    for group in &groups {
+        let decoded: Vec<RecordBatch> = segments
+            .iter()
+            .map(|s| s.decode_columns(group))
+            .collect::<Result<_, _>>()
+            .map_err(io::Error::other)?;
+        let sources: Vec<&RecordBatch> = decoded.iter().collect();
+        for file in &mut open {
+            for (g, rows) in file.rows.chunks(row_group_rows).enumerate() {
+                for chunk in rows.chunks(WRITE_CHUNK_ROWS) {
+                    let part =
+                        interleave_record_batch(&sources, chunk).map_err(io::Error::other)?;
+                    for (j, &c) in group.iter().enumerate() {
+                        let leaves = compute_leaves(schema.field(c), part.column(j))
+                            .map_err(io::Error::other)?;
+                        for (k, leaf) in leaves.iter().enumerate() {
+                            file.columns[g][leaf_start[c] + k]
+                                .write(leaf)
+                                .map_err(io::Error::other)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut metas = Vec::with_capacity(open.len());
+    for mut file in open {
+        for writers in file.columns {
+            let mut row_group = file.writer.next_row_group().map_err(io::Error::other)?;
+            for w in writers {
+                w.close()
+                    .and_then(|chunk| chunk.append_to_row_group(&mut row_group))
+                    .map_err(io::Error::other)?;
+            }
+            row_group.close().map_err(io::Error::other)?;
+        }
+        let f = file.writer.into_inner().map_err(io::Error::other)?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&file.tmp, &file.path)?;
+        if let Some(dir) = file.path.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+        metas.push(FileMeta {
+            size: fs::metadata(&file.path)?.len(),
+            path: file.path,
+            hour_start_unix_nano: file.hour,
+            written_unix_ms,
+            traces: Some(file.traces),
+        });
+    }
+    Ok(metas)
 }
 
 /// The batches of columns `names` of the file at `path`.
@@ -284,34 +472,6 @@ pub fn read_trace_index(path: &Path) -> io::Result<TraceIndex> {
     Ok(TraceIndex::from_hashes(hashes))
 }
 
-/// Splits `batch` by hour of `start_time_unix_nano`: (hour start, rows).
-///
-/// # Errors
-/// Arrow errors.
-pub fn split_by_hour(
-    batch: &RecordBatch,
-) -> Result<Vec<(i64, RecordBatch)>, arrow::error::ArrowError> {
-    let starts = batch
-        .column_by_name(col::START_TIME_UNIX_NANO)
-        .ok_or_else(|| arrow::error::ArrowError::SchemaError("no start time".into()))?
-        .as_primitive::<Int64Type>();
-    let mut hours: Vec<i64> = starts.iter().flatten().map(hour_of).collect();
-    hours.sort_unstable();
-    hours.dedup();
-    if hours.len() <= 1 {
-        return Ok(hours.into_iter().map(|h| (h, batch.clone())).collect());
-    }
-    let mut out = Vec::with_capacity(hours.len());
-    for h in hours {
-        let mask: arrow::array::BooleanArray = starts
-            .iter()
-            .map(|s| Some(s.is_some_and(|s| hour_of(s) == h)))
-            .collect();
-        out.push((h, arrow::compute::filter_record_batch(batch, &mask)?));
-    }
-    Ok(out)
-}
-
 /// Min and max `start_time_unix_nano` of a batch (`None` when empty).
 pub fn start_range(batch: &RecordBatch) -> Option<(i64, i64)> {
     let starts = batch
@@ -370,7 +530,11 @@ mod tests {
         )
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let meta = write_file(dir.path(), 0, &batch, 1, 1, 3).unwrap();
+        let segment = Segment::encode(&batch).unwrap();
+        let mut seq = 0;
+        let meta = write_segments(dir.path(), &[&segment], 1, &mut seq, 3)
+            .unwrap()
+            .remove(0);
         // The file's trace index, as written and as read back at open, holds every trace.
         let written = meta.traces.as_deref().unwrap();
         assert_eq!(written.len(), rows.div_ceil(10));
@@ -421,5 +585,142 @@ mod tests {
             reader.metadata().column_index().unwrap()[0][2],
             parquet::file::page_index::column_index::ColumnIndexMetaData::NONE
         ));
+    }
+    /// Files written from segments a column group at a time hold every row of their hour, in
+    /// the order Arrow's own sort gives, with nested columns (a map of two leaves, a list) and
+    /// nulls intact, in row groups of the size asked.
+    #[test]
+    fn files_from_segments_hold_each_hour_sorted() {
+        use arrow::array::{
+            Array, Int64Array, ListBuilder, MapBuilder, StringArray, StringBuilder,
+        };
+        use arrow::datatypes::{DataType, Field, Schema};
+        use parquet::file::reader::FileReader;
+        use parquet::file::serialized_reader::SerializedFileReader;
+        let hour = 3_600_000_000_000i64;
+        let make = |seed: usize, n: usize| {
+            let mut map = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+            let mut list = ListBuilder::new(StringBuilder::new());
+            let mut trace = Vec::new();
+            let mut span = Vec::new();
+            let mut start = Vec::new();
+            let mut name = Vec::new();
+            for i in 0..n {
+                let k = seed * 10_000 + i;
+                trace.push(format!("{:032x}", (k * 7919) % 1009));
+                span.push(format!("{k:016x}"));
+                // Two hours, interleaved.
+                start.push((k % 2) as i64 * hour + (k as i64 * 13) % 1000);
+                name.push((k % 3 != 0).then(|| format!("op{}", k % 5)));
+                if k % 4 == 0 {
+                    map.append(false).unwrap();
+                } else {
+                    map.keys().append_value("trade");
+                    map.values()
+                        .append_value(if k % 2 == 0 { "blue" } else { "green" });
+                    map.keys().append_value(format!("ch{}", k % 3));
+                    map.values().append_value("green");
+                    map.append(true).unwrap();
+                }
+                for j in 0..k % 3 {
+                    list.values().append_value(format!("c{j}"));
+                }
+                list.append(k % 5 != 0);
+            }
+            let map = map.finish();
+            let list = list.finish();
+            let schema = Arc::new(Schema::new(vec![
+                Field::new(col::TRACE_ID, DataType::Utf8, false),
+                Field::new("name", DataType::Utf8, true),
+                Field::new(col::SPAN_ID, DataType::Utf8, false),
+                Field::new("decisions", map.data_type().clone(), true),
+                Field::new(col::START_TIME_UNIX_NANO, DataType::Int64, false),
+                Field::new("conflicting", list.data_type().clone(), true),
+            ]));
+            RecordBatch::try_new(
+                schema,
+                vec![
+                    Arc::new(StringArray::from(trace)),
+                    Arc::new(StringArray::from(name)),
+                    Arc::new(StringArray::from(span)),
+                    Arc::new(map),
+                    Arc::new(Int64Array::from(start)),
+                    Arc::new(list),
+                ],
+            )
+            .unwrap()
+        };
+        let batches = [make(0, 1500), make(1, 700), make(2, 2300)];
+        let segments: Vec<Segment> = batches
+            .iter()
+            .map(|b| Segment::encode(b).unwrap())
+            .collect();
+        let refs: Vec<&Segment> = segments.iter().collect();
+        let dir = tempfile::tempdir().unwrap();
+        let mut seq = 0;
+        let metas = write_segments_in(dir.path(), &refs, 5, &mut seq, 3, 1000).unwrap();
+        assert_eq!(seq, 2);
+        assert_eq!(
+            metas
+                .iter()
+                .map(|m| m.hour_start_unix_nano)
+                .collect::<Vec<_>>(),
+            [0, hour]
+        );
+        let all = arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+        let read = |path: &Path| {
+            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+                .unwrap()
+                .build()
+                .unwrap();
+            let parts: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
+            arrow::compute::concat_batches(&parts[0].schema(), &parts).unwrap()
+        };
+        for meta in &metas {
+            let starts = all
+                .column_by_name(col::START_TIME_UNIX_NANO)
+                .unwrap()
+                .as_primitive::<Int64Type>();
+            let mask: arrow::array::BooleanArray = starts
+                .iter()
+                .map(|s| Some(hour_of(s.unwrap()) == meta.hour_start_unix_nano))
+                .collect();
+            let rows = arrow::compute::filter_record_batch(&all, &mask).unwrap();
+            // The expected order, by Arrow's own sort.
+            let by = |name: &str| arrow::compute::SortColumn {
+                values: Arc::clone(rows.column_by_name(name).unwrap()),
+                options: None,
+            };
+            let order = arrow::compute::lexsort_to_indices(
+                &[
+                    by(col::TRACE_ID),
+                    by(col::START_TIME_UNIX_NANO),
+                    by(col::SPAN_ID),
+                ],
+                None,
+            )
+            .unwrap();
+            let expected = arrow::compute::take_record_batch(&rows, &order).unwrap();
+            let got = read(&meta.path);
+            assert_eq!(got.num_rows(), rows.num_rows());
+            assert_eq!(got.columns(), expected.columns());
+            let ids = expected.column(0).as_string::<i32>();
+            assert_eq!(
+                meta.traces.as_deref(),
+                Some(&TraceIndex::from_ids(ids.iter().flatten()))
+            );
+            let reader = SerializedFileReader::new(File::open(&meta.path).unwrap()).unwrap();
+            assert_eq!(
+                reader.metadata().num_row_groups(),
+                rows.num_rows().div_ceil(1000)
+            );
+        }
+        assert_eq!(
+            metas
+                .iter()
+                .map(|m| read(&m.path).num_rows())
+                .sum::<usize>(),
+            4500
+        );
     }
 }

@@ -6,7 +6,9 @@
 //! write(batch, keys) ─▶ queue (bounded: full → Saturated) ─▶ writer thread:
 //!     duplicate filter ─▶ WAL append ─▶ group commit (fsync by policy) ─▶ memory ─▶ ack
 //! writer: every flush interval or row cap ─▶ rotate WAL, freeze memory ─▶ flusher thread:
-//!     Parquet per hour ─▶ register files, drop frozen memory (one lock) ─▶ delete old WAL
+//!     Parquet per hour (key columns decoded to sort by trace, then the other columns a group
+//!     at a time, files::write_segments) ─▶ register files, drop frozen memory (one lock)
+//!     ─▶ delete old WAL
 //! open: replay WAL segments through the duplicate filter ─▶ memory (then flushed)
 //! ```
 //!
@@ -28,7 +30,6 @@ use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 use dyeline_model::SpanKey;
-use dyeline_model::schema::spans_schema;
 use parking_lot::{Mutex, RwLock};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -823,31 +824,16 @@ fn flush_frozen(shared: &Shared, config: &StoreConfig, seq: &mut u64) -> Result<
         return Ok(());
     };
     let started = Instant::now();
-    let batches: Vec<RecordBatch> = frozen
-        .iter()
-        .flat_map(|f| &f.segments)
-        .map(Segment::decode)
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    let mut new_files = Vec::new();
-    if !batches.is_empty() {
-        let all =
-            arrow::compute::concat_batches(&spans_schema(), &batches).map_err(|e| e.to_string())?;
-        let written = now_unix_ms();
-        for (hour, rows) in files::split_by_hour(&all).map_err(|e| e.to_string())? {
-            *seq += 1;
-            let meta = files::write_file(
-                &shared.spans_dir,
-                hour,
-                &rows,
-                written,
-                *seq,
-                config.zstd_level,
-            )
-            .map_err(|e| e.to_string())?;
-            new_files.push(meta);
-        }
-    }
+    let segments: Vec<&Segment> = frozen.iter().flat_map(|f| &f.segments).collect();
+    let rows: usize = segments.iter().map(|s| s.rows()).sum();
+    let new_files = files::write_segments(
+        &shared.spans_dir,
+        &segments,
+        now_unix_ms(),
+        seq,
+        config.zstd_level,
+    )
+    .map_err(|e| e.to_string())?;
     let n = frozen.len();
     {
         let mut s = shared.state.write();
@@ -868,7 +854,7 @@ fn flush_frozen(shared: &Shared, config: &StoreConfig, seq: &mut u64) -> Result<
         .flush_seconds
         .observe(started.elapsed().as_secs_f64());
     tracing::info!(
-        rows = batches.iter().map(RecordBatch::num_rows).sum::<usize>(),
+        rows,
         seconds = started.elapsed().as_secs_f64(),
         "flushed to Parquet"
     );

@@ -67,6 +67,23 @@ impl Segment {
         decode(&self.ipc)
     }
 
+    /// Decodes only the columns at `projection` (schema order of the result follows
+    /// `projection`); the other columns' buffers are skipped, not decompressed.
+    ///
+    /// # Errors
+    /// Arrow IPC errors (corrupt bytes, an index out of the schema).
+    pub fn decode_columns(&self, projection: &[usize]) -> Result<RecordBatch, ArrowError> {
+        decode_projected(&self.ipc, Some(projection.to_vec()))
+    }
+
+    /// The schema of the rows (read from the stream's first message, no row decoded).
+    ///
+    /// # Errors
+    /// Arrow IPC errors (corrupt bytes).
+    pub fn schema(&self) -> Result<arrow::datatypes::SchemaRef, ArrowError> {
+        Ok(StreamReader::try_new(&self.ipc[..], None)?.schema())
+    }
+
     /// The encoded bytes (the WAL record payload).
     pub fn bytes(&self) -> &[u8] {
         &self.ipc
@@ -93,7 +110,11 @@ impl Segment {
 /// # Errors
 /// Arrow IPC errors.
 pub fn decode(ipc: &[u8]) -> Result<RecordBatch, ArrowError> {
-    let reader = StreamReader::try_new(ipc, None)?;
+    decode_projected(ipc, None)
+}
+
+fn decode_projected(ipc: &[u8], projection: Option<Vec<usize>>) -> Result<RecordBatch, ArrowError> {
+    let reader = StreamReader::try_new(ipc, projection)?;
     let schema = reader.schema();
     let batches = reader.collect::<Result<Vec<_>, _>>()?;
     match batches.len() {
@@ -140,5 +161,9 @@ mod tests {
         );
         let again = Segment::from_parts(Bytes::copy_from_slice(seg.bytes()), &batch);
         assert_eq!(again.decode().unwrap(), batch);
+        assert_eq!(seg.schema().unwrap(), batch.schema());
+        let names = seg.decode_columns(&[1]).unwrap();
+        assert_eq!(names.num_columns(), 1);
+        assert_eq!(names.column(0), batch.column(1));
     }
 }
