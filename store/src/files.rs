@@ -611,13 +611,13 @@ mod tests {
                 span.push(format!("{k:016x}"));
                 // Two hours, interleaved.
                 start.push((k % 2) as i64 * hour + (k as i64 * 13) % 1000);
-                name.push((k % 3 != 0).then(|| format!("op{}", k % 5)));
-                if k % 4 == 0 {
+                name.push((!k.is_multiple_of(3)).then(|| format!("op{}", k % 5)));
+                if k.is_multiple_of(4) {
                     map.append(false).unwrap();
                 } else {
                     map.keys().append_value("trade");
                     map.values()
-                        .append_value(if k % 2 == 0 { "blue" } else { "green" });
+                        .append_value(if k.is_multiple_of(2) { "blue" } else { "green" });
                     map.keys().append_value(format!("ch{}", k % 3));
                     map.values().append_value("green");
                     map.append(true).unwrap();
@@ -625,7 +625,7 @@ mod tests {
                 for j in 0..k % 3 {
                     list.values().append_value(format!("c{j}"));
                 }
-                list.append(k % 5 != 0);
+                list.append(!k.is_multiple_of(5));
             }
             let map = map.finish();
             let list = list.finish();
