@@ -108,6 +108,16 @@ fn int_value(v: &AnyValue) -> Option<i64> {
     }
 }
 
+/// The string values of an attribute as [`read_decision`] takes them: one for a string, the
+/// string items of an array, none for another type or no value.
+fn string_values(v: Option<&AnyValue>) -> Vec<&str> {
+    match v.and_then(|v| v.value.as_ref()) {
+        Some(Value::StringValue(s)) => vec![s.as_str()],
+        Some(Value::ArrayValue(a)) => a.values.iter().filter_map(str_value).collect(),
+        _ => Vec::new(),
+    }
+}
+
 fn find<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a AnyValue> {
     attrs
         .iter()
@@ -232,23 +242,16 @@ impl DecisionMemo {
             let Some(value) = attrs.decision[source_slot(source)] else {
                 continue;
             };
-            if let (Some(Value::StringValue(text)), false) = (
-                value.and_then(|v| v.value.as_ref()),
-                source == DecisionSource::BaggageHeader,
-            ) {
+            if source != DecisionSource::BaggageHeader
+                && let Some(Value::StringValue(text)) = value.and_then(|v| v.value.as_ref())
+            {
                 match self.index(text) {
                     Some(i) if self.entries[i].1.is_blank() => continue,
                     Some(i) => return Some(Found::Memo(source, text, i)),
                     None => {}
                 }
             }
-            let read = read_decision(&[source], |_| {
-                Some(match value.and_then(|v| v.value.as_ref()) {
-                    Some(Value::StringValue(s)) => vec![s.as_str()],
-                    Some(Value::ArrayValue(a)) => a.values.iter().filter_map(str_value).collect(),
-                    _ => Vec::new(),
-                })
-            });
+            let read = read_decision(&[source], |_| Some(string_values(value)));
             if let Some(read) = read {
                 return Some(Found::Read(read));
             }
@@ -877,13 +880,8 @@ mod tests {
                     find(&attrs, source.as_str())
                 );
             }
-            let expected = read_decision(&order, |key| {
-                find(&attrs, key).map(|v| match v.value.as_ref() {
-                    Some(Value::StringValue(s)) => vec![s.as_str()],
-                    Some(Value::ArrayValue(a)) => a.values.iter().filter_map(str_value).collect(),
-                    _ => Vec::new(),
-                })
-            });
+            let expected =
+                read_decision(&order, |key| find(&attrs, key).map(|v| string_values(Some(v))));
             // Twice: a miss, then a hit in the memo.
             let mut memo = DecisionMemo::default();
             for _ in 0..2 {

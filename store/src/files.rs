@@ -264,13 +264,41 @@ struct OpenFile {
     traces: Arc<TraceIndex>,
 }
 
+impl OpenFile {
+    /// Encodes columns `group` of the file's rows into its column writers, taking them from
+    /// `sources` (every segment decoded to those columns, in that order), [`WRITE_CHUNK_ROWS`]
+    /// rows at a time. `leaf_start[c]` is the first Parquet leaf of schema field `c`.
+    fn encode(
+        &mut self,
+        sources: &[&RecordBatch],
+        group: &[usize],
+        schema: &arrow::datatypes::Schema,
+        leaf_start: &[usize],
+        row_group_rows: usize,
+    ) -> Result<(), parquet::errors::ParquetError> {
+        for (g, rows) in self.rows.chunks(row_group_rows).enumerate() {
+            for chunk in rows.chunks(WRITE_CHUNK_ROWS) {
+                let part = interleave_record_batch(sources, chunk)?;
+                for (j, &c) in group.iter().enumerate() {
+                    let leaves = compute_leaves(schema.field(c), part.column(j))?;
+                    for (k, leaf) in leaves.iter().enumerate() {
+                        self.columns[g][leaf_start[c] + k].write(leaf)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Writes the rows of `segments` (memory segments in the `spans` schema) as new files, one
 /// per hour of `start_time_unix_nano`, rows in storage order ([`storage_order`]), row
 /// groups of [`ROW_GROUP_ROWS`]; returns their metadata, each with its [`TraceIndex`].
 ///
-/// Memory stays low: the key columns are decoded first to find the order, then the other columns are
-/// decoded a group at a time (about a quarter of the row bytes each, [`Segment::decode_columns`])
-/// and encoded into each file's column writers, [`WRITE_CHUNK_ROWS`] rows at a time. A flush
+/// Memory stays low: the key columns are decoded first to find the order, then the other
+/// columns are decoded a group at a time (about a quarter of the row bytes each,
+/// [`Segment::decode_columns`]) and encoded into each file's column writers,
+/// [`WRITE_CHUNK_ROWS`] rows at a time. A flush
 /// of 500,000 spans used to decode every column of every segment at once (about 550 MB, each
 /// page of it new memory the kernel had to zero).
 ///
@@ -328,17 +356,18 @@ fn write_segments_in(
     }
     let groups = column_groups(&sample);
     drop(sample);
+    // `key_columns` puts trace_id first.
+    let trace_ids: Vec<_> = keys
+        .iter()
+        .map(|k| k.column(0).as_string::<i32>())
+        .collect();
     let mut open = Vec::new();
     for (hour, rows) in storage_order(&keys).map_err(io::Error::other)? {
         *seq += 1;
         let dir = spans_dir.join(hour_dir_name(hour));
         fs::create_dir_all(&dir)?;
         let name = format!("part-{written_unix_ms}-{seq:06}.parquet");
-        let traces = TraceIndex::from_hashes(
-            rows.iter()
-                .map(|&(b, r)| trace_hash(keys[b].column(0).as_string::<i32>().value(r)))
-                .collect(),
-        );
+        let traces = TraceIndex::from_ids(rows.iter().map(|&(b, r)| trace_ids[b].value(r)));
         let props = writer_properties(zstd_level, traces.len() as u64);
         let tmp = dir.join(format!("{name}.tmp"));
         let (writer, factory) =
@@ -368,21 +397,8 @@ fn write_segments_in(
             .map_err(io::Error::other)?;
         let sources: Vec<&RecordBatch> = decoded.iter().collect();
         for file in &mut open {
-            for (g, rows) in file.rows.chunks(row_group_rows).enumerate() {
-                for chunk in rows.chunks(WRITE_CHUNK_ROWS) {
-                    let part =
-                        interleave_record_batch(&sources, chunk).map_err(io::Error::other)?;
-                    for (j, &c) in group.iter().enumerate() {
-                        let leaves = compute_leaves(schema.field(c), part.column(j))
-                            .map_err(io::Error::other)?;
-                        for (k, leaf) in leaves.iter().enumerate() {
-                            file.columns[g][leaf_start[c] + k]
-                                .write(leaf)
-                                .map_err(io::Error::other)?;
-                        }
-                    }
-                }
-            }
+            file.encode(&sources, group, &schema, &leaf_start, row_group_rows)
+                .map_err(io::Error::other)?;
         }
     }
     let mut metas = Vec::with_capacity(open.len());
