@@ -142,7 +142,7 @@ def main():
     a = ap.parse_args()
     subprocess.run(["cargo", "build", "--profile", a.profile, "-p", "dyeline", "-p", "dyeline-bench", "--bins"],
                    cwd=ROOT, check=True)
-    bins = os.path.join(ROOT, "target", a.profile)
+    bins = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), a.profile)
     binary = os.path.join(bins, "dyeline")
     try:
         import rotel  # noqa: F401
