@@ -266,7 +266,11 @@ impl Shared {
 type Ack<T> = oneshot::Sender<Result<T, StoreError>>;
 
 /// A write waiting for its group's commit: its ack, its report, the keys it inserted.
-type PendingAck = (Ack<WriteReport>, WriteReport, Vec<(i64, SpanKey)>);
+type PendingAck = (
+    Ack<WriteReport>,
+    WriteReport,
+    Vec<(i64, dedupe::Fingerprint)>,
+);
 
 enum Msg {
     Write {

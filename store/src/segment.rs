@@ -5,13 +5,17 @@
 //! segment keeps the [`TraceIndex`] of its rows, so a trace lookup decodes only the segments
 //! holding the trace.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use arrow::ipc::CompressionType;
 use arrow::ipc::reader::StreamReader;
-use arrow::ipc::writer::{IpcWriteOptions, StreamWriter};
+use arrow::ipc::writer::{
+    DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions, write_message,
+};
 use bytes::Bytes;
 
 use crate::files::start_range;
@@ -32,14 +36,7 @@ impl Segment {
     /// # Errors
     /// Arrow IPC errors.
     pub fn encode(batch: &RecordBatch) -> Result<Self, ArrowError> {
-        let options =
-            IpcWriteOptions::default().try_with_compression(Some(CompressionType::ZSTD))?;
-        let mut buf = Vec::with_capacity(batch.num_rows() * 64);
-        {
-            let mut w = StreamWriter::try_new_with_options(&mut buf, &batch.schema(), options)?;
-            w.write(batch)?;
-            w.finish()?;
-        }
+        let buf = ENCODER.with_borrow_mut(|e| e.stream(batch))?;
         Ok(Self {
             ipc: Bytes::from(buf),
             rows: batch.num_rows(),
@@ -105,6 +102,51 @@ impl Segment {
     }
 }
 
+thread_local! {
+    /// Each thread's segment encoder, kept between segments (see [`Encoder`]).
+    static ENCODER: RefCell<Encoder> = RefCell::new(Encoder::default());
+}
+
+/// Writes one batch as a whole IPC stream (schema message, batch message, end-of-stream
+/// marker: what `StreamWriter` writes), reusing what a `StreamWriter` would build anew for
+/// each segment: the zstd compression context (its tables are megabytes, allocated and
+/// zeroed per context) and the encoded schema message of the last schema seen.
+#[derive(Default)]
+struct Encoder {
+    context: IpcWriteContext,
+    schema: Option<(SchemaRef, Vec<u8>)>,
+}
+
+impl Encoder {
+    fn stream(&mut self, batch: &RecordBatch) -> Result<Vec<u8>, ArrowError> {
+        let options =
+            IpcWriteOptions::default().try_with_compression(Some(CompressionType::ZSTD))?;
+        let generator = IpcDataGenerator::default();
+        let schema = batch.schema();
+        if !matches!(&self.schema, Some((s, _)) if *s == schema) {
+            let mut tracker = DictionaryTracker::new(false);
+            let message =
+                generator.schema_to_bytes_with_dictionary_tracker(&schema, &mut tracker, &options);
+            let mut bytes = Vec::new();
+            write_message(&mut bytes, message, &options)?;
+            self.schema = Some((schema, bytes));
+        }
+        let (_, schema_bytes) = self.schema.as_ref().expect("set above");
+        let mut tracker = DictionaryTracker::new(false);
+        let (dictionaries, message) =
+            generator.encode(batch, &mut tracker, &options, &mut self.context)?;
+        let mut buf = Vec::with_capacity(schema_bytes.len() + message.arrow_data.len() + 1024);
+        buf.extend_from_slice(schema_bytes);
+        for d in dictionaries {
+            write_message(&mut buf, d, &options)?;
+        }
+        write_message(&mut buf, message, &options)?;
+        // End of stream: the continuation marker and a zero length.
+        buf.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+        Ok(buf)
+    }
+}
+
 /// Decodes one IPC stream holding one batch (several are concatenated).
 ///
 /// # Errors
@@ -131,6 +173,61 @@ mod tests {
     use super::*;
     use arrow::array::{Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
+
+    /// What `StreamWriter` writes for `batch` alone.
+    fn stream_writer_bytes(batch: &RecordBatch) -> Vec<u8> {
+        let options = IpcWriteOptions::default()
+            .try_with_compression(Some(CompressionType::ZSTD))
+            .unwrap();
+        let mut buf = Vec::new();
+        let mut w = arrow::ipc::writer::StreamWriter::try_new_with_options(
+            &mut buf,
+            &batch.schema(),
+            options,
+        )
+        .unwrap();
+        w.write(batch).unwrap();
+        w.finish().unwrap();
+        drop(w);
+        buf
+    }
+
+    #[test]
+    fn the_reused_encoder_writes_what_a_stream_writer_writes() {
+        let a = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, true)]));
+        let b = Arc::new(Schema::new(vec![
+            Field::new("name", DataType::Utf8, false),
+            Field::new("n", DataType::Int64, true),
+        ]));
+        let batches = [
+            RecordBatch::try_new(
+                a.clone(),
+                vec![Arc::new(Int64Array::from(vec![Some(1), None, Some(3)]))],
+            )
+            .unwrap(),
+            RecordBatch::try_new(a, vec![Arc::new(Int64Array::from(vec![7; 5000]))]).unwrap(),
+            RecordBatch::try_new(
+                b,
+                vec![
+                    Arc::new(StringArray::from(vec!["x", "yy"])),
+                    Arc::new(Int64Array::from(vec![None, Some(2)])),
+                ],
+            )
+            .unwrap(),
+        ];
+        // Twice over: the second round reuses the context and the schema messages.
+        for round in 0..2 {
+            for (i, batch) in batches.iter().enumerate() {
+                let seg = Segment::encode(batch).unwrap();
+                assert_eq!(
+                    seg.bytes(),
+                    stream_writer_bytes(batch),
+                    "round {round}, batch {i}"
+                );
+                assert_eq!(&seg.decode().unwrap(), batch);
+            }
+        }
+    }
 
     #[test]
     fn segments_round_trip_smaller_than_the_batch() {
