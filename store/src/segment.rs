@@ -11,11 +11,11 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
-use arrow::ipc::CompressionType;
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::{
     DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions, write_message,
 };
+use arrow::ipc::{CompressionType, MetadataVersion};
 use bytes::Bytes;
 
 use crate::files::start_range;
@@ -102,6 +102,9 @@ impl Segment {
     }
 }
 
+/// Buffer alignment of the IPC messages (arrow's default, as `StreamWriter` writes).
+const ALIGNMENT: usize = 64;
+
 thread_local! {
     /// Each thread's segment encoder, kept between segments (see [`Encoder`]).
     static ENCODER: RefCell<Encoder> = RefCell::new(Encoder::default());
@@ -119,8 +122,8 @@ struct Encoder {
 
 impl Encoder {
     fn stream(&mut self, batch: &RecordBatch) -> Result<Vec<u8>, ArrowError> {
-        let options =
-            IpcWriteOptions::default().try_with_compression(Some(CompressionType::ZSTD))?;
+        let options = IpcWriteOptions::try_new(ALIGNMENT, false, MetadataVersion::V5)?
+            .try_with_compression(Some(CompressionType::ZSTD))?;
         let generator = IpcDataGenerator::default();
         let schema = batch.schema();
         if !matches!(&self.schema, Some((s, _)) if *s == schema) {
@@ -135,7 +138,19 @@ impl Encoder {
         let mut tracker = DictionaryTracker::new(false);
         let (dictionaries, message) =
             generator.encode(batch, &mut tracker, &options, &mut self.context)?;
-        let mut buf = Vec::with_capacity(schema_bytes.len() + message.arrow_data.len() + 1024);
+        // Sized up front: a segment lives in memory until it is flushed, and a grown `Vec`
+        // would keep up to twice its bytes. A message is an 8-byte prefix and its header,
+        // padded to the alignment, then its body, padded likewise (arrow's IPC writer).
+        let padded = |n: usize| n.div_ceil(ALIGNMENT) * ALIGNMENT;
+        let message_len = |m: &arrow::ipc::writer::EncodedData| {
+            padded(8 + m.ipc_message.len()) + padded(m.arrow_data.len())
+        };
+        let mut buf = Vec::with_capacity(
+            schema_bytes.len()
+                + dictionaries.iter().map(message_len).sum::<usize>()
+                + message_len(&message)
+                + 8,
+        );
         buf.extend_from_slice(schema_bytes);
         for d in dictionaries {
             write_message(&mut buf, d, &options)?;
@@ -225,6 +240,13 @@ mod tests {
                     "round {round}, batch {i}"
                 );
                 assert_eq!(&seg.decode().unwrap(), batch);
+                let buf = ENCODER.with_borrow_mut(|e| e.stream(batch)).unwrap();
+                assert!(
+                    buf.capacity() - buf.len() < 16,
+                    "spare capacity held: {} of {}",
+                    buf.len(),
+                    buf.capacity()
+                );
             }
         }
     }
