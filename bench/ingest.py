@@ -9,7 +9,9 @@
 2. CPU seconds per million spans of the dyeline server process (from /proc, from the start
    of each run above until the server is idle again, so the Parquet flush that the last
    requests trigger is counted) against raw prost decode of the same requests
-   (`decode_floor`, one core).
+   (`decode_floor`, one core), split by thread (receivers, WAL writer, Parquet flusher), and
+   Rotel's process CPU per million spans on the same load. `decode_floor` also times the
+   receivers' stages in process: prost decode, + conversion to Arrow, + segment encoding.
 3. Memory per million spans held in memory: server RSS growth while 1M spans sit in memory
    (flush deferred), and the Arrow bytes of the converted rows.
 4. Bytes per span on disk for the release-walk fixture, with a per-column breakdown.
@@ -40,6 +42,27 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         rest = f.read().rsplit(")", 1)[1].split()
     return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+THREAD_GROUPS = {"tokio-rt-worker": "receivers", "dyeline-writer": "wal_writer", "dyeline-flusher": "parquet_flusher"}
+
+
+def thread_cpu_seconds(pid):
+    """CPU seconds of `pid` by thread group: the receivers (tokio workers: decode, convert,
+    segment encoding), the store's WAL writer thread, its Parquet flusher thread, the rest."""
+    out = {}
+    clk = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        rest = text.rsplit(")", 1)[1].split()
+        group = THREAD_GROUPS.get(name, "other")
+        out[group] = out.get(group, 0.0) + (int(rest[11]) + int(rest[12])) / clk
+    return out
 
 
 def settled_cpu_seconds(pid, quiet=0.05, limit=60.0):
@@ -150,7 +173,8 @@ def main():
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--pre", "rotel"], check=True)
 
     results = {"dyeline_wal_parquet": [], "dyeline_no_disk": [], "rotel_blackhole": []}
-    cpu = {"dyeline_wal_parquet": [], "dyeline_no_disk": []}
+    cpu = {"dyeline_wal_parquet": [], "dyeline_no_disk": [], "rotel_blackhole": []}
+    by_thread = {"dyeline_wal_parquet": [], "dyeline_no_disk": []}
     seed = 1
     for rep in range(a.reps):
         for name, env in [("dyeline_wal_parquet", {}), ("dyeline_no_disk", {"DYELINE_STORE__IN_MEMORY_ONLY": "true"}),
@@ -158,13 +182,19 @@ def main():
             seed += 1
             if env is None:
                 r = Rotel()
+                c0 = cpu_seconds(r.p.pid)
                 res = load(bins, r.endpoint, a.requests, seed)
+                c1 = settled_cpu_seconds(r.p.pid)
                 r.stop()
+                cpu[name].append((c1 - c0) / res["spans"] * 1e6)
             else:
                 d = Dyeline(binary, env)
                 c0 = cpu_seconds(d.p.pid)
+                t0 = thread_cpu_seconds(d.p.pid)
                 res = load(bins, d.endpoint, a.requests, seed)
                 c1 = settled_cpu_seconds(d.p.pid)
+                t1 = thread_cpu_seconds(d.p.pid)
+                by_thread[name].append({k: (t1[k] - t0.get(k, 0.0)) / res["spans"] * 1e6 for k in t1})
                 stored = d.sql("SELECT count(*) FROM spans")[0][0] if name == "dyeline_wal_parquet" else None
                 d.stop()
                 cpu[name].append((c1 - c0) / res["spans"] * 1e6)
@@ -205,6 +235,9 @@ def main():
         "ratio_dyeline_wal_parquet_to_rotel": med["dyeline_wal_parquet"] / med["rotel_blackhole"],
         "ratio_dyeline_no_disk_to_rotel": med["dyeline_no_disk"] / med["rotel_blackhole"],
         "server_cpu_s_per_million_spans_median": cpu_med,
+        "server_cpu_s_per_million_spans_by_thread_median": {
+            name: {k: statistics.median(r.get(k, 0.0) for r in runs) for k in sorted({k for r in runs for k in r})}
+            for name, runs in by_thread.items()},
         "decode_floor": floor,
         "cpu_ratio_full_path_to_prost_decode": cpu_med["dyeline_wal_parquet"] / floor["prost_decode_cpu_s_per_million"],
         "memory_rss_mb_per_million_spans_in_memory": mem_mb_per_million,
