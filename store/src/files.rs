@@ -14,6 +14,7 @@
 
 use std::fs::{self, File};
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -25,7 +26,7 @@ use dyeline_model::schema::col;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::arrow_writer::{ArrowColumnWriter, compute_leaves};
+use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowColumnWriter, compute_leaves};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
@@ -259,32 +260,46 @@ struct OpenFile {
     tmp: PathBuf,
     path: PathBuf,
     writer: SerializedFileWriter<File>,
-    /// Per row group, one writer per Parquet leaf column.
-    columns: Vec<Vec<ArrowColumnWriter>>,
+    /// Per row group, one writer per Parquet leaf column, until its column group is written.
+    columns: Vec<Vec<Option<ArrowColumnWriter>>>,
+    /// Per row group, each leaf column's encoded chunk once its writer is closed.
+    chunks: Vec<Vec<Option<ArrowColumnChunk>>>,
     traces: Arc<TraceIndex>,
 }
 
 impl OpenFile {
     /// Encodes columns `group` of the file's rows into its column writers, taking them from
     /// `sources` (every segment decoded to those columns, in that order), [`WRITE_CHUNK_ROWS`]
-    /// rows at a time. `leaf_start[c]` is the first Parquet leaf of schema field `c`.
+    /// rows at a time. `leaves[c]` are the Parquet leaves of schema field `c`.
+    ///
+    /// The writers of those leaves are closed at the end, so their buffers and zstd
+    /// contexts (each some hundreds of KB, zeroed when first used) are freed before the next
+    /// group's writers start, and reused by them instead of being new memory.
     fn encode(
         &mut self,
         sources: &[&RecordBatch],
         group: &[usize],
         schema: &arrow::datatypes::Schema,
-        leaf_start: &[usize],
+        leaves: &[Range<usize>],
         row_group_rows: usize,
     ) -> Result<(), parquet::errors::ParquetError> {
+        let missing = || parquet::errors::ParquetError::General("column written twice".into());
         for (g, rows) in self.rows.chunks(row_group_rows).enumerate() {
             for chunk in rows.chunks(WRITE_CHUNK_ROWS) {
                 let part = interleave_record_batch(sources, chunk)?;
                 for (j, &c) in group.iter().enumerate() {
-                    let leaves = compute_leaves(schema.field(c), part.column(j))?;
-                    for (k, leaf) in leaves.iter().enumerate() {
-                        self.columns[g][leaf_start[c] + k].write(leaf)?;
+                    let arrays = compute_leaves(schema.field(c), part.column(j))?;
+                    for (leaf, array) in leaves[c].clone().zip(&arrays) {
+                        self.columns[g][leaf]
+                            .as_mut()
+                            .ok_or_else(missing)?
+                            .write(array)?;
                     }
                 }
+            }
+            for leaf in group.iter().flat_map(|&c| leaves[c].clone()) {
+                let writer = self.columns[g][leaf].take().ok_or_else(missing)?;
+                self.chunks[g][leaf] = Some(writer.close()?);
             }
         }
         Ok(())
@@ -346,13 +361,14 @@ fn write_segments_in(
         .map_err(io::Error::other)?;
     let sample = first.decode().map_err(io::Error::other)?;
     // Parquet leaf columns of each field (a map has two, a list one), in schema order.
-    let mut leaf_start = Vec::with_capacity(schema.fields().len());
-    let mut leaves = 0;
+    let mut leaves = Vec::with_capacity(schema.fields().len());
+    let mut next = 0;
     for (field, column) in schema.fields().iter().zip(sample.columns()) {
-        leaf_start.push(leaves);
-        leaves += compute_leaves(field, column)
+        let n = compute_leaves(field, column)
             .map_err(io::Error::other)?
             .len();
+        leaves.push(next..next + n);
+        next += n;
     }
     let groups = column_groups(&sample);
     drop(sample);
@@ -374,10 +390,18 @@ fn write_segments_in(
             ArrowWriter::try_new(File::create(&tmp)?, Arc::clone(&schema), Some(props))
                 .and_then(ArrowWriter::into_serialized_writer)
                 .map_err(io::Error::other)?;
-        let columns = (0..rows.len().div_ceil(row_group_rows))
-            .map(|g| factory.create_column_writers(g))
+        let columns: Vec<Vec<Option<ArrowColumnWriter>>> = (0..rows.len().div_ceil(row_group_rows))
+            .map(|g| {
+                factory
+                    .create_column_writers(g)
+                    .map(|w| w.into_iter().map(Some).collect())
+            })
             .collect::<Result<_, _>>()
             .map_err(io::Error::other)?;
+        let chunks = columns
+            .iter()
+            .map(|w| w.iter().map(|_| None).collect())
+            .collect();
         open.push(OpenFile {
             hour,
             rows,
@@ -385,6 +409,7 @@ fn write_segments_in(
             path: dir.join(name),
             writer,
             columns,
+            chunks,
             traces: Arc::new(traces),
         });
     }
@@ -397,17 +422,18 @@ fn write_segments_in(
             .map_err(io::Error::other)?;
         let sources: Vec<&RecordBatch> = decoded.iter().collect();
         for file in &mut open {
-            file.encode(&sources, group, &schema, &leaf_start, row_group_rows)
+            file.encode(&sources, group, &schema, &leaves, row_group_rows)
                 .map_err(io::Error::other)?;
         }
     }
     let mut metas = Vec::with_capacity(open.len());
     for mut file in open {
-        for writers in file.columns {
+        for chunks in file.chunks {
             let mut row_group = file.writer.next_row_group().map_err(io::Error::other)?;
-            for w in writers {
-                w.close()
-                    .and_then(|chunk| chunk.append_to_row_group(&mut row_group))
+            for chunk in chunks {
+                chunk
+                    .ok_or_else(|| io::Error::other("a column group was not written"))?
+                    .append_to_row_group(&mut row_group)
                     .map_err(io::Error::other)?;
             }
             row_group.close().map_err(io::Error::other)?;
