@@ -1,4 +1,5 @@
-//! OTLP → Arrow: a pure function turning a decoded `ExportTraceServiceRequest` into rows of the
+//! OTLP → Arrow: a pure function turning an `ExportTraceServiceRequest` (its borrowed views,
+//! [`crate::view`]: read from protobuf bytes, or from a prost message) into rows of the
 //! `spans` table ([`dyeline_model::schema`]), resolving the release fields at ingest.
 //!
 //! Owns: per-span validation (OTLP: a trace id of 16 bytes and a span id of 8 bytes, not all
@@ -20,7 +21,8 @@ use dyeline_model::{
     ColorRules, DecisionSource, SpanId, SpanKey, SpanKind, StatusCode, TraceId, TrafficKind,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
+
+use crate::view::{Kv, RequestView, Val};
 
 /// Why one span of an accepted request was rejected (a closed set, used as a metric label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -92,40 +94,38 @@ const PROMOTED_RESOURCE: [&str; 4] = [
     "host.name",
 ];
 
-fn str_value(v: &AnyValue) -> Option<&str> {
-    match v.value.as_ref()? {
-        Value::StringValue(s) => Some(s.as_str()),
+fn str_value<'a>(v: &Val<'a>) -> Option<&'a str> {
+    match v {
+        Val::Str(s) => Some(s),
         _ => None,
     }
 }
 
-fn int_value(v: &AnyValue) -> Option<i64> {
-    match v.value.as_ref()? {
-        Value::IntValue(i) => Some(*i),
-        Value::StringValue(s) => s.trim().parse().ok(),
-        Value::DoubleValue(d) if d.fract() == 0.0 && d.abs() < 1e15 => Some(*d as i64),
+fn int_value(v: &Val<'_>) -> Option<i64> {
+    match v {
+        Val::Int(i) => Some(*i),
+        Val::Str(s) => s.trim().parse().ok(),
+        Val::Double(d) if d.fract() == 0.0 && d.abs() < 1e15 => Some(*d as i64),
         _ => None,
     }
 }
 
 /// The string values of an attribute as [`read_decision`] takes them: one for a string, the
 /// string items of an array, none for another type or no value.
-fn string_values(v: Option<&AnyValue>) -> Vec<&str> {
-    match v.and_then(|v| v.value.as_ref()) {
-        Some(Value::StringValue(s)) => vec![s.as_str()],
-        Some(Value::ArrayValue(a)) => a.values.iter().filter_map(str_value).collect(),
+fn string_values<'a>(v: Option<&Val<'a>>) -> Vec<&'a str> {
+    match v {
+        Some(Val::Str(s)) => vec![*s],
+        Some(Val::Array(a)) => a.iter().filter_map(str_value).collect(),
         _ => Vec::new(),
     }
 }
 
-fn find<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a AnyValue> {
-    attrs
-        .iter()
-        .find(|kv| kv.key == key)
-        .and_then(|kv| kv.value.as_ref())
+/// The value of the first attribute named `key` ([`Val::Empty`] when it has none).
+fn find<'v, 'a>(attrs: &'v [Kv<'a>], key: &str) -> Option<&'v Val<'a>> {
+    attrs.iter().find(|kv| kv.key == key).map(|kv| &kv.value)
 }
 
-fn find_str<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a str> {
+fn find_str<'a>(attrs: &[Kv<'a>], key: &str) -> Option<&'a str> {
     find(attrs, key).and_then(str_value)
 }
 
@@ -152,30 +152,30 @@ fn source_slot(source: DecisionSource) -> usize {
     }
 }
 
-/// One attribute as a lookup by key finds it: `None` when the key is absent, `Some(None)` when
-/// its first occurrence has no value.
-type Slot<'a> = Option<Option<&'a AnyValue>>;
+/// One attribute as a lookup by key finds it: `None` when the key is absent, else its first
+/// occurrence's value ([`Val::Empty`] when it has none).
+type Slot<'v, 'a> = Option<&'v Val<'a>>;
 
 /// The span attributes that conversion reads, found in one pass over the span's attributes
 /// instead of one scan per key. Each slot holds the key's first occurrence, as [`find`] would.
 #[derive(Default)]
-struct SpanAttrs<'a> {
-    job_name: Slot<'a>,
-    http_status: Slot<'a>,
-    http_status_legacy: Slot<'a>,
-    grpc_status: Slot<'a>,
-    messaging_system: Slot<'a>,
-    consumer_group: Slot<'a>,
-    rocketmq_group: Slot<'a>,
+struct SpanAttrs<'v, 'a> {
+    job_name: Slot<'v, 'a>,
+    http_status: Slot<'v, 'a>,
+    http_status_legacy: Slot<'v, 'a>,
+    grpc_status: Slot<'v, 'a>,
+    messaging_system: Slot<'v, 'a>,
+    consumer_group: Slot<'v, 'a>,
+    rocketmq_group: Slot<'v, 'a>,
     /// Indexed by [`source_slot`].
-    decision: [Slot<'a>; 3],
+    decision: [Slot<'v, 'a>; 3],
 }
 
-impl<'a> SpanAttrs<'a> {
-    fn of(attrs: &'a [KeyValue]) -> Self {
+impl<'v, 'a> SpanAttrs<'v, 'a> {
+    fn of(attrs: &'v [Kv<'a>]) -> Self {
         let mut s = Self::default();
         for kv in attrs {
-            let slot = match kv.key.as_str() {
+            let slot = match kv.key {
                 "job.name" => &mut s.job_name,
                 "http.response.status_code" => &mut s.http_status,
                 "http.status_code" => &mut s.http_status_legacy,
@@ -189,18 +189,18 @@ impl<'a> SpanAttrs<'a> {
                 _ => continue,
             };
             if slot.is_none() {
-                *slot = Some(kv.value.as_ref());
+                *slot = Some(&kv.value);
             }
         }
         s
     }
 
-    fn get(slot: Slot<'a>) -> Option<&'a AnyValue> {
-        slot.flatten()
+    fn get(slot: Slot<'v, 'a>) -> Option<&'v Val<'a>> {
+        slot
     }
 
-    fn get_str(slot: Slot<'a>) -> Option<&'a str> {
-        slot.flatten().and_then(str_value)
+    fn get_str(slot: Slot<'v, 'a>) -> Option<&'a str> {
+        slot.and_then(str_value)
     }
 }
 
@@ -237,13 +237,17 @@ impl DecisionMemo {
     /// The decision on a span, exactly as [`read_decision`] finds it: the first source of
     /// `sources` that is present. A single string value of a span attribute source (the usual
     /// case) is parsed through the memo; other shapes go through [`read_decision`].
-    fn find<'a>(&mut self, sources: &[DecisionSource], attrs: &SpanAttrs<'a>) -> Option<Found<'a>> {
+    fn find<'a>(
+        &mut self,
+        sources: &[DecisionSource],
+        attrs: &SpanAttrs<'_, 'a>,
+    ) -> Option<Found<'a>> {
         for &source in sources {
             let Some(value) = attrs.decision[source_slot(source)] else {
                 continue;
             };
             if source != DecisionSource::BaggageHeader
-                && let Some(Value::StringValue(text)) = value.and_then(|v| v.value.as_ref())
+                && let Val::Str(text) = value
             {
                 match self.index(text) {
                     Some(i) if self.entries[i].1.is_blank() => continue,
@@ -251,7 +255,7 @@ impl DecisionMemo {
                     None => {}
                 }
             }
-            let read = read_decision(&[source], |_| Some(string_values(value)));
+            let read = read_decision(&[source], |_| Some(string_values(Some(value))));
             if let Some(read) = read {
                 return Some(Found::Read(read));
             }
@@ -270,50 +274,48 @@ impl DecisionMemo {
 
 /// Writes an AnyValue as JSON: strings, numbers, booleans, arrays, objects (kvlist), and bytes
 /// as lower-case hex.
-fn write_json_value(out: &mut String, v: Option<&AnyValue>) {
-    match v.and_then(|v| v.value.as_ref()) {
-        None => out.push_str("null"),
-        Some(Value::StringValue(s)) => write_json_str(out, s),
-        Some(Value::BoolValue(b)) => out.push_str(if *b { "true" } else { "false" }),
-        Some(Value::IntValue(i)) => out.push_str(itoa::Buffer::new().format(*i)),
-        Some(Value::DoubleValue(d)) => {
+fn write_json_value(out: &mut String, v: &Val<'_>) {
+    match v {
+        Val::Empty => out.push_str("null"),
+        Val::Str(s) => write_json_str(out, s),
+        Val::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Val::Int(i) => out.push_str(itoa::Buffer::new().format(*i)),
+        Val::Double(d) => {
             if d.is_finite() {
                 let _ = write!(out, "{d:?}");
             } else {
                 write_json_str(out, &d.to_string());
             }
         }
-        Some(Value::BytesValue(b)) => write_json_str(out, &hex::encode(b)),
-        Some(Value::ArrayValue(a)) => {
+        Val::Bytes(b) => write_json_str(out, &hex::encode(b)),
+        Val::Array(a) => {
             out.push('[');
-            for (i, item) in a.values.iter().enumerate() {
+            for (i, item) in a.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                write_json_value(out, Some(item));
+                write_json_value(out, item);
             }
             out.push(']');
         }
-        Some(Value::KvlistValue(kv)) => write_json_object(out, &kv.values, |_| false),
-        // A string-table index is meaningful only inside a profiles dictionary.
-        Some(Value::StringValueStrindex(_)) => out.push_str("null"),
+        Val::Kvlist(kv) => write_json_object(out, kv, |_| false),
     }
 }
 
-fn write_json_object(out: &mut String, attrs: &[KeyValue], skip: impl Fn(&str) -> bool) {
+fn write_json_object(out: &mut String, attrs: &[Kv<'_>], skip: impl Fn(&str) -> bool) {
     out.push('{');
     let mut first = true;
     for kv in attrs {
-        if skip(&kv.key) {
+        if skip(kv.key) {
             continue;
         }
         if !first {
             out.push(',');
         }
         first = false;
-        write_json_str(out, &kv.key);
+        write_json_str(out, kv.key);
         out.push(':');
-        write_json_value(out, kv.value.as_ref());
+        write_json_value(out, &kv.value);
     }
     out.push('}');
 }
@@ -520,7 +522,7 @@ pub const UNKNOWN_SERVICE: &str = "unknown_service";
 /// The value of `instance_id` when the resource names no instance.
 pub const UNKNOWN_INSTANCE: &str = "unknown_instance";
 
-fn resource_info(attrs: &[KeyValue], rules: &ColorRules) -> ResourceInfo {
+fn resource_info(attrs: &[Kv<'_>], rules: &ColorRules) -> ResourceInfo {
     let host_name = find_str(attrs, "host.name").map(str::to_owned);
     let instance_id = ["service.instance.id", "host.name", "k8s.pod.name"]
         .iter()
@@ -550,12 +552,24 @@ fn time(v: u64) -> Option<i64> {
     i64::try_from(v).ok()
 }
 
-/// Converts one request. Never fails on span content: invalid spans are rejected one by one.
+/// Converts one decoded request (the OTLP/JSON path). Never fails on span content: invalid
+/// spans are rejected one by one.
 ///
 /// # Errors
 /// Only an internal Arrow error (a schema mismatch, a bug) is returned.
 pub fn convert_request(
     request: &ExportTraceServiceRequest,
+    options: &ConvertOptions,
+) -> Result<SpanRows, arrow::error::ArrowError> {
+    convert_view(&RequestView::from_prost(request), options)
+}
+
+/// Converts one request's views ([`crate::view`]); what [`convert_request`] does.
+///
+/// # Errors
+/// Only an internal Arrow error (a schema mismatch, a bug) is returned.
+pub fn convert_view(
+    request: &RequestView<'_>,
     options: &ConvertOptions,
 ) -> Result<SpanRows, arrow::error::ArrowError> {
     let total: usize = request
@@ -583,14 +597,12 @@ pub fn convert_request(
     let mut json_buf = String::new();
     let mut memo = DecisionMemo::default();
     for (ri, rs) in request.resource_spans.iter().enumerate() {
-        let empty = Vec::new();
-        let rattrs = rs.resource.as_ref().map_or(&empty, |r| &r.attributes);
-        let res = resource_info(rattrs, &options.color_rules);
+        let res = resource_info(&rs.resource_attributes, &options.color_rules);
         for (si, ss) in rs.scope_spans.iter().enumerate() {
             let scope = ss.scope.as_ref();
             for (pi, span) in ss.spans.iter().enumerate() {
                 let at = || format!("resource_spans[{ri}].scope_spans[{si}].spans[{pi}]");
-                let trace_id = match TraceId::from_bytes(&span.trace_id) {
+                let trace_id = match TraceId::from_bytes(span.trace_id) {
                     Ok(t) => t,
                     Err(e) => {
                         reject(
@@ -600,7 +612,7 @@ pub fn convert_request(
                         continue;
                     }
                 };
-                let span_id = match SpanId::from_bytes(&span.span_id) {
+                let span_id = match SpanId::from_bytes(span.span_id) {
                     Ok(s) => s,
                     Err(e) => {
                         reject(
@@ -613,7 +625,7 @@ pub fn convert_request(
                 let parent = if span.parent_span_id.is_empty() {
                     None
                 } else {
-                    match SpanId::from_bytes(&span.parent_span_id) {
+                    match SpanId::from_bytes(span.parent_span_id) {
                         Ok(p) => Some(p),
                         // An all-zero parent is how some SDKs write "no parent".
                         Err(dyeline_model::IdError::Zero) => None,
@@ -649,8 +661,8 @@ pub fn convert_request(
                     None => b.parent_span_id.append_null(),
                 }
                 b.trace_state
-                    .append_option(Some(span.trace_state.as_str()).filter(|s| !s.is_empty()));
-                b.name.append_value(&span.name);
+                    .append_option(Some(span.trace_state).filter(|s| !s.is_empty()));
+                b.name.append_value(span.name);
                 let kind = SpanKind::from_i32(span.kind).unwrap_or(SpanKind::Unspecified);
                 b.span_kind.append_value(kind.as_str());
                 let attrs = &span.attributes;
@@ -668,7 +680,7 @@ pub fn convert_request(
                     .unwrap_or(StatusCode::Unset);
                 b.status_code.append_value(code.as_str());
                 b.status_message
-                    .append_option(status.map(|s| s.message.as_str()).filter(|m| !m.is_empty()));
+                    .append_option(status.map(|s| s.message).filter(|m| !m.is_empty()));
                 let http_status = SpanAttrs::get(found.http_status)
                     .or_else(|| SpanAttrs::get(found.http_status_legacy))
                     .and_then(int_value)
@@ -723,9 +735,9 @@ pub fn convert_request(
                 );
                 b.job_name.append_option(job_name);
                 b.scope_name
-                    .append_option(scope.map(|s| s.name.as_str()).filter(|s| !s.is_empty()));
+                    .append_option(scope.map(|s| s.name).filter(|s| !s.is_empty()));
                 b.scope_version
-                    .append_option(scope.map(|s| s.version.as_str()).filter(|s| !s.is_empty()));
+                    .append_option(scope.map(|s| s.version).filter(|s| !s.is_empty()));
                 b.resource_attributes.append_value(&res.attributes_json);
                 json_buf.clear();
                 let source = decision.map(|(source, _, _)| source.as_str());
@@ -745,7 +757,7 @@ pub fn convert_request(
                         json_buf.push_str("{\"time_unix_nano\":");
                         json_buf.push_str(itoa::Buffer::new().format(ev.time_unix_nano));
                         json_buf.push_str(",\"name\":");
-                        write_json_str(&mut json_buf, &ev.name);
+                        write_json_str(&mut json_buf, ev.name);
                         json_buf.push_str(",\"attributes\":");
                         write_json_object(&mut json_buf, &ev.attributes, |_| false);
                         json_buf.push('}');
@@ -772,6 +784,7 @@ pub fn convert_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
     use proptest::prelude::*;
 
     #[test]
@@ -861,6 +874,7 @@ mod tests {
             order in prop::sample::subsequence(DecisionSource::DEFAULT_ORDER.to_vec(), 0..=3)
                 .prop_shuffle(),
         ) {
+            let attrs = crate::view::kvs(&attrs);
             let found = SpanAttrs::of(&attrs);
             let slots = [
                 ("job.name", found.job_name),
@@ -906,6 +920,7 @@ mod tests {
                 }),
                 ..Default::default()
             }];
+            let attrs = crate::view::kvs(&attrs);
             let found = SpanAttrs::of(&attrs);
             let got = memo.find(&DecisionSource::DEFAULT_ORDER, &found);
             let (_, text, d) = memo.resolve(got.as_ref().unwrap());

@@ -1,8 +1,8 @@
 //! OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
 //!
-//! The request message is taken as raw bytes (a pass-through codec) and decoded here, so an
-//! undecodable message answers INVALID_ARGUMENT naming the problem (OTLP/gRPC) rather than tonic's
-//! generic INTERNAL. gzip request compression is accepted; the message size limit is the
+//! The request message is taken as raw bytes (a pass-through codec) and decoded here, by the
+//! wire reader of [`crate::view`] (prost when it refuses), so an undecodable message answers
+//! INVALID_ARGUMENT naming the problem (OTLP/gRPC) rather than tonic's generic INTERNAL. gzip request compression is accepted; the message size limit is the
 //! receiver's body limit. A full write path answers UNAVAILABLE with a `RetryInfo` detail.
 
 use std::convert::Infallible;
@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
 use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+    ExportTracePartialSuccess, ExportTraceServiceResponse,
 };
 use prost::Message;
 use tonic::codec::{
@@ -90,16 +90,10 @@ impl UnaryService<Bytes> for ExportSvc {
         let receiver = Arc::clone(&self.0);
         Box::pin(async move {
             let body = request.into_inner();
-            let result = match ExportTraceServiceRequest::decode(body) {
-                Ok(req) => receiver.export(req, "grpc").await,
-                Err(e) => {
-                    let err = IngestError::BadData(format!(
-                        "invalid protobuf ExportTraceServiceRequest: {e}"
-                    ));
-                    receiver.refused(&err);
-                    Err(err)
-                }
-            };
+            let result = receiver.export_protobuf(&body, "grpc").await;
+            if let Err(e @ IngestError::BadData(_)) = &result {
+                receiver.refused(e);
+            }
             match result {
                 Ok(accepted) => Ok(tonic::Response::new(ExportTraceServiceResponse {
                     partial_success: (accepted.rejected_spans > 0).then_some(

@@ -181,16 +181,27 @@ async fn handle(
     let encoding = encoding.map(str::to_owned);
     let decoded = tokio::task::spawn_blocking(move || {
         let body = decompress(encoding.as_deref(), raw, limit)?;
-        if format == Format::Json && body.is_empty() {
-            return Err(IngestError::BadData(
+        match format {
+            // Read by the wire reader below, without a prost message.
+            Format::Protobuf => Ok(Decoded::Protobuf(body)),
+            Format::Json if body.is_empty() => Err(IngestError::BadData(
                 "empty body: an OTLP/JSON request is a JSON object (send {} for no spans)".into(),
-            ));
+            )),
+            Format::Json => decode(format, &body).map(Decoded::Request),
         }
-        decode(format, &body)
     })
     .await
     .map_err(|e| IngestError::Unavailable(format!("decode task failed: {e}")))??;
-    receiver.export(decoded, format.transport()).await
+    match decoded {
+        Decoded::Request(request) => receiver.export(request, format.transport()).await,
+        Decoded::Protobuf(body) => receiver.export_protobuf(&body, format.transport()).await,
+    }
+}
+
+/// A request body after decompression: decoded (OTLP/JSON) or protobuf bytes still to read.
+enum Decoded {
+    Request(ExportTraceServiceRequest),
+    Protobuf(Bytes),
 }
 
 /// Reads a request body of at most `limit` bytes. A body past the limit (declared by

@@ -18,8 +18,9 @@ pub mod json;
 pub mod metrics;
 pub mod receiver;
 pub mod sink;
+pub mod view;
 
-pub use convert::{ConvertOptions, RejectReason, SpanRows, convert_request};
+pub use convert::{ConvertOptions, RejectReason, SpanRows, convert_request, convert_view};
 pub use error::IngestError;
 pub use receiver::{Accepted, Limits, Receiver};
 pub use sink::{SinkError, SpanSink, WriteReport};

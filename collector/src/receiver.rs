@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
-use crate::convert::{ConvertOptions, convert_request};
+use crate::convert::{ConvertOptions, convert_request, convert_view};
 use crate::error::IngestError;
 use crate::metrics::{ReceiverMetrics, TransportLabel};
 use crate::sink::SpanSink;
@@ -93,6 +93,42 @@ impl Receiver {
         let rows = convert_request(&request, &self.options)
             .map_err(|e| IngestError::Unavailable(format!("internal conversion error: {e}")))?;
         drop(request);
+        self.export_rows(rows, transport).await
+    }
+
+    /// Converts a protobuf `ExportTraceServiceRequest` body and stores its rows, as
+    /// [`Receiver::export`] does. The body is read by the wire reader of [`crate::view`]
+    /// (prost decides when the wire reader refuses it).
+    ///
+    /// # Errors
+    /// [`IngestError::BadData`] when the body is not a valid message (not counted here: the
+    /// transport counts what it refuses, [`Receiver::refused`]); else as [`Receiver::export`].
+    pub async fn export_protobuf(
+        &self,
+        body: &[u8],
+        transport: &'static str,
+    ) -> Result<Accepted, IngestError> {
+        let converted = match crate::view::decode_request(body) {
+            Ok(crate::view::Decoded::View(view)) => convert_view(&view, &self.options),
+            Ok(crate::view::Decoded::Prost(request)) => convert_request(&request, &self.options),
+            Err(e) => {
+                return Err(IngestError::BadData(format!(
+                    "invalid protobuf ExportTraceServiceRequest: {e}"
+                )));
+            }
+        };
+        let rows = converted
+            .map_err(|e| IngestError::Unavailable(format!("internal conversion error: {e}")))?;
+        self.export_rows(rows, transport).await
+    }
+
+    /// Stores converted rows: counts the rejected spans, writes the rest to the sink and
+    /// resolves once they are durable.
+    async fn export_rows(
+        &self,
+        rows: crate::convert::SpanRows,
+        transport: &'static str,
+    ) -> Result<Accepted, IngestError> {
         for (reason, n) in &rows.rejected {
             self.metrics.discard(reason.as_str(), *n);
         }

@@ -1,6 +1,7 @@
 //! The floor of the ingest path: raw `prost` decode of the same requests `loadgen` sends, on
 //! one core. Also times the OTLP → Arrow conversion (`convert_request`, in process, no I/O) and
-//! sums the Arrow memory of the converted rows, then times conversion plus the store's
+//! sums the Arrow memory of the converted rows; then the receivers' own path: the wire reader
+//! (`view::RequestView::decode`, no prost message) and conversion, and that plus the store's
 //! segment encoding (`Segment::encode`: the zstd IPC bytes that are both the WAL record and
 //! the in-memory copy), and its bytes per span. Prints one JSON line. Uses the server's
 //! allocator (mimalloc), so the floor and the full path allocate alike.
@@ -64,13 +65,33 @@ fn main() {
         }
         full.push(t.elapsed().as_secs_f64());
     }
+    // The receivers' path: the wire reader's views alone, then with conversion.
+    let mut wire_only = Vec::new();
+    for _ in 0..args.reps {
+        let t = Instant::now();
+        for b in &bodies {
+            let view = dyeline_collector::view::RequestView::decode(b).expect("wire decode");
+            std::hint::black_box(view);
+        }
+        wire_only.push(t.elapsed().as_secs_f64());
+    }
+    let mut wire = Vec::new();
+    for _ in 0..args.reps {
+        let t = Instant::now();
+        for b in &bodies {
+            let view = dyeline_collector::view::RequestView::decode(b).expect("wire decode");
+            let rows = dyeline_collector::convert_view(&view, &options).expect("convert");
+            std::hint::black_box(rows);
+        }
+        wire.push(t.elapsed().as_secs_f64());
+    }
     let mut encoded = Vec::new();
     let mut segment_bytes = 0usize;
     for rep in 0..args.reps {
         let t = Instant::now();
         for b in &bodies {
-            let r = ExportTraceServiceRequest::decode(&b[..]).expect("decode");
-            let rows = convert_request(&r, &options).expect("convert");
+            let view = dyeline_collector::view::RequestView::decode(b).expect("wire decode");
+            let rows = dyeline_collector::convert_view(&view, &options).expect("convert");
             let batch = rows.batch.expect("rows");
             let segment = dyeline_store::segment::Segment::encode(&batch).expect("encode");
             if rep == 0 {
@@ -83,6 +104,8 @@ fn main() {
     let decode = median(decode);
     let full = median(full);
     let encoded = median(encoded);
+    let wire = median(wire);
+    let wire_only = median(wire_only);
     println!(
         "{}",
         serde_json::json!({
@@ -92,7 +115,9 @@ fn main() {
             "prost_decode_spans_per_second": spans / decode,
             "decode_and_convert_cpu_s_per_million": full / spans * 1e6,
             "arrow_bytes_per_span": arrow_bytes as f64 / spans,
-            "decode_convert_and_segment_encode_cpu_s_per_million": encoded / spans * 1e6,
+            "wire_decode_cpu_s_per_million": wire_only / spans * 1e6,
+            "wire_decode_and_convert_cpu_s_per_million": wire / spans * 1e6,
+            "wire_decode_convert_and_segment_encode_cpu_s_per_million": encoded / spans * 1e6,
             "segment_bytes_per_span": segment_bytes as f64 / spans,
         })
     );
