@@ -5,6 +5,8 @@
 //! ```text
 //! write(batch, keys) ─▶ queue (bounded: full → Saturated) ─▶ writer thread:
 //!     duplicate filter ─▶ WAL append ─▶ group commit (fsync by policy) ─▶ memory ─▶ ack
+//!     (a write under SMALL_WRITE_ROWS is held plain; COALESCE_ROWS of them are then encoded
+//!     into one segment)
 //! writer: every flush interval or row cap ─▶ rotate WAL, freeze memory ─▶ flusher thread:
 //!     Parquet per hour (key columns decoded to sort by trace, then the other columns a group
 //!     at a time, files::write_segments) ─▶ register files, drop frozen memory (one lock)
@@ -225,10 +227,26 @@ struct Frozen {
     segments: Vec<Segment>,
 }
 
+/// Writes of fewer rows than this are held plain in memory ([`Segment::plain`]) and encoded
+/// together once [`COALESCE_ROWS`] of them have gathered: an encoded segment costs several KB
+/// whatever its rows, so a 10-span request held as its own segment took about 1 KB per span
+/// and a 200-span one about 50 B. Their WAL records are still written one per request, as
+/// encoded by the receiver, so such rows are compressed twice (on the writer thread the second
+/// time). 512 is the OpenTelemetry SDKs' default largest export batch: full batches, and the
+/// larger requests of collectors, keep their own segment.
+pub const SMALL_WRITE_ROWS: usize = 512;
+
+/// Rows of small writes encoded into one segment (at most about 10 MB held plain meanwhile).
+pub const COALESCE_ROWS: usize = 8192;
+
 /// What queries see; one lock so a flush swaps memory for files atomically.
 #[derive(Default)]
 pub(crate) struct State {
     active: Vec<Segment>,
+    /// Small writes held plain, oldest first, until [`COALESCE_ROWS`] of them are encoded
+    /// into one segment of `active`.
+    small: Vec<Segment>,
+    small_rows: usize,
     active_rows: usize,
     frozen: Vec<Frozen>,
     files: Vec<FileMeta>,
@@ -253,6 +271,7 @@ impl Shared {
     pub(crate) fn snapshot(&self) -> Snapshot {
         let s = self.state.read();
         let mut segments = s.active.clone();
+        segments.extend(s.small.iter().cloned());
         for f in &s.frozen {
             segments.extend(f.segments.iter().cloned());
         }
@@ -691,14 +710,23 @@ fn writer_loop(
                     };
                     if let Some(seg) = segment {
                         if let Some(w) = wal.as_mut().filter(|_| wal_failed.is_none()) {
-                            match w.append(seg.bytes()) {
+                            let appended = match seg.bytes() {
+                                Some(bytes) => w.append(bytes),
+                                None => Err(std::io::Error::other("a plain segment has no record")),
+                            };
+                            match appended {
                                 Ok(n) => {
                                     shared.metrics.wal_bytes.inc_by(n);
                                 }
                                 Err(e) => wal_failed = Some(e.to_string()),
                             }
                         }
-                        fresh.push(seg);
+                        fresh.push(match &report.kept {
+                            Some(kept) if kept.num_rows() < SMALL_WRITE_ROWS => {
+                                Segment::plain(kept.clone())
+                            }
+                            _ => seg,
+                        });
                     }
                     acks.push((ack, report, f.inserted));
                 }
@@ -720,10 +748,18 @@ fn writer_loop(
             let rows: usize = fresh.iter().map(Segment::rows).sum();
             {
                 let mut s = shared.state.write();
-                s.active.extend(fresh);
+                for seg in fresh {
+                    if seg.is_plain() {
+                        s.small_rows += seg.rows();
+                        s.small.push(seg);
+                    } else {
+                        s.active.push(seg);
+                    }
+                }
                 s.active_rows += rows;
                 shared.metrics.memory_rows.set(memory_rows(&s) as i64);
             }
+            coalesce_small(shared);
             for (ack, report, _) in acks {
                 shared.metrics.rows_written.inc_by(report.stored);
                 shared.metrics.duplicate_rows.inc_by(report.duplicates);
@@ -744,6 +780,8 @@ fn writer_loop(
                 let mut s = shared.state.write();
                 if s.active_rows >= config.flush_max_rows {
                     s.active.clear();
+                    s.small.clear();
+                    s.small_rows = 0;
                     s.active_rows = 0;
                 }
                 for a in flush_acks {
@@ -764,7 +802,9 @@ fn writer_loop(
             };
             {
                 let mut s = shared.state.write();
-                let segments = std::mem::take(&mut s.active);
+                let mut segments = std::mem::take(&mut s.active);
+                segments.append(&mut s.small);
+                s.small_rows = 0;
                 s.active_rows = 0;
                 if !segments.is_empty() {
                     s.frozen.push(Frozen {
@@ -774,6 +814,43 @@ fn writer_loop(
                 }
             }
             let _ = flush_tx.send(FlushJob { acks: flush_acks });
+        }
+    }
+}
+
+/// Encodes the small writes held plain into one segment once [`COALESCE_ROWS`] rows have
+/// gathered. The encoding runs outside the lock and the plain segments stay visible until the
+/// encoded one replaces them (only the writer thread changes `small` and `active`). On an
+/// encoding error (a bug) the rows stay plain and visible, and the next flush writes them.
+fn coalesce_small(shared: &Shared) {
+    let small: Vec<Segment> = {
+        let s = shared.state.read();
+        if s.small_rows < COALESCE_ROWS {
+            return;
+        }
+        s.small.clone()
+    };
+    let encoded = small
+        .iter()
+        .map(Segment::decode)
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|batches| {
+            let schema = batches
+                .first()
+                .map(RecordBatch::schema)
+                .ok_or_else(|| arrow::error::ArrowError::SchemaError("no rows".into()))?;
+            arrow::compute::concat_batches(&schema, &batches)
+        })
+        .and_then(|batch| Segment::encode(&batch));
+    match encoded {
+        Ok(segment) => {
+            let mut s = shared.state.write();
+            s.small.drain(..small.len());
+            s.small_rows -= segment.rows();
+            s.active.push(segment);
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode the small writes together; they stay plain")
         }
     }
 }
@@ -887,5 +964,139 @@ fn apply_retention(shared: &Shared, retention: Duration) {
         if let Some(dir) = f.path.parent() {
             let _ = std::fs::remove_dir(dir);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, AsArray, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use dyeline_model::schema::col;
+    use dyeline_model::{SpanId, TraceId};
+
+    /// `n` rows from row `first` on: trace i / 5, span i, start time i (ns after an hour).
+    fn rows(first: u64, n: u64) -> (RecordBatch, Vec<SpanKey>) {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(col::TRACE_ID, DataType::Utf8, false),
+            Field::new(col::SPAN_ID, DataType::Utf8, false),
+            Field::new(col::START_TIME_UNIX_NANO, DataType::Int64, false),
+        ]));
+        let ids: Vec<u64> = (first..first + n).collect();
+        let keys: Vec<SpanKey> = ids
+            .iter()
+            .map(|&i| SpanKey {
+                trace_id: TraceId::from_bytes(&u128::from(i / 5 + 1).to_be_bytes()).unwrap(),
+                span_id: SpanId::from_bytes(&(i + 1).to_be_bytes()).unwrap(),
+            })
+            .collect();
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from_iter_values(
+                    keys.iter().map(|k| k.trace_id.to_string()),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    keys.iter().map(|k| k.span_id.to_string()),
+                )),
+                Arc::new(Int64Array::from_iter_values(
+                    ids.iter().map(|&i| 3_600_000_000_000 + i as i64),
+                )),
+            ],
+        )
+        .unwrap();
+        (batch, keys)
+    }
+
+    fn span_ids(segments: &[Segment]) -> Vec<String> {
+        let mut ids: Vec<String> = segments
+            .iter()
+            .flat_map(|s| {
+                let b = s.decode().unwrap();
+                let ids = b.column(1).as_string::<i32>().clone();
+                (0..ids.len()).map(move |i| ids.value(i).to_owned())
+            })
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    #[tokio::test]
+    async fn small_writes_are_encoded_together_and_all_stay_visible_and_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = StoreConfig::new(dir.path());
+        config.fsync = FsyncPolicy::Never;
+        let store = Store::open(config).unwrap();
+        let writes = 1000u64;
+        for w in 0..writes {
+            let (batch, keys) = rows(w * 10, 10);
+            let r = store
+                .try_write(batch, keys)
+                .unwrap()
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(r.stored, 10);
+        }
+        // A resent small write is still a duplicate.
+        let (batch, keys) = rows(0, 10);
+        let r = store
+            .try_write(batch, keys)
+            .unwrap()
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.stored, r.duplicates), (0, 10));
+
+        let snap = store.snapshot();
+        let encoded: Vec<&Segment> = snap.segments.iter().filter(|s| !s.is_plain()).collect();
+        let plain_rows: usize = snap
+            .segments
+            .iter()
+            .filter(|s| s.is_plain())
+            .map(Segment::rows)
+            .sum();
+        // 820 writes of 10 rows reach COALESCE_ROWS; the other 180 wait plain.
+        assert_eq!(encoded.len(), 1);
+        assert_eq!(encoded[0].rows(), 8200);
+        assert_eq!(plain_rows, 1800);
+        let expected: Vec<String> = {
+            let mut v: Vec<String> = rows(0, writes * 10)
+                .1
+                .iter()
+                .map(|k| k.span_id.to_string())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(span_ids(&snap.segments), expected);
+        // Encoded together, a row costs a fraction of what a 10-row segment of its own costs.
+        let together = encoded[0].bytes().unwrap().len() / 8200;
+        let alone = Segment::encode(&rows(0, 10).0)
+            .unwrap()
+            .bytes()
+            .unwrap()
+            .len()
+            / 10;
+        assert!(
+            together * 10 < alone,
+            "{together} B/row together, {alone} alone"
+        );
+
+        // Every row reaches Parquet once.
+        store.flush().await.unwrap();
+        let snap = store.snapshot();
+        assert!(snap.segments.is_empty());
+        let mut stored: Vec<String> = snap
+            .files
+            .iter()
+            .flat_map(|f| files::read_keys(&f.path).unwrap())
+            .map(|(_, span)| span)
+            .collect();
+        stored.sort();
+        assert_eq!(stored, expected);
+        tokio::task::spawn_blocking(move || store.close())
+            .await
+            .unwrap();
     }
 }

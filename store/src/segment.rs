@@ -4,6 +4,11 @@
 //! span instead of the uncompressed Arrow buffers. Scans decode segments one at a time. Each
 //! segment keeps the [`TraceIndex`] of its rows, so a trace lookup decodes only the segments
 //! holding the trace.
+//!
+//! A segment may also hold its rows uncompressed ([`Segment::plain`]): the store keeps small
+//! writes that way until it has enough of them to encode together, because an IPC stream
+//! costs several KB whatever its rows (its schema message, its batch header, and each of about
+//! a hundred buffers padded to 64 bytes).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -21,10 +26,10 @@ use bytes::Bytes;
 use crate::files::start_range;
 use crate::trace_index::TraceIndex;
 
-/// One compressed batch.
+/// One batch of rows: compressed, or plain (see the module doc).
 #[derive(Clone, Debug)]
 pub struct Segment {
-    ipc: Bytes,
+    body: Body,
     rows: usize,
     start_range: Option<(i64, i64)>,
     traces: Option<Arc<TraceIndex>>,
@@ -38,7 +43,7 @@ impl Segment {
     pub fn encode(batch: &RecordBatch) -> Result<Self, ArrowError> {
         let buf = ENCODER.with_borrow_mut(|e| e.stream(batch))?;
         Ok(Self {
-            ipc: Bytes::from(buf),
+            body: Body::Ipc(Bytes::from(buf)),
             rows: batch.num_rows(),
             start_range: start_range(batch),
             traces: TraceIndex::of_batch(batch).map(Arc::new),
@@ -49,11 +54,26 @@ impl Segment {
     /// hold (already decoded by the caller).
     pub fn from_parts(ipc: Bytes, batch: &RecordBatch) -> Self {
         Self {
-            ipc,
+            body: Body::Ipc(ipc),
             rows: batch.num_rows(),
             start_range: start_range(batch),
             traces: TraceIndex::of_batch(batch).map(Arc::new),
         }
+    }
+
+    /// A segment holding `batch` uncompressed (no copy: the batch's buffers are shared).
+    pub fn plain(batch: RecordBatch) -> Self {
+        Self {
+            rows: batch.num_rows(),
+            start_range: start_range(&batch),
+            traces: TraceIndex::of_batch(&batch).map(Arc::new),
+            body: Body::Plain(batch),
+        }
+    }
+
+    /// True when the rows are held uncompressed ([`Segment::plain`]).
+    pub fn is_plain(&self) -> bool {
+        matches!(self.body, Body::Plain(_))
     }
 
     /// Decodes the rows.
@@ -61,7 +81,10 @@ impl Segment {
     /// # Errors
     /// Arrow IPC errors (corrupt bytes).
     pub fn decode(&self) -> Result<RecordBatch, ArrowError> {
-        decode(&self.ipc)
+        match &self.body {
+            Body::Ipc(ipc) => decode(ipc),
+            Body::Plain(batch) => Ok(batch.clone()),
+        }
     }
 
     /// Decodes only the columns at `projection` (schema order of the result follows
@@ -70,7 +93,10 @@ impl Segment {
     /// # Errors
     /// Arrow IPC errors (corrupt bytes, an index out of the schema).
     pub fn decode_columns(&self, projection: &[usize]) -> Result<RecordBatch, ArrowError> {
-        decode_projected(&self.ipc, Some(projection.to_vec()))
+        match &self.body {
+            Body::Ipc(ipc) => decode_projected(ipc, Some(projection.to_vec())),
+            Body::Plain(batch) => batch.project(projection),
+        }
     }
 
     /// The schema of the rows (read from the stream's first message, no row decoded).
@@ -78,12 +104,18 @@ impl Segment {
     /// # Errors
     /// Arrow IPC errors (corrupt bytes).
     pub fn schema(&self) -> Result<arrow::datatypes::SchemaRef, ArrowError> {
-        Ok(StreamReader::try_new(&self.ipc[..], None)?.schema())
+        match &self.body {
+            Body::Ipc(ipc) => Ok(StreamReader::try_new(&ipc[..], None)?.schema()),
+            Body::Plain(batch) => Ok(batch.schema()),
+        }
     }
 
-    /// The encoded bytes (the WAL record payload).
-    pub fn bytes(&self) -> &[u8] {
-        &self.ipc
+    /// The encoded bytes (the WAL record payload); `None` for a plain segment.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match &self.body {
+            Body::Ipc(ipc) => Some(ipc),
+            Body::Plain(_) => None,
+        }
     }
 
     /// Rows held.
@@ -116,6 +148,15 @@ fn ipc_options() -> Result<IpcWriteOptions, ArrowError> {
     IpcWriteOptions::try_new(ALIGNMENT, false, MetadataVersion::V5)?
         .try_with_compression(Some(CompressionType::ZSTD))?
         .try_with_compression_level(Some(ZSTD_LEVEL))
+}
+
+/// How a segment holds its rows.
+#[derive(Clone, Debug)]
+enum Body {
+    /// A zstd-compressed IPC stream ([`Segment::encode`]).
+    Ipc(Bytes),
+    /// The batch itself ([`Segment::plain`]).
+    Plain(RecordBatch),
 }
 
 thread_local! {
@@ -246,7 +287,7 @@ mod tests {
                 let seg = Segment::encode(batch).unwrap();
                 assert_eq!(
                     seg.bytes(),
-                    stream_writer_bytes(batch),
+                    Some(&stream_writer_bytes(batch)[..]),
                     "round {round}, batch {i}"
                 );
                 assert_eq!(&seg.decode().unwrap(), batch);
@@ -283,16 +324,26 @@ mod tests {
         assert_eq!(seg.rows(), 10_000);
         assert_eq!(seg.start_range(), Some((1_000, 1_000 + 9_999 * 7)));
         assert_eq!(seg.decode().unwrap(), batch);
+        let bytes = seg.bytes().unwrap();
         assert!(
-            seg.bytes().len() * 4 < batch.get_array_memory_size(),
+            bytes.len() * 4 < batch.get_array_memory_size(),
             "{}",
-            seg.bytes().len()
+            bytes.len()
         );
-        let again = Segment::from_parts(Bytes::copy_from_slice(seg.bytes()), &batch);
+        let again = Segment::from_parts(Bytes::copy_from_slice(bytes), &batch);
         assert_eq!(again.decode().unwrap(), batch);
         assert_eq!(seg.schema().unwrap(), batch.schema());
         let names = seg.decode_columns(&[1]).unwrap();
         assert_eq!(names.num_columns(), 1);
         assert_eq!(names.column(0), batch.column(1));
+        // The same rows held plain answer alike, and have no WAL bytes.
+        let plain = Segment::plain(batch.clone());
+        assert!(plain.is_plain() && !seg.is_plain());
+        assert_eq!(plain.rows(), seg.rows());
+        assert_eq!(plain.start_range(), seg.start_range());
+        assert_eq!(plain.decode().unwrap(), batch);
+        assert_eq!(plain.decode_columns(&[1]).unwrap(), names);
+        assert_eq!(plain.schema().unwrap(), batch.schema());
+        assert_eq!(plain.bytes(), None);
     }
 }
