@@ -227,7 +227,7 @@ struct Frozen {
     segments: Vec<Segment>,
 }
 
-/// Writes of fewer rows than this are held plain in memory ([`Segment::plain`]) and encoded
+/// Writes of fewer rows than this are held plain in memory ([`Segment::into_plain`]) and encoded
 /// together once [`COALESCE_ROWS`] of them have gathered: an encoded segment costs several KB
 /// whatever its rows, so a 10-span request held as its own segment took about 1 KB per span
 /// and a 200-span one about 50 B. Their WAL records are still written one per request, as
@@ -246,7 +246,6 @@ pub(crate) struct State {
     /// Small writes held plain, oldest first, until [`COALESCE_ROWS`] of them are encoded
     /// into one segment of `active`.
     small: Vec<Segment>,
-    small_rows: usize,
     active_rows: usize,
     frozen: Vec<Frozen>,
     files: Vec<FileMeta>,
@@ -723,7 +722,7 @@ fn writer_loop(
                         }
                         fresh.push(match &report.kept {
                             Some(kept) if kept.num_rows() < SMALL_WRITE_ROWS => {
-                                Segment::plain(kept.clone())
+                                seg.into_plain(kept.clone())
                             }
                             _ => seg,
                         });
@@ -750,7 +749,6 @@ fn writer_loop(
                 let mut s = shared.state.write();
                 for seg in fresh {
                     if seg.is_plain() {
-                        s.small_rows += seg.rows();
                         s.small.push(seg);
                     } else {
                         s.active.push(seg);
@@ -781,7 +779,6 @@ fn writer_loop(
                 if s.active_rows >= config.flush_max_rows {
                     s.active.clear();
                     s.small.clear();
-                    s.small_rows = 0;
                     s.active_rows = 0;
                 }
                 for a in flush_acks {
@@ -804,7 +801,6 @@ fn writer_loop(
                 let mut s = shared.state.write();
                 let mut segments = std::mem::take(&mut s.active);
                 segments.append(&mut s.small);
-                s.small_rows = 0;
                 s.active_rows = 0;
                 if !segments.is_empty() {
                     s.frozen.push(Frozen {
@@ -825,7 +821,7 @@ fn writer_loop(
 fn coalesce_small(shared: &Shared) {
     let small: Vec<Segment> = {
         let s = shared.state.read();
-        if s.small_rows < COALESCE_ROWS {
+        if s.small.iter().map(Segment::rows).sum::<usize>() < COALESCE_ROWS {
             return;
         }
         s.small.clone()
@@ -846,7 +842,6 @@ fn coalesce_small(shared: &Shared) {
         Ok(segment) => {
             let mut s = shared.state.write();
             s.small.drain(..small.len());
-            s.small_rows -= segment.rows();
             s.active.push(segment);
         }
         Err(e) => {
@@ -1008,6 +1003,17 @@ mod tests {
         (batch, keys)
     }
 
+    /// Writes `rows(first, n)` and waits for its report.
+    async fn write(store: &Store, first: u64, n: u64) -> WriteReport {
+        let (batch, keys) = rows(first, n);
+        store
+            .try_write(batch, keys)
+            .unwrap()
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
     fn span_ids(segments: &[Segment]) -> Vec<String> {
         let mut ids: Vec<String> = segments
             .iter()
@@ -1029,23 +1035,10 @@ mod tests {
         let store = Store::open(config).unwrap();
         let writes = 1000u64;
         for w in 0..writes {
-            let (batch, keys) = rows(w * 10, 10);
-            let r = store
-                .try_write(batch, keys)
-                .unwrap()
-                .await
-                .unwrap()
-                .unwrap();
-            assert_eq!(r.stored, 10);
+            assert_eq!(write(&store, w * 10, 10).await.stored, 10);
         }
         // A resent small write is still a duplicate.
-        let (batch, keys) = rows(0, 10);
-        let r = store
-            .try_write(batch, keys)
-            .unwrap()
-            .await
-            .unwrap()
-            .unwrap();
+        let r = write(&store, 0, 10).await;
         assert_eq!((r.stored, r.duplicates), (0, 10));
 
         let snap = store.snapshot();

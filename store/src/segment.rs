@@ -5,7 +5,7 @@
 //! segment keeps the [`TraceIndex`] of its rows, so a trace lookup decodes only the segments
 //! holding the trace.
 //!
-//! A segment may also hold its rows uncompressed ([`Segment::plain`]): the store keeps small
+//! A segment may also hold its rows uncompressed ([`Segment::into_plain`]): the store keeps small
 //! writes that way until it has enough of them to encode together, because an IPC stream
 //! costs several KB whatever its rows (its schema message, its batch header, and each of about
 //! a hundred buffers padded to 64 bytes).
@@ -61,17 +61,21 @@ impl Segment {
         }
     }
 
-    /// A segment holding `batch` uncompressed (no copy: the batch's buffers are shared).
-    pub fn plain(batch: RecordBatch) -> Self {
+    /// The same rows held uncompressed: `batch` is the batch this segment was encoded from
+    /// (no copy: its buffers are shared). The trace index and time range already computed are
+    /// kept. A batch of another row count is not this segment's: the segment is returned as it
+    /// is.
+    pub fn into_plain(self, batch: RecordBatch) -> Self {
+        if batch.num_rows() != self.rows {
+            return self;
+        }
         Self {
-            rows: batch.num_rows(),
-            start_range: start_range(&batch),
-            traces: TraceIndex::of_batch(&batch).map(Arc::new),
             body: Body::Plain(batch),
+            ..self
         }
     }
 
-    /// True when the rows are held uncompressed ([`Segment::plain`]).
+    /// True when the rows are held uncompressed ([`Segment::into_plain`]).
     pub fn is_plain(&self) -> bool {
         matches!(self.body, Body::Plain(_))
     }
@@ -155,7 +159,7 @@ fn ipc_options() -> Result<IpcWriteOptions, ArrowError> {
 enum Body {
     /// A zstd-compressed IPC stream ([`Segment::encode`]).
     Ipc(Bytes),
-    /// The batch itself ([`Segment::plain`]).
+    /// The batch itself ([`Segment::into_plain`]).
     Plain(RecordBatch),
 }
 
@@ -337,8 +341,9 @@ mod tests {
         assert_eq!(names.num_columns(), 1);
         assert_eq!(names.column(0), batch.column(1));
         // The same rows held plain answer alike, and have no WAL bytes.
-        let plain = Segment::plain(batch.clone());
+        let plain = seg.clone().into_plain(batch.clone());
         assert!(plain.is_plain() && !seg.is_plain());
+        assert!(!seg.clone().into_plain(batch.slice(0, 3)).is_plain());
         assert_eq!(plain.rows(), seg.rows());
         assert_eq!(plain.start_range(), seg.start_range());
         assert_eq!(plain.decode().unwrap(), batch);
