@@ -2,8 +2,9 @@
 //!
 //! The request message is taken as raw bytes (a pass-through codec) and decoded here, by the
 //! wire reader of [`crate::view`] (prost when it refuses), so an undecodable message answers
-//! INVALID_ARGUMENT naming the problem (OTLP/gRPC) rather than tonic's generic INTERNAL. gzip request compression is accepted; the message size limit is the
-//! receiver's body limit. A full write path answers UNAVAILABLE with a `RetryInfo` detail.
+//! INVALID_ARGUMENT naming the problem (OTLP/gRPC) rather than tonic's generic INTERNAL. gzip
+//! request compression is accepted; the message size limit is the receiver's body limit. A
+//! full write path answers UNAVAILABLE with a `RetryInfo` detail.
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -109,18 +109,14 @@ pub fn decompress(encoding: Option<&str>, body: Bytes, limit: usize) -> Result<B
     }
 }
 
-/// Decodes an export request in `format`.
+/// Decodes an OTLP/JSON export request (protobuf bodies go to
+/// [`Receiver::export_protobuf`]).
 ///
 /// # Errors
 /// [`IngestError::BadData`] naming the problem.
-pub fn decode(format: Format, body: &[u8]) -> Result<ExportTraceServiceRequest, IngestError> {
-    match format {
-        Format::Protobuf => ExportTraceServiceRequest::decode(body).map_err(|e| {
-            IngestError::BadData(format!("invalid protobuf ExportTraceServiceRequest: {e}"))
-        }),
-        Format::Json => crate::json::decode_export_request(body)
-            .map_err(|e| IngestError::BadData(format!("invalid OTLP/JSON: {e}"))),
-    }
+fn decode_json(body: &[u8]) -> Result<ExportTraceServiceRequest, IngestError> {
+    crate::json::decode_export_request(body)
+        .map_err(|e| IngestError::BadData(format!("invalid OTLP/JSON: {e}")))
 }
 
 /// The OTLP/HTTP router: `POST /v1/traces`. Body size is enforced by the handler, so axum's own
@@ -183,23 +179,23 @@ async fn handle(
         let body = decompress(encoding.as_deref(), raw, limit)?;
         match format {
             // Read by the wire reader below, without a prost message.
-            Format::Protobuf => Ok(Decoded::Protobuf(body)),
+            Format::Protobuf => Ok(Payload::Protobuf(body)),
             Format::Json if body.is_empty() => Err(IngestError::BadData(
                 "empty body: an OTLP/JSON request is a JSON object (send {} for no spans)".into(),
             )),
-            Format::Json => decode(format, &body).map(Decoded::Request),
+            Format::Json => decode_json(&body).map(Payload::Request),
         }
     })
     .await
     .map_err(|e| IngestError::Unavailable(format!("decode task failed: {e}")))??;
     match decoded {
-        Decoded::Request(request) => receiver.export(request, format.transport()).await,
-        Decoded::Protobuf(body) => receiver.export_protobuf(&body, format.transport()).await,
+        Payload::Request(request) => receiver.export(request, format.transport()).await,
+        Payload::Protobuf(body) => receiver.export_protobuf(&body, format.transport()).await,
     }
 }
 
 /// A request body after decompression: decoded (OTLP/JSON) or protobuf bytes still to read.
-enum Decoded {
+enum Payload {
     Request(ExportTraceServiceRequest),
     Protobuf(Bytes),
 }

@@ -90,10 +90,9 @@ impl Receiver {
         request: ExportTraceServiceRequest,
         transport: &'static str,
     ) -> Result<Accepted, IngestError> {
-        let rows = convert_request(&request, &self.options)
-            .map_err(|e| IngestError::Unavailable(format!("internal conversion error: {e}")))?;
+        let converted = convert_request(&request, &self.options);
         drop(request);
-        self.export_rows(rows, transport).await
+        self.export_rows(converted, transport).await
     }
 
     /// Converts a protobuf `ExportTraceServiceRequest` body and stores its rows, as
@@ -117,18 +116,18 @@ impl Receiver {
                 )));
             }
         };
-        let rows = converted
-            .map_err(|e| IngestError::Unavailable(format!("internal conversion error: {e}")))?;
-        self.export_rows(rows, transport).await
+        self.export_rows(converted, transport).await
     }
 
     /// Stores converted rows: counts the rejected spans, writes the rest to the sink and
-    /// resolves once they are durable.
+    /// resolves once they are durable. A conversion error (a bug) answers unavailable.
     async fn export_rows(
         &self,
-        rows: crate::convert::SpanRows,
+        converted: Result<crate::convert::SpanRows, arrow::error::ArrowError>,
         transport: &'static str,
     ) -> Result<Accepted, IngestError> {
+        let rows = converted
+            .map_err(|e| IngestError::Unavailable(format!("internal conversion error: {e}")))?;
         for (reason, n) in &rows.rejected {
             self.metrics.discard(reason.as_str(), *n);
         }
