@@ -29,9 +29,23 @@ struct Args {
     reps: usize,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// The wire reader's views of one request body.
+fn wire(body: &[u8]) -> dyeline_collector::view::RequestView<'_> {
+    dyeline_collector::view::RequestView::decode(body).expect("wire decode")
+}
+
+/// Median wall seconds of `reps` runs of `pass` (one pass over every request); its argument
+/// is true on the first run, for what is measured once.
+fn median_seconds(reps: usize, mut pass: impl FnMut(bool)) -> f64 {
+    let mut runs: Vec<f64> = (0..reps)
+        .map(|rep| {
+            let t = Instant::now();
+            pass(rep == 0);
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    runs.sort_by(f64::total_cmp);
+    runs[runs.len() / 2]
 }
 
 fn main() {
@@ -41,71 +55,47 @@ fn main() {
         .collect();
     let spans = args.requests as f64 * args.spans as f64;
     let bytes: usize = bodies.iter().map(Vec::len).sum();
-    let mut decode = Vec::new();
-    for _ in 0..args.reps {
-        let t = Instant::now();
+    let decode = median_seconds(args.reps, |_| {
         for b in &bodies {
-            let r = ExportTraceServiceRequest::decode(&b[..]).expect("decode");
-            std::hint::black_box(r);
+            std::hint::black_box(ExportTraceServiceRequest::decode(&b[..]).expect("decode"));
         }
-        decode.push(t.elapsed().as_secs_f64());
-    }
+    });
     let options = ConvertOptions::default();
-    let mut full = Vec::new();
     let mut arrow_bytes = 0usize;
-    for rep in 0..args.reps {
-        let t = Instant::now();
+    let full = median_seconds(args.reps, |first| {
         for b in &bodies {
             let r = ExportTraceServiceRequest::decode(&b[..]).expect("decode");
             let rows = convert_request(&r, &options).expect("convert");
-            if rep == 0 {
+            if first {
                 arrow_bytes += rows.batch.as_ref().map_or(0, |b| b.get_array_memory_size());
             }
             std::hint::black_box(rows);
         }
-        full.push(t.elapsed().as_secs_f64());
-    }
-    // The receivers' path: the wire reader's views alone, then with conversion.
-    let mut wire_only = Vec::new();
-    for _ in 0..args.reps {
-        let t = Instant::now();
+    });
+    // The receivers' path: the wire reader's views alone, with conversion, with encoding.
+    let wire_only = median_seconds(args.reps, |_| {
         for b in &bodies {
-            let view = dyeline_collector::view::RequestView::decode(b).expect("wire decode");
-            std::hint::black_box(view);
+            std::hint::black_box(wire(b));
         }
-        wire_only.push(t.elapsed().as_secs_f64());
-    }
-    let mut wire = Vec::new();
-    for _ in 0..args.reps {
-        let t = Instant::now();
+    });
+    let wire_convert = median_seconds(args.reps, |_| {
         for b in &bodies {
-            let view = dyeline_collector::view::RequestView::decode(b).expect("wire decode");
-            let rows = dyeline_collector::convert_view(&view, &options).expect("convert");
+            let rows = dyeline_collector::convert_view(&wire(b), &options).expect("convert");
             std::hint::black_box(rows);
         }
-        wire.push(t.elapsed().as_secs_f64());
-    }
-    let mut encoded = Vec::new();
+    });
     let mut segment_bytes = 0usize;
-    for rep in 0..args.reps {
-        let t = Instant::now();
+    let encoded = median_seconds(args.reps, |first| {
         for b in &bodies {
-            let view = dyeline_collector::view::RequestView::decode(b).expect("wire decode");
-            let rows = dyeline_collector::convert_view(&view, &options).expect("convert");
+            let rows = dyeline_collector::convert_view(&wire(b), &options).expect("convert");
             let batch = rows.batch.expect("rows");
             let segment = dyeline_store::segment::Segment::encode(&batch).expect("encode");
-            if rep == 0 {
+            if first {
                 segment_bytes += segment.bytes().map_or(0, <[u8]>::len);
             }
             std::hint::black_box(segment);
         }
-        encoded.push(t.elapsed().as_secs_f64());
-    }
-    let decode = median(decode);
-    let full = median(full);
-    let encoded = median(encoded);
-    let wire = median(wire);
-    let wire_only = median(wire_only);
+    });
     println!(
         "{}",
         serde_json::json!({
@@ -116,7 +106,7 @@ fn main() {
             "decode_and_convert_cpu_s_per_million": full / spans * 1e6,
             "arrow_bytes_per_span": arrow_bytes as f64 / spans,
             "wire_decode_cpu_s_per_million": wire_only / spans * 1e6,
-            "wire_decode_and_convert_cpu_s_per_million": wire / spans * 1e6,
+            "wire_decode_and_convert_cpu_s_per_million": wire_convert / spans * 1e6,
             "wire_decode_convert_and_segment_encode_cpu_s_per_million": encoded / spans * 1e6,
             "segment_bytes_per_span": segment_bytes as f64 / spans,
         })
