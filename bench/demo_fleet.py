@@ -36,37 +36,11 @@ import threading
 import time
 import urllib.request
 
+from proc_cpu import diff_cpu, thread_cpu
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 COLLECTOR_PREFIXES = ("dyeline-serve", "dyeline-writer", "dyeline-flushe", "sqlx-sqlite-wor")
 RATE_PER_SEC = 8.0
-
-
-def thread_cpu(pid):
-    """{thread name: CPU seconds} of the live threads of `pid`."""
-    out = {}
-    base = f"/proc/{pid}/task"
-    for tid in os.listdir(base):
-        try:
-            with open(f"{base}/{tid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # comm is in parentheses and may hold spaces; the fields after it are fixed.
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK
-        out.setdefault(name, {})[tid] = cpu
-    return out
-
-
-def diff_cpu(before, after):
-    """CPU seconds per thread name spent between two samples (threads alive at the end)."""
-    out = {}
-    for name, tids in after.items():
-        for tid, cpu in tids.items():
-            out[name] = out.get(name, 0.0) + cpu - before.get(name, {}).get(tid, 0.0)
-    return out
 
 
 def accepted(api):

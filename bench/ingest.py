@@ -31,6 +31,8 @@ import tempfile
 import time
 import urllib.request
 
+from proc_cpu import diff_cpu, thread_cpu
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -47,21 +49,14 @@ def cpu_seconds(pid):
 THREAD_GROUPS = {"tokio-rt-worker": "receivers", "dyeline-writer": "wal_writer", "dyeline-flusher": "parquet_flusher"}
 
 
-def thread_cpu_seconds(pid):
-    """CPU seconds of `pid` by thread group: the receivers (tokio workers: decode, convert,
-    segment encoding), the store's WAL writer thread, its Parquet flusher thread, the rest."""
+def by_group(cpu):
+    """Per-thread-name CPU seconds summed by group: the receivers (tokio workers: decode,
+    convert, segment encoding), the store's WAL writer thread, its Parquet flusher thread, the
+    rest."""
     out = {}
-    clk = os.sysconf("SC_CLK_TCK")
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                text = f.read()
-        except OSError:
-            continue
-        name = text[text.index("(") + 1:text.rindex(")")]
-        rest = text.rsplit(")", 1)[1].split()
+    for name, seconds in cpu.items():
         group = THREAD_GROUPS.get(name, "other")
-        out[group] = out.get(group, 0.0) + (int(rest[11]) + int(rest[12])) / clk
+        out[group] = out.get(group, 0.0) + seconds
     return out
 
 
@@ -190,11 +185,11 @@ def main():
             else:
                 d = Dyeline(binary, env)
                 c0 = cpu_seconds(d.p.pid)
-                t0 = thread_cpu_seconds(d.p.pid)
+                t0 = thread_cpu(d.p.pid)
                 res = load(bins, d.endpoint, a.requests, seed)
                 c1 = settled_cpu_seconds(d.p.pid)
-                t1 = thread_cpu_seconds(d.p.pid)
-                by_thread[name].append({k: (t1[k] - t0.get(k, 0.0)) / res["spans"] * 1e6 for k in t1})
+                spent = by_group(diff_cpu(t0, thread_cpu(d.p.pid)))
+                by_thread[name].append({k: v / res["spans"] * 1e6 for k, v in spent.items()})
                 stored = d.sql("SELECT count(*) FROM spans")[0][0] if name == "dyeline_wal_parquet" else None
                 d.stop()
                 cpu[name].append((c1 - c0) / res["spans"] * 1e6)

@@ -195,10 +195,6 @@ impl<'v, 'a> SpanAttrs<'v, 'a> {
         s
     }
 
-    fn get(slot: Slot<'v, 'a>) -> Option<&'v Val<'a>> {
-        slot
-    }
-
     fn get_str(slot: Slot<'v, 'a>) -> Option<&'a str> {
         slot.and_then(str_value)
     }
@@ -681,11 +677,15 @@ pub fn convert_view(
                 b.status_code.append_value(code.as_str());
                 b.status_message
                     .append_option(status.map(|s| s.message).filter(|m| !m.is_empty()));
-                let http_status = SpanAttrs::get(found.http_status)
-                    .or_else(|| SpanAttrs::get(found.http_status_legacy))
+                // A current key without a value falls back to the legacy one.
+                let http_status = found
+                    .http_status
+                    .filter(|v| !matches!(v, Val::Empty))
+                    .or(found.http_status_legacy)
                     .and_then(int_value)
                     .and_then(|v| i32::try_from(v).ok());
-                let grpc_status = SpanAttrs::get(found.grpc_status)
+                let grpc_status = found
+                    .grpc_status
                     .and_then(int_value)
                     .and_then(|v| i32::try_from(v).ok());
                 b.http_status_code.append_option(http_status);
@@ -886,11 +886,11 @@ mod tests {
                 ("messaging.rocketmq.client_group", found.rocketmq_group),
             ];
             for (key, slot) in slots {
-                prop_assert_eq!(SpanAttrs::get(slot), find(&attrs, key), "{}", key);
+                prop_assert_eq!(slot, find(&attrs, key), "{}", key);
             }
             for source in DecisionSource::DEFAULT_ORDER {
                 prop_assert_eq!(
-                    SpanAttrs::get(found.decision[source_slot(source)]),
+                    found.decision[source_slot(source)],
                     find(&attrs, source.as_str())
                 );
             }
@@ -928,6 +928,64 @@ mod tests {
             assert_eq!(d.get(&format!("ch{i}")), Some(dyeline_model::Color::Green));
         }
         assert_eq!(memo.entries.len(), MEMO_MAX);
+    }
+
+    #[test]
+    fn an_http_status_key_without_a_value_falls_back_to_the_legacy_key() {
+        use opentelemetry_proto::tonic::resource::v1::Resource;
+        use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+        let attribute = |key: &str, value: Option<i64>| KeyValue {
+            key: key.into(),
+            value: value.map(|i| AnyValue {
+                value: Some(Value::IntValue(i)),
+            }),
+            ..Default::default()
+        };
+        let request = |attributes| ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                resource: Some(Resource::default()),
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![Span {
+                        trace_id: vec![1; 16],
+                        span_id: vec![2; 8],
+                        attributes,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let status = |attributes| {
+            let rows = convert_request(&request(attributes), &ConvertOptions::default()).unwrap();
+            let batch = rows.batch.unwrap();
+            let column = batch
+                .column_by_name(dyeline_model::schema::col::HTTP_STATUS_CODE)
+                .unwrap()
+                .as_primitive::<arrow::datatypes::Int32Type>()
+                .clone();
+            column.is_valid(0).then(|| column.value(0))
+        };
+        use arrow::array::{Array, AsArray};
+        let legacy = attribute("http.status_code", Some(503));
+        assert_eq!(
+            status(vec![
+                attribute("http.response.status_code", None),
+                legacy.clone()
+            ]),
+            Some(503)
+        );
+        assert_eq!(
+            status(vec![
+                attribute("http.response.status_code", Some(200)),
+                legacy
+            ]),
+            Some(200)
+        );
+        assert_eq!(
+            status(vec![attribute("http.response.status_code", None)]),
+            None
+        );
     }
 
     #[test]
