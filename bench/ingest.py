@@ -13,7 +13,8 @@
    Rotel's process CPU per million spans on the same load. `decode_floor` also times the
    receivers' stages in process: prost decode, + conversion to Arrow, + segment encoding.
 3. Memory per million spans held in memory: server RSS growth while 1M spans sit in memory
-   (flush deferred), and the Arrow bytes of the converted rows.
+   (flush deferred), also for 500k spans sent in 20-span requests, and the Arrow bytes of the
+   converted rows.
 4. Bytes per span on disk for the release-walk fixture, with a per-column breakdown.
 
 Usage: python3 bench/ingest.py [--requests 500] [--reps 3] [--profile bench-fast]
@@ -146,10 +147,23 @@ class Rotel:
         self.p.wait(timeout=60)
 
 
-def load(bins, endpoint, requests, seed):
+def load(bins, endpoint, requests, seed, spans=1000):
     out = sh(os.path.join(bins, "loadgen"), "--endpoint", endpoint, "--requests", str(requests),
-             "--seed", str(seed))
+             "--seed", str(seed), "--spans", str(spans))
     return json.loads(out)
+
+
+def memory_mb_per_million(bins, binary, requests, spans):
+    """RSS growth of a server holding `requests` x `spans` spans in memory (flush deferred),
+    in MB per million spans."""
+    d = Dyeline(binary, {"DYELINE_STORE__FLUSH_INTERVAL": "1h", "DYELINE_STORE__FLUSH_MAX_ROWS": "100000000"})
+    time.sleep(1)
+    rss0 = rss_bytes(d.p.pid)
+    res = load(bins, d.endpoint, requests, 999, spans)
+    time.sleep(1)
+    rss1 = rss_bytes(d.p.pid)
+    d.stop()
+    return (rss1 - rss0) / res["spans"] * 1e6 / 1e6
 
 
 def main():
@@ -200,15 +214,10 @@ def main():
 
     floor = json.loads(sh(os.path.join(bins, "decode_floor"), "--requests", str(a.requests)))
 
-    # Memory: 1M spans held in memory (no flush), RSS growth of the server.
-    d = Dyeline(binary, {"DYELINE_STORE__FLUSH_INTERVAL": "1h", "DYELINE_STORE__FLUSH_MAX_ROWS": "100000000"})
-    time.sleep(1)
-    rss0 = rss_bytes(d.p.pid)
-    res = load(bins, d.endpoint, 1000, 999)
-    time.sleep(1)
-    rss1 = rss_bytes(d.p.pid)
-    d.stop()
-    mem_mb_per_million = (rss1 - rss0) / res["spans"] * 1e6 / 1e6
+    # Memory: 1M spans held in memory (no flush), RSS growth of the server; and 500k spans
+    # sent as the small requests of SDKs at low traffic (20 spans each).
+    mem_mb_per_million = memory_mb_per_million(bins, binary, 1000, 1000)
+    mem_small_requests = memory_mb_per_million(bins, binary, 25000, 20)
 
     # Disk: release-walk imported, per-column breakdown.
     tmp = tempfile.mkdtemp(prefix="dyeline-bench-disk-")
@@ -236,6 +245,7 @@ def main():
         "decode_floor": floor,
         "cpu_ratio_full_path_to_prost_decode": cpu_med["dyeline_wal_parquet"] / floor["prost_decode_cpu_s_per_million"],
         "memory_rss_mb_per_million_spans_in_memory": mem_mb_per_million,
+        "memory_rss_mb_per_million_spans_in_memory_20_span_requests": mem_small_requests,
         "disk_release_walk": disk,
     }
     print(json.dumps(report, indent=1))
