@@ -448,11 +448,15 @@ def parse_debug(text):
 
 
 def phase_times(debug, wall):
-    """The analyzer's phase times (ms) from one run's debug lines (queries/src/analyze). Two
+    """The analyzer's phase times (ms) from one run's debug lines (queries/src/analyze). Three
     layouts are understood: one DataFusion scan (`load`: scan, convert, resolve; `analysis`:
-    load, report) and the per-file cache (`cached load`: gather = read and convert every
-    file, merge = merge the files' spans in trace order, finish)."""
-    load, cached, fin = debug.get("load", {}), debug.get("cached load", {}), debug.get("finish", {})
+    load, report), the per-file cache of earlier versions (`cached load`: gather = read and
+    convert every file, merge = merge the files' spans in trace order, finish) and the
+    one-off load of `dyeline analyze` now (`load once`: gather, then merge = plan (names,
+    rules, split traces), copy (each file's records resolved where they lie), named (the
+    split traces' spans and the result assembled))."""
+    load, fin = debug.get("load", {}), debug.get("finish", {})
+    cached = debug.get("load once") or debug.get("cached load", {})
     merge, merge_keys = debug.get("merge", {}), debug.get("merge keys", {})
     det, analysis = debug.get("detections", {}), debug.get("analysis", {})
     b = {"wall_ms": wall * 1e3,
@@ -464,6 +468,7 @@ def phase_times(debug, wall):
          "merge_keys_ms": (merge_keys["keys_ms"] + merge_keys["sort_ms"]
                            if "keys_ms" in merge_keys else None),
          "merge_copy_ms": merge.get("copy_ms"), "merge_rules_ms": merge.get("rules_ms"),
+         "merge_plan_ms": merge.get("plan_ms"), "merge_assemble_ms": merge.get("named_ms"),
          # all of Loader::finish (load's resolve_ms, or the cached load's finish_ms)
          "finish_ms": cached.get("finish_ms", load.get("resolve_ms")),
          "finish_rules_ms": fin.get("rules_ms"), "finish_resolve_and_sort_ms": fin.get("resolve_ms"),
@@ -863,7 +868,9 @@ def print_table(out, spans, path):
     parts = [(label, b.get(k)) for label, k in (
         ("scan", "scan_ms"), ("convert", "convert_ms"), ("gather (read+convert files)", "gather_ms"),
         ("merge", "merge_ms"), ("of which keys (gather+sort)", "merge_keys_ms"),
+        ("of which plan (names, rules, split traces)", "merge_plan_ms"),
         ("of which copy+resolve", "merge_copy_ms"), ("of which rules", "merge_rules_ms"),
+        ("of which assembly", "merge_assemble_ms"),
         ("finish", "finish_ms"), ("of which rules", "finish_rules_ms"),
         ("of which resolve+sort", "finish_resolve_and_sort_ms"), ("trace detections", "traces_ms"),
         ("window detections", "windows_ms"), ("rest (process, report, JSON)", "rest_ms"))]

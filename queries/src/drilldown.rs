@@ -115,7 +115,7 @@ pub async fn trace(
         loader.push(b)?;
     }
     let spans = loader.finish(timeline);
-    if spans.spans.is_empty() {
+    if spans.is_empty() {
         return Ok(None);
     }
     let r = report(&spans, config, false);
@@ -247,7 +247,7 @@ pub async fn trace(
     roots.iter_mut().for_each(sort);
     Ok(Some(TraceView {
         trace_id: id,
-        span_count: spans.spans.len(),
+        span_count: spans.len(),
         roots,
         cross_color_hops: r.cross_color_hops,
         missing_decisions: r.missing_decisions,

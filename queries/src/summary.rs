@@ -165,7 +165,6 @@ pub fn summarize(
     let mut per: Vec<StepAcc> = vec![(Vec::new(), Vec::new(), 0, 0, 0); n as usize];
     let channel_id = spans.channels.get(channel);
     for s in spans
-        .spans
         .iter()
         .filter(|s| s.kind == Kind::Server && s.channel.is_some() && s.channel == channel_id)
     {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use dyeline_control::ControlPlane;
 use dyeline_control::api::parse_time;
-use dyeline_queries::analyze::cache::{SpanCache, load_cached};
+use dyeline_queries::analyze::cache::load_once;
 use dyeline_queries::analyze::{Report, report};
 use dyeline_store::Store;
 
@@ -43,17 +43,15 @@ pub async fn run(
     if timeline.is_empty() {
         tracing::warn!("the data dir has no channel history: no app is in a releasing channel");
     }
-    // Each Parquet file is read and converted on its own core and the sorted parts merged
-    // (the dashboard's path, with a cache that lives for this one load), rather than one
-    // DataFusion scan converted on one thread and sorted whole.
+    // Each Parquet file is read and converted on its own core and the sorted parts taken
+    // into the result (the dashboard's path without its cache), rather than one DataFusion
+    // scan converted on one thread and sorted whole.
     let started = std::time::Instant::now();
-    let cache = std::sync::Arc::new(SpanCache::new(usize::MAX));
-    let spans = load_cached(&store.table(), &cache, &timeline, from, to).await?;
-    drop(cache);
+    let spans = load_once(&store.table(), &timeline, from, to).await?;
     let loaded = started.elapsed();
     let report = report(&spans, &config.analyzer, with_decisions);
     tracing::debug!(
-        spans = spans.spans.len(),
+        spans = spans.len(),
         load_ms = loaded.as_secs_f64() * 1e3,
         report_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
         "analysis"
@@ -194,10 +192,11 @@ mod tests {
 
     use super::*;
 
-    /// Everything a report depends on, in an order that does not depend on interning order.
+    /// Everything a report depends on, in an order that depends neither on interning order
+    /// nor on the order of whole traces (a merge of files leaves traces grouped, a scan sorts
+    /// them): each trace's lines in the spans' order, the traces sorted.
     fn canonical(s: &Spans) -> Vec<String> {
         let mut v: Vec<String> = s
-            .spans
             .iter()
             .map(|r| {
                 let mut d: Vec<String> = r
@@ -228,14 +227,25 @@ mod tests {
             })
             .collect();
         for d in &s.decision_recs {
-            let r = &s.spans[d.index];
+            let r = s.get(d.index);
             v.push(format!(
                 "rec {:016x} {} {} {:?}",
-                r.span, d.source, d.malformed_pairs, d.conflicting
+                r.span,
+                s.sources.name(d.source),
+                d.malformed_pairs,
+                d.conflicting
             ));
         }
-        v.push(format!("{:?}", s.instance_rules));
-        v
+        // Span lines grouped per trace (each trace's spans are contiguous), in trace order.
+        let n = s.len();
+        let mut traces: Vec<&[String]> = v[..n].chunk_by(|a, b| a[..32] == b[..32]).collect();
+        traces.sort();
+        let mut out: Vec<String> = traces.concat();
+        let mut recs = v[n..].to_vec();
+        recs.sort();
+        out.extend(recs);
+        out.push(format!("{:?}", s.instance_rules));
+        out
     }
 
     /// The shared analysis fixtures.
@@ -295,41 +305,31 @@ mod tests {
         let timeline = plane.timeline();
         let cache = Arc::new(SpanCache::new(10_000_000));
         let whole = load(engine.context(), &timeline, None, None).await.unwrap();
-        assert!(whole.spans.len() > 100, "{}", whole.spans.len());
+        assert!(whole.len() > 100, "{}", whole.len());
         assert_eq!(cache.held(), (0, 0));
         let first = load_cached(&table, &cache, &timeline, None, None)
             .await
             .unwrap();
         assert_eq!(canonical(&first), canonical(&whole));
         let (files, held) = cache.held();
-        assert!(files >= 1 && held == whole.spans.len(), "{files} {held}");
-        assert_eq!(
-            cache.orders(),
-            0,
-            "the first read of the files keeps no order"
-        );
+        assert!(files >= 1 && held == whole.len(), "{files} {held}");
         let again = load_cached(&table, &cache, &timeline, None, None)
             .await
             .unwrap();
         assert_eq!(canonical(&again), canonical(&whole));
-        assert_eq!(cache.orders(), 1, "the second keeps the files' merge order");
         // A sub-range: the middle third of the spans' starts.
-        let (min, max) = whole.spans.iter().fold((i64::MAX, i64::MIN), |(a, b), s| {
+        let (min, max) = whole.iter().fold((i64::MAX, i64::MIN), |(a, b), s| {
             (a.min(s.start), b.max(s.start))
         });
         let (from, to) = (min + (max - min) / 3, min + 2 * (max - min) / 3);
         let part = load(engine.context(), &timeline, Some(from), Some(to))
             .await
             .unwrap();
-        assert!(!part.spans.is_empty() && part.spans.len() < whole.spans.len());
+        assert!(!part.is_empty() && part.len() < whole.len());
         let cached = load_cached(&table, &cache, &timeline, Some(from), Some(to))
             .await
             .unwrap();
-        assert_eq!(
-            canonical(&cached),
-            canonical(&part),
-            "a sub-range from the order"
-        );
+        assert_eq!(canonical(&cached), canonical(&part), "a sub-range");
         // A cache too small for every file still answers the same.
         let tiny = Arc::new(SpanCache::new(1));
         let small = load_cached(&table, &tiny, &timeline, None, None)
@@ -462,9 +462,8 @@ mod tests {
                 .unwrap();
             assert_eq!(canonical(&cached), canonical(&whole), "round {round}");
         }
-        assert_eq!(cache.orders(), 1);
-        // Sub-ranges: the files' order filtered, the memory's keys merged in.
-        let (min, max) = whole.spans.iter().fold((i64::MAX, i64::MIN), |(a, b), s| {
+        // Sub-ranges: files cut by the range, the memory's spans merged in.
+        let (min, max) = whole.iter().fold((i64::MAX, i64::MIN), |(a, b), s| {
             (a.min(s.start), b.max(s.start))
         });
         for (from, to) in [
@@ -474,7 +473,7 @@ mod tests {
             let part = load(engine.context(), &timeline, Some(from), Some(to))
                 .await
                 .unwrap();
-            assert!(!part.spans.is_empty() && part.spans.len() < whole.spans.len());
+            assert!(!part.is_empty() && part.len() < whole.len());
             let cached = load_cached(&table, &cache, &timeline, Some(from), Some(to))
                 .await
                 .unwrap();

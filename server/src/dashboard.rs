@@ -151,7 +151,7 @@ impl Inner {
         .await
         .map_err(sql_error)?;
         let report = report(&spans, &self.state.analyzer, false);
-        let first_start = spans.spans.iter().map(|s| s.start).min();
+        let first_start = spans.iter().map(|s| s.start).min();
         let snap = Arc::new(Snapshot {
             range,
             version,
@@ -163,7 +163,7 @@ impl Inner {
             channels: Mutex::new(std::collections::HashMap::new()),
         });
         tracing::debug!(
-            spans = snap.spans.spans.len(),
+            spans = snap.spans.len(),
             seconds = started.elapsed().as_secs_f64(),
             "dashboard snapshot"
         );
@@ -567,7 +567,7 @@ impl DashboardSource for DashboardAdapter {
         for a in &channel.apps {
             seen.entry(a.clone()).or_default();
         }
-        for s in spans.spans.iter().filter(|s| {
+        for s in spans.iter().filter(|s| {
             s.start >= recent.from_unix_nano
                 && (channel
                     .apps

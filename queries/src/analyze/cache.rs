@@ -8,10 +8,6 @@
 //! scanning and converting the hour again. The dashboard's analyses use it: a range asked for
 //! the first time costs a merge and the detections, not a scan.
 //!
-//! The second load of the same list of files also keeps their merge order (the sorted keys of
-//! all their spans, 40 bytes per span, for the last two lists): a later range over those files
-//! filters it instead of sorting again, and only the memory segments' keys are merged in.
-//!
 //! Memory: at most the records [`SpanCache::new`] is given (one [`super::load::SpanRec`] each)
 //! are kept; the least recently used files go first, and each load drops the files no longer
 //! in the store.
@@ -20,45 +16,33 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ProjectionMask;
-use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use datafusion::parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use dyeline_control::Timeline;
 use dyeline_store::files::{FileMeta, HOUR_NS};
 use dyeline_store::table::SpansTable;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::load::{LOAD_COLUMN_NAMES, Loader, MergeKey, PARALLEL_COPY_MIN, Spans, in_load_order};
+use super::load::{LOAD_COLUMN_NAMES, Loader, Spans, in_load_order};
 use crate::sql::SqlError;
 
 /// Records kept by default: about an hour at 3,000 spans/s would not fit; an hour of
 /// `dyeline demo` (about 330,000) does several times over.
 pub const DEFAULT_MAX_SPANS: usize = 2_000_000;
 
-/// Merge orders kept (the most recently used): the files of a live range and of one older
-/// range. At most 40 bytes per record the cache may hold, each.
-const ORDERS_KEPT: usize = 2;
-
 struct Entry {
     part: Arc<Loader>,
     used: u64,
-}
-
-/// The merge order of a list of files: the sorted [`MergeKey`]s of all their spans (part `i`
-/// is the list's file `i`), made the second time a load reads that list, so a range never
-/// asked before filters it instead of sorting its spans again (a one-off load, like
-/// `dyeline analyze`, never pays for it).
-struct Order {
-    files: Vec<PathBuf>,
-    keys: Option<Arc<Vec<MergeKey>>>,
 }
 
 #[derive(Default)]
 struct Inner {
     files: HashMap<PathBuf, Entry>,
     tick: u64,
-    /// Least recently used first.
-    orders: Vec<Order>,
 }
 
 impl Inner {
@@ -103,15 +87,6 @@ impl SpanCache {
         (g.files.len(), g.spans())
     }
 
-    /// Merge orders held (made for a list of files read twice).
-    pub fn orders(&self) -> usize {
-        self.lock()
-            .orders
-            .iter()
-            .filter(|o| o.keys.is_some())
-            .count()
-    }
-
     fn get(&self, path: &PathBuf) -> Option<Arc<Loader>> {
         let mut g = self.lock();
         g.tick += 1;
@@ -145,66 +120,54 @@ impl SpanCache {
         }
     }
 
-    /// Drops the files that are no longer in the store (`live`: its files now), and the
-    /// merge orders of lists holding one.
+    /// Drops the files that are no longer in the store (`live`: its files now).
     fn keep_only(&self, live: &[FileMeta]) {
         let live: std::collections::HashSet<&PathBuf> = live.iter().map(|f| &f.path).collect();
-        let mut g = self.lock();
-        g.files.retain(|p, _| live.contains(p));
-        g.orders
-            .retain(|o| o.files.iter().all(|f| live.contains(f)));
-    }
-
-    /// The merge order of `files` (whose parts are `parts`, same order), when a load read
-    /// the same list before and the list holds at most the cache's `max_spans`; `None`
-    /// otherwise (the first time, the list is noted).
-    fn order(&self, files: &[PathBuf], parts: &[&Loader]) -> Option<Arc<Vec<MergeKey>>> {
-        let total: usize = parts.iter().map(|p| p.len()).sum();
-        {
-            let mut g = self.lock();
-            match g.orders.iter().position(|o| o.files == files) {
-                Some(i) => {
-                    let o = g.orders.remove(i);
-                    let keys = o.keys.clone();
-                    g.orders.push(o);
-                    if keys.is_some() || total > self.max_spans {
-                        return keys;
-                    }
-                }
-                None => {
-                    g.orders.push(Order {
-                        files: files.to_vec(),
-                        keys: None,
-                    });
-                    if g.orders.len() > ORDERS_KEPT {
-                        g.orders.remove(0);
-                    }
-                    return None;
-                }
-            }
-        }
-        let mut keys = Vec::with_capacity(total);
-        for (i, p) in parts.iter().enumerate() {
-            p.keys_in(i as u32, i64::MIN, i64::MAX, &mut keys);
-        }
-        keys.sort();
-        let keys = Arc::new(keys);
-        let mut g = self.lock();
-        if let Some(o) = g.orders.iter_mut().find(|o| o.files == files) {
-            o.keys = Some(Arc::clone(&keys));
-        }
-        Some(keys)
+        self.lock().files.retain(|p, _| live.contains(p));
     }
 }
 
-/// A file's path and its part.
-type CachedPart = (PathBuf, Arc<Loader>);
+/// The analyzer's columns read as dictionaries from Parquet files (few distinct values).
+const DICTIONARY_COLUMNS: [&str; 7] = [
+    "service_name",
+    "instance_id",
+    "color",
+    "color_rule",
+    "span_kind",
+    "traffic_kind",
+    "decision_source",
+];
 
 /// Reads the analyzer's columns of one Parquet file into a [`Loader`].
 fn read_file(path: &std::path::Path) -> Result<Loader, SqlError> {
     let err = |e: &dyn std::fmt::Display| SqlError::Internal(format!("{}: {e}", path.display()));
     let file = std::fs::File::open(path).map_err(|e| err(&e))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| err(&e))?;
+    // The low-cardinality string columns are read as dictionaries, as they are stored: no
+    // string is materialised per row, and the loader interns each distinct value once.
+    let plain = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|e| err(&e))?;
+    let hinted: Vec<Field> = plain
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            if DICTIONARY_COLUMNS.contains(&f.name().as_str()) && f.data_type() == &DataType::Utf8 {
+                Field::new(
+                    f.name(),
+                    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+                    f.is_nullable(),
+                )
+            } else {
+                f.as_ref().clone()
+            }
+        })
+        .collect();
+    let metadata = ArrowReaderMetadata::try_new(
+        Arc::clone(plain.metadata()),
+        ArrowReaderOptions::new().with_schema(Arc::new(Schema::new(hinted))),
+    )
+    .map_err(|e| err(&e))?;
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata);
+    let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
     let arrow_schema = builder.schema().clone();
     let roots = LOAD_COLUMN_NAMES
         .iter()
@@ -216,7 +179,9 @@ fn read_file(path: &std::path::Path) -> Result<Loader, SqlError> {
         .with_batch_size(8192)
         .build()
         .map_err(|e| err(&e))?;
-    let mut part = Loader::default();
+    // Sized once from the file's row count: growing by doubling would copy the records and
+    // touch fresh pages again at every step.
+    let mut part = Loader::with_capacity(rows);
     for batch in reader {
         let batch = batch.map_err(|e| err(&e))?;
         part.push(&in_load_order(&batch)?)?;
@@ -226,7 +191,8 @@ fn read_file(path: &std::path::Path) -> Result<Loader, SqlError> {
 }
 
 /// The spans starting in `from..to` (Unix ns; `None`: unbounded), as
-/// [`super::load::load`] returns them, reading through `cache`.
+/// [`super::load::load`] returns them up to the order of whole traces (grouped, see
+/// [`Loader::merge_finish`]), reading through `cache`.
 ///
 /// # Errors
 /// [`SqlError::Internal`] when a file or segment cannot be read (a file deleted by retention
@@ -238,10 +204,109 @@ pub async fn load_cached(
     from: Option<i64>,
     to: Option<i64>,
 ) -> Result<Spans, SqlError> {
-    let lo = from.unwrap_or(i64::MIN);
-    let hi = to.map_or(i64::MAX, |t| t.saturating_sub(1));
-    let snap = table.snapshot();
+    let (lo, hi) = bounds(from, to);
     let started = std::time::Instant::now();
+    let g = gather(table, Some(cache), lo, hi).await?;
+    let gathered = started.elapsed();
+    let mut refs: Vec<&Loader> = g.parts.iter().map(|p| &**p).collect();
+    refs.push(&g.memory);
+    let spans = Loader::merge_finish(&refs, lo, hi, timeline);
+    let (files, read, memory_spans) = (g.parts.len(), g.read, g.memory.len());
+    log_load(
+        &spans,
+        files,
+        read,
+        memory_spans,
+        started,
+        gathered,
+        "cached load",
+    );
+    Ok(spans)
+}
+
+/// [`load_cached`] without a cache, for a one-off analysis: each file is read, and its
+/// records are taken into the result instead of copied ([`Loader::merge_owned`]), so each
+/// span's record is held once.
+///
+/// # Errors
+/// As [`load_cached`].
+pub async fn load_once(
+    table: &SpansTable,
+    timeline: &Timeline,
+    from: Option<i64>,
+    to: Option<i64>,
+) -> Result<Spans, SqlError> {
+    let (lo, hi) = bounds(from, to);
+    let started = std::time::Instant::now();
+    let g = gather(table, None, lo, hi).await?;
+    let gathered = started.elapsed();
+    let (files, read, memory_spans) = (g.parts.len(), g.read, g.memory.len());
+    // No cache holds the parts: each Arc is the only one, so it unwraps without a copy.
+    let mut owned: Vec<Loader> = g
+        .parts
+        .into_iter()
+        .map(|p| Arc::try_unwrap(p).unwrap_or_else(|shared| (*shared).clone()))
+        .collect();
+    owned.push(g.memory);
+    let spans = Loader::merge_owned(owned, lo, hi, timeline);
+    log_load(
+        &spans,
+        files,
+        read,
+        memory_spans,
+        started,
+        gathered,
+        "load once",
+    );
+    Ok(spans)
+}
+
+/// `from..to` (`None`: unbounded) as the inclusive bounds of a span start.
+fn bounds(from: Option<i64>, to: Option<i64>) -> (i64, i64) {
+    (
+        from.unwrap_or(i64::MIN),
+        to.map_or(i64::MAX, |t| t.saturating_sub(1)),
+    )
+}
+
+/// The parts of a load: one per overlapping file, and the memory segments' spans.
+struct Gathered {
+    parts: Vec<Arc<Loader>>,
+    memory: Loader,
+    /// Files read (not found in the cache).
+    read: usize,
+}
+
+/// Logs a load's counts and phase times (debug).
+fn log_load(
+    spans: &Spans,
+    files: usize,
+    read: usize,
+    memory_spans: usize,
+    started: std::time::Instant,
+    gathered: std::time::Duration,
+    what: &str,
+) {
+    tracing::debug!(
+        spans = spans.len(),
+        files,
+        files_read = read,
+        memory_spans,
+        gather_ms = gathered.as_secs_f64() * 1e3,
+        merge_ms = (started.elapsed() - gathered).as_secs_f64() * 1e3,
+        "{what}"
+    );
+}
+
+/// Reads the parts of the spans starting in `lo..=hi`: the overlapping files (through
+/// `cache` when given) and the memory segments.
+async fn gather(
+    table: &SpansTable,
+    cache: Option<&Arc<SpanCache>>,
+    lo: i64,
+    hi: i64,
+) -> Result<Gathered, SqlError> {
+    let snap = table.snapshot();
     let overlapping: Vec<PathBuf> = snap
         .files
         .iter()
@@ -255,13 +320,13 @@ pub async fn load_cached(
     // there are cores (each read is one thread's work: decompress, decode, convert, sort).
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut read = 0usize;
-    let loaded: Vec<Option<CachedPart>> = futures::stream::iter(overlapping)
+    let loaded: Vec<Option<Arc<Loader>>> = futures::stream::iter(overlapping)
         .map(|path: PathBuf| {
-            let cached = cache.get(&path);
-            let cache = Arc::clone(cache);
+            let cached = cache.and_then(|c| c.get(&path));
+            let cache = cache.map(Arc::clone);
             async move {
                 if let Some(p) = cached {
-                    return Ok((Some((path, p)), false));
+                    return Ok((Some(p), false));
                 }
                 let read_path = path.clone();
                 let part = tokio::task::spawn_blocking(move || read_file(&read_path))
@@ -270,8 +335,10 @@ pub async fn load_cached(
                 match part {
                     Ok(part) => {
                         let part = Arc::new(part);
-                        cache.put(path.clone(), Arc::clone(&part));
-                        Ok((Some((path, part)), true))
+                        if let Some(cache) = cache {
+                            cache.put(path, Arc::clone(&part));
+                        }
+                        Ok((Some(part), true))
                     }
                     // Deleted by retention since the snapshot: its spans are past retention.
                     Err(_) if !path.exists() => Ok((None, false)),
@@ -280,7 +347,7 @@ pub async fn load_cached(
             }
         })
         .buffered(threads)
-        .map(|r: Result<(Option<CachedPart>, bool), SqlError>| {
+        .map(|r: Result<(Option<Arc<Loader>>, bool), SqlError>| {
             r.map(|(p, fresh)| {
                 read += usize::from(fresh);
                 p
@@ -288,8 +355,10 @@ pub async fn load_cached(
         })
         .try_collect()
         .await?;
-    let (paths, parts): (Vec<PathBuf>, Vec<Arc<Loader>>) = loaded.into_iter().flatten().unzip();
-    cache.keep_only(&snap.files);
+    let parts: Vec<Arc<Loader>> = loaded.into_iter().flatten().collect();
+    if let Some(cache) = cache {
+        cache.keep_only(&snap.files);
+    }
     let segments: Vec<_> = snap
         .segments
         .into_iter()
@@ -306,35 +375,9 @@ pub async fn load_cached(
     })
     .await
     .map_err(|e| SqlError::Internal(e.to_string()))??;
-    let gathered = started.elapsed();
-    let mut refs: Vec<&Loader> = parts.iter().map(|p| &**p).collect();
-    let order = cache.order(&paths, &refs);
-    let memory_part = refs.len() as u32;
-    refs.push(&memory);
-    let spans = match &order {
-        // The files' order filtered to the range, then the memory's keys: two sorted runs,
-        // which the sort merges in one pass.
-        Some(order) => {
-            let mut keys: Vec<MergeKey> = order
-                .iter()
-                .filter(|k| (lo..=hi).contains(&k.1))
-                .copied()
-                .collect();
-            memory.keys_in(memory_part, lo, hi, &mut keys);
-            keys.sort();
-            Loader::finish_keys(&refs, &keys, lo, hi, timeline, PARALLEL_COPY_MIN)
-        }
-        None => Loader::merge_finish(&refs, lo, hi, timeline),
-    };
-    tracing::debug!(
-        spans = spans.spans.len(),
-        files = parts.len(),
-        files_read = read,
-        memory_spans = memory.len(),
-        gather_ms = gathered.as_secs_f64() * 1e3,
-        ordered = order.is_some(),
-        merge_ms = (started.elapsed() - gathered).as_secs_f64() * 1e3,
-        "cached load"
-    );
-    Ok(spans)
+    Ok(Gathered {
+        parts,
+        memory,
+        read,
+    })
 }

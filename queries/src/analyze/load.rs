@@ -3,7 +3,6 @@
 //! instance and channel names, and each span's effective channel from the timeline.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use arrow::array::{
     Array, AsArray, BooleanArray, Int64Array, ListArray, MapArray, StringArray, UInt32Array,
@@ -149,8 +148,8 @@ impl SpanRec {
 pub struct DecisionRec {
     /// Index of the span in [`Spans::spans`].
     pub index: usize,
-    /// Attribute the decision was read from (shared: a handful of distinct names).
-    pub source: Arc<str>,
+    /// Attribute the decision was read from, interned in [`Spans::sources`].
+    pub source: u32,
     /// Malformed pairs skipped.
     pub malformed_pairs: u32,
     /// Channels given twice with different colours.
@@ -158,10 +157,17 @@ pub struct DecisionRec {
 }
 
 /// Every span of the analysed range.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Spans {
-    /// The spans, sorted by trace id then start.
-    pub spans: Vec<SpanRec>,
+    /// The spans in chunks (a merge of parts keeps one chunk per part), grouped by trace:
+    /// each trace's spans are contiguous within one chunk, by start then span id. A single
+    /// load ([`load`]) is one chunk with the traces sorted by id; a merge of parts
+    /// ([`Loader::merge_finish`]) leaves them in the parts' order.
+    chunks: Vec<Vec<SpanRec>>,
+    /// Index of each chunk's first span among all the spans.
+    offsets: Vec<usize>,
+    /// Spans in all the chunks.
+    len: usize,
     /// Spans that carry a decision source.
     pub decision_recs: Vec<DecisionRec>,
     /// App names.
@@ -170,15 +176,160 @@ pub struct Spans {
     pub instances: Interner,
     /// Channel ids (from decisions and the timeline).
     pub channels: Interner,
+    /// Decision sources (attribute names) of [`DecisionRec::source`].
+    pub sources: Interner,
     /// (instance, app, color, rule) seen.
     pub instance_rules: Vec<(String, String, Color, String)>,
 }
 
 impl Spans {
-    /// The spans of each trace (they are sorted by trace), one slice per trace.
-    pub fn traces(&self) -> impl Iterator<Item = &[SpanRec]> {
-        self.spans.chunk_by(|a, b| a.trace == b.trace)
+    /// Number of spans.
+    pub fn len(&self) -> usize {
+        self.len
     }
+
+    /// True when there is no span.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every span, chunk after chunk (each trace's spans together).
+    pub fn iter(&self) -> impl Iterator<Item = &SpanRec> + Clone {
+        self.chunks.iter().flatten()
+    }
+
+    /// The span at `index` of [`Spans::iter`]'s order (a [`DecisionRec::index`]).
+    ///
+    /// # Panics
+    /// When `index >= self.len()`, as a slice index does.
+    pub fn get(&self, index: usize) -> &SpanRec {
+        let c = self
+            .offsets
+            .partition_point(|&o| o <= index)
+            .saturating_sub(1);
+        &self.chunks[c][index - self.offsets[c]]
+    }
+
+    /// The spans as slices, in [`Spans::iter`]'s order; no trace spans two slices.
+    pub fn chunks(&self) -> impl Iterator<Item = &[SpanRec]> {
+        self.chunks.iter().map(Vec::as_slice)
+    }
+
+    /// The spans cut in two halves of about equal length, each as slices in
+    /// [`Spans::iter`]'s order (for folds on two threads; a trace may be cut).
+    pub fn halves(&self) -> [Vec<&[SpanRec]>; 2] {
+        let mut halves: [Vec<&[SpanRec]>; 2] = [Vec::new(), Vec::new()];
+        let mut left = self.len / 2;
+        for c in &self.chunks {
+            let (a, b) = c.split_at(left.min(c.len()));
+            left -= a.len();
+            for (half, part) in halves.iter_mut().zip([a, b]) {
+                if !part.is_empty() {
+                    half.push(part);
+                }
+            }
+        }
+        halves
+    }
+
+    /// The spans of each trace (they are grouped by trace), one slice per trace.
+    pub fn traces(&self) -> impl Iterator<Item = &[SpanRec]> {
+        self.chunks
+            .iter()
+            .flat_map(|c| c.chunk_by(|a, b| a.trace == b.trace))
+    }
+
+    /// Appends `s` to the last chunk (a new trace, or the next span of the last trace).
+    pub fn push(&mut self, s: SpanRec) {
+        if self.chunks.is_empty() {
+            self.chunks.push(Vec::new());
+            self.offsets.push(0);
+        }
+        if let Some(last) = self.chunks.last_mut() {
+            last.push(s);
+        }
+        self.len += 1;
+    }
+
+    /// Replaces the spans with `chunks` (empty ones are dropped).
+    fn set_chunks(&mut self, chunks: Vec<Vec<SpanRec>>) {
+        self.chunks = chunks.into_iter().filter(|c| !c.is_empty()).collect();
+        self.offsets = Vec::with_capacity(self.chunks.len());
+        let mut at = 0;
+        for c in &self.chunks {
+            self.offsets.push(at);
+            at += c.len();
+        }
+        self.len = at;
+    }
+
+    /// The spans as one vector, the chunks emptied.
+    fn take_flat(&mut self) -> Vec<SpanRec> {
+        let chunks = std::mem::take(&mut self.chunks);
+        self.offsets.clear();
+        self.len = 0;
+        if chunks.len() == 1 {
+            return chunks.into_iter().next().unwrap_or_default();
+        }
+        chunks.concat()
+    }
+}
+
+/// `f` of each row's value of the string column `col` (`None` for null), plain (`Utf8`) or
+/// dictionary-encoded (`Dictionary(Int32, Utf8)`): for a dictionary, `f` runs once per
+/// dictionary value and rows take their key's result.
+///
+/// # Errors
+/// [`SqlError::Internal`] for another column type.
+fn per_row<T: Clone>(
+    col: &dyn Array,
+    mut f: impl FnMut(Option<&str>) -> T,
+) -> Result<Vec<T>, SqlError> {
+    if let Some(plain) = col.as_string_opt::<i32>() {
+        return Ok((0..plain.len())
+            .map(|i| f((!plain.is_null(i)).then(|| plain.value(i))))
+            .collect());
+    }
+    let dict = col
+        .as_dictionary_opt::<arrow::datatypes::Int32Type>()
+        .ok_or_else(|| sql_err(format!("unexpected column type {}", col.data_type())))?;
+    let values = dict
+        .values()
+        .as_string_opt::<i32>()
+        .ok_or_else(|| sql_err("dictionary values are not Utf8"))?;
+    let mapped: Vec<T> = (0..values.len())
+        .map(|i| f((!values.is_null(i)).then(|| values.value(i))))
+        .collect();
+    let none = f(None);
+    let keys = dict.keys();
+    Ok((0..keys.len())
+        .map(|i| {
+            if keys.is_null(i) {
+                return none.clone();
+            }
+            usize::try_from(keys.value(i))
+                .ok()
+                .and_then(|k| mapped.get(k))
+                .unwrap_or(&none)
+                .clone()
+        })
+        .collect())
+}
+
+/// A 32-digit hex trace id (either case), or `None`. `const-hex` decodes with SIMD: ids are
+/// three of the loader's sixteen columns and were a seventh of a file read's CPU with a
+/// per-digit decoder.
+fn hex_u128(s: &str) -> Option<u128> {
+    let mut b = [0u8; 16];
+    const_hex::decode_to_slice(s, &mut b).ok()?;
+    Some(u128::from_be_bytes(b))
+}
+
+/// A 16-digit hex span id (either case), or `None`.
+fn hex_u64(s: &str) -> Option<u64> {
+    let mut b = [0u8; 8];
+    const_hex::decode_to_slice(s, &mut b).ok()?;
+    Some(u64::from_be_bytes(b))
 }
 
 fn parse_color(s: &str) -> Color {
@@ -235,14 +386,17 @@ pub fn in_load_order(
 }
 
 /// Turns record batches whose first columns are [`LOAD_COLUMN_NAMES`] into [`Spans`].
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Loader {
+    /// Names, decision records; its spans stay empty until [`Loader::finish`].
     out: Spans,
-    /// Colour rule of each span of `out.spans` (same index), interned in `rule_names`.
+    /// The spans added, in the order added until sorted.
+    spans: Vec<SpanRec>,
+    /// Colour rule of each span of `spans` (same index), interned in `rule_names`.
     span_rules: Vec<u32>,
     rule_names: Interner,
-    /// Distinct decision sources seen, shared by the records that name them.
-    sources: Vec<Arc<str>>,
+    /// The distinct trace ids of the spans, sorted, set by [`Loader::seal`].
+    trace_ids: Option<Vec<u128>>,
     /// Min and max span start, set by [`Loader::seal`].
     start_bounds: Option<(i64, i64)>,
     /// Distinct (instance, app, colour, rule) ids, set by [`Loader::seal`].
@@ -252,19 +406,54 @@ pub struct Loader {
 /// Merges of at least this many spans copy on two threads ([`Loader::merge_finish`]).
 pub const PARALLEL_COPY_MIN: usize = 50_000;
 
-/// A span's place in a merge ([`Loader::keys_in`]): (trace, start, span id, part, index of
-/// the span in the part). Sorted keys give the merged order.
-pub type MergeKey = (u128, i64, u64, u32, u32);
-
 /// One part's interned ids re-mapped into a merged [`Loader`]'s.
 struct IdMaps {
     apps: Vec<u32>,
     instances: Vec<u32>,
     channels: Vec<u32>,
+    sources: Vec<u32>,
     rules: Vec<u32>,
 }
 
+impl IdMaps {
+    /// `s` with its ids mapped, resolved by `changes`.
+    fn span(&self, s: &SpanRec, changes: &Changes) -> SpanRec {
+        let mut rec = s.clone();
+        self.map_in_place(&mut rec, changes);
+        rec
+    }
+
+    /// Maps `s`'s ids and resolves it by `changes`.
+    fn map_in_place(&self, s: &mut SpanRec, changes: &Changes) {
+        s.app = self.apps[s.app as usize];
+        s.instance = self.instances[s.instance as usize];
+        for (c, _) in s.decisions.iter_mut() {
+            *c = self.channels[*c as usize];
+        }
+        changes.apply(s);
+    }
+
+    /// `r` with its source mapped, for the span at `index` of the merged spans.
+    fn rec(&self, r: &DecisionRec, index: usize) -> DecisionRec {
+        DecisionRec {
+            index,
+            source: self.sources[r.source as usize],
+            malformed_pairs: r.malformed_pairs,
+            conflicting: r.conflicting.clone(),
+        }
+    }
+}
+
 impl Loader {
+    /// A loader with room for `spans` spans.
+    pub fn with_capacity(spans: usize) -> Self {
+        Self {
+            spans: Vec::with_capacity(spans),
+            span_rules: Vec::with_capacity(spans),
+            ..Self::default()
+        }
+    }
+
     /// Adds the rows of `batch` (rows with a trace or span id that is not hex are skipped).
     ///
     /// # Errors
@@ -273,22 +462,35 @@ impl Loader {
         // New spans: the sealed facts no longer hold.
         self.start_bounds = None;
         self.rules = None;
+        self.trace_ids = None;
         let s = |i: usize| batch.column(i).as_any().downcast_ref::<StringArray>();
-        let cols = (s(0), s(1), s(2), s(3), s(4), s(5), s(6), s(7), s(8));
-        let (
-            Some(trace),
-            Some(span),
-            Some(parent),
-            Some(app),
-            Some(inst),
-            Some(color),
-            Some(rule),
-            Some(kind),
-            Some(traffic),
-        ) = cols
-        else {
-            return Err(sql_err("unexpected column types in spans"));
+        let (Some(trace), Some(span), Some(parent)) = (s(0), s(1), s(2)) else {
+            return Err(sql_err("unexpected id column types in spans"));
         };
+        // The low-cardinality columns, plain or dictionary-encoded (a Parquet file read with
+        // dictionaries kept): each distinct value is interned or parsed once per dictionary.
+        let apps = per_row(batch.column(3), |v| self.out.apps.intern(v.unwrap_or("")))?;
+        let insts = per_row(batch.column(4), |v| {
+            self.out.instances.intern(v.unwrap_or(""))
+        })?;
+        let colors = per_row(batch.column(5), |v| v.map_or(Color::Unknown, parse_color))?;
+        let rules = per_row(batch.column(6), |v| {
+            self.rule_names.intern(v.unwrap_or("none"))
+        })?;
+        let kinds = per_row(batch.column(7), |v| match v {
+            Some("SERVER") => Kind::Server,
+            Some("CONSUMER") => Kind::Consumer,
+            _ => Kind::Other,
+        })?;
+        let traffics = per_row(batch.column(8), |v| match v {
+            Some("RPC") => Some(Traffic::Rpc),
+            Some("MQ") => Some(Traffic::Mq),
+            Some("JOB") => Some(Traffic::Job),
+            _ => None,
+        })?;
+        let sources = per_row(batch.column(12), |v| {
+            v.map(|name| self.out.sources.intern(name))
+        })?;
         let start = batch
             .column(9)
             .as_any()
@@ -304,11 +506,6 @@ impl Loader {
             .as_any()
             .downcast_ref::<MapArray>()
             .ok_or_else(|| sql_err("decisions type"))?;
-        let source = batch
-            .column(12)
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| sql_err("decision_source type"))?;
         let malformed = batch
             .column(13)
             .as_any()
@@ -339,44 +536,15 @@ impl Loader {
             .as_string_opt::<i32>()
             .ok_or_else(|| sql_err("conflicting_channels item type"))?;
         for i in 0..batch.num_rows() {
-            let (Ok(t), Ok(sp)) = (
-                u128::from_str_radix(trace.value(i), 16),
-                u64::from_str_radix(span.value(i), 16),
-            ) else {
+            let (Some(t), Some(sp)) = (hex_u128(trace.value(i)), hex_u64(span.value(i))) else {
                 continue;
             };
             let parent_id = if parent.is_null(i) {
                 None
             } else {
-                u64::from_str_radix(parent.value(i), 16)
-                    .ok()
-                    .and_then(std::num::NonZeroU64::new)
+                hex_u64(parent.value(i)).and_then(std::num::NonZeroU64::new)
             };
-            let app_id = self.out.apps.intern(app.value(i));
-            let inst_id = self.out.instances.intern(inst.value(i));
-            let col = parse_color(color.value(i));
-            let rule_text = if rule.is_null(i) {
-                "none"
-            } else {
-                rule.value(i)
-            };
-            let rule_id = self.rule_names.intern(rule_text);
-            self.span_rules.push(rule_id);
-            let k = match kind.value(i) {
-                "SERVER" => Kind::Server,
-                "CONSUMER" => Kind::Consumer,
-                _ => Kind::Other,
-            };
-            let tr = if traffic.is_null(i) {
-                None
-            } else {
-                match traffic.value(i) {
-                    "RPC" => Some(Traffic::Rpc),
-                    "MQ" => Some(Traffic::Mq),
-                    "JOB" => Some(Traffic::Job),
-                    _ => None,
-                }
-            };
+            self.span_rules.push(rules[i]);
             let mut decs = Decisions::new();
             if !decisions.is_null(i) {
                 for j in dec_offsets[i] as usize..dec_offsets[i + 1] as usize {
@@ -389,8 +557,8 @@ impl Loader {
                     }
                 }
             }
-            let index = self.out.spans.len();
-            if !source.is_null(i) {
+            let index = self.spans.len();
+            if let Some(source) = sources[i] {
                 let conf: Vec<String> = if conflicting.is_null(i) {
                     Vec::new()
                 } else {
@@ -399,7 +567,6 @@ impl Loader {
                         .map(|j| conf_vals.value(j).to_owned())
                         .collect()
                 };
-                let source = self.source(source.value(i));
                 self.out.decision_recs.push(DecisionRec {
                     index,
                     source,
@@ -407,15 +574,15 @@ impl Loader {
                     conflicting: conf,
                 });
             }
-            self.out.spans.push(SpanRec {
+            self.spans.push(SpanRec {
                 trace: t,
                 span: sp,
                 parent: parent_id,
-                app: app_id,
-                instance: inst_id,
-                color: col,
-                kind: k,
-                traffic: tr,
+                app: apps[i],
+                instance: insts[i],
+                color: colors[i],
+                kind: kinds[i],
+                traffic: traffics[i],
                 start: start.value(i),
                 end: end.value(i),
                 is_error: is_error.value(i),
@@ -431,30 +598,20 @@ impl Loader {
 
     /// Spans added so far.
     pub fn len(&self) -> usize {
-        self.out.spans.len()
+        self.spans.len()
     }
 
     /// True when no span was added.
     pub fn is_empty(&self) -> bool {
-        self.out.spans.is_empty()
-    }
-
-    /// The shared copy of decision source `name`.
-    fn source(&mut self, name: &str) -> Arc<str> {
-        if let Some(s) = self.sources.iter().find(|s| &***s == name) {
-            return Arc::clone(s);
-        }
-        let s: Arc<str> = Arc::from(name);
-        self.sources.push(Arc::clone(&s));
-        s
+        self.spans.is_empty()
     }
 
     /// Sorts the spans by (trace, start, span id), the order [`Loader::finish`] gives, each
     /// span's colour rule and decision record moving with it. Cheap when already sorted (rows
     /// of a Parquet file are written in that order).
     pub fn sort(&mut self) {
-        if let Some(order) = trace_order(&self.out.spans) {
-            apply_order(&mut self.out.spans, &order);
+        if let Some(order) = trace_order(&self.spans) {
+            apply_order(&mut self.spans, &order);
             apply_order(&mut self.span_rules, &order);
             reindex(&mut self.out.decision_recs, &order);
         }
@@ -462,185 +619,65 @@ impl Loader {
 
     /// The spans of `parts` that start in `lo..=hi` (Unix ns), finished: what
     /// [`Loader::finish`] gives for one loader holding just those spans (resolved from
-    /// `timeline`, in trace order, with their instance rules). A merge of sorted runs, so each
-    /// part must be sorted ([`Loader::sort`]). Names are re-interned; the parts are left as they
-    /// are (they may be cached parts shared by many loads). Each span is resolved as it is
-    /// copied, and the instance rules come from the parts' own lists when a part lies wholly in
-    /// the range, so the merged spans are walked once, not three times.
+    /// `timeline`, with their instance rules), up to the order of whole traces. Each part must
+    /// be sorted ([`Loader::sort`]). The result is grouped by trace, not sorted by trace id:
+    /// one chunk per part holding its traces in the part's order, then one chunk of the traces
+    /// that have spans in more than one part (flushed to two files, or half still in memory),
+    /// in trace order. Names are re-interned; the parts are left as they are (they may be
+    /// cached parts shared by many loads). Each span is resolved as it is copied, and the
+    /// instance rules come from the parts' own lists when a part lies wholly in the range.
+    ///
+    /// Cost: one sequential copy of the spans (parts on two threads from
+    /// [`PARALLEL_COPY_MIN`] spans) and a sort of the parts' distinct trace ids; only the
+    /// spans of split traces are sorted. A merge of every span by trace (a sort of 40-byte
+    /// keys, then a random gather into one vector) took half the analyzer's time at 10
+    /// million spans (bench/analyzer_10m.py).
     pub fn merge_finish(parts: &[&Loader], lo: i64, hi: i64, timeline: &Timeline) -> Spans {
-        let started = std::time::Instant::now();
-        // Every in-range span's key, part after part: runs already sorted, which the stable
-        // sort (a merge sort that finds existing runs) merges in O(n log parts) — a binary
-        // heap over the parts cost twice as much.
-        let mut keys = Vec::new();
-        for (i, p) in parts.iter().enumerate() {
-            p.keys_in(i as u32, lo, hi, &mut keys);
-        }
-        let gathered = started.elapsed();
-        keys.sort();
-        tracing::debug!(
-            spans = keys.len(),
-            keys_ms = gathered.as_secs_f64() * 1e3,
-            sort_ms = (started.elapsed() - gathered).as_secs_f64() * 1e3,
-            "merge keys"
-        );
-        Self::finish_keys(parts, &keys, lo, hi, timeline, PARALLEL_COPY_MIN)
+        Self::merge_with(parts, lo, hi, timeline, PARALLEL_COPY_MIN)
     }
 
-    /// The [`MergeKey`]s of this part's spans that start in `lo..=hi`, tagged `part`, appended
-    /// to `out` in the part's order (sorted when the part is).
-    pub fn keys_in(&self, part: u32, lo: i64, hi: i64, out: &mut Vec<MergeKey>) {
-        out.extend(
-            self.out
-                .spans
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| (lo..=hi).contains(&s.start))
-                .map(|(k, s)| (s.trace, s.start, s.span, part, k as u32)),
-        );
-    }
-
-    /// [`Loader::merge_finish`] given the merge's keys: every span of `parts` that starts in
-    /// `lo..=hi`, sorted ([`Loader::keys_in`] of each part, then sorted; a caller may keep
-    /// them for the next merge of the same parts). Copies on two threads from `parallel_min`
-    /// spans.
-    pub fn finish_keys(
+    /// [`Loader::merge_finish`], copying parts on two threads from `parallel_min` spans.
+    pub fn merge_with(
         parts: &[&Loader],
-        keys: &[MergeKey],
         lo: i64,
         hi: i64,
         timeline: &Timeline,
         parallel_min: usize,
     ) -> Spans {
-        let started = std::time::Instant::now();
-        let mut all = Loader::default();
-        let map = |from: &Interner, to: &mut Interner| -> Vec<u32> {
-            (0..from.len() as u32)
-                .map(|i| to.intern(from.name(i)))
-                .collect()
-        };
-        let maps: Vec<IdMaps> = parts
-            .iter()
-            .map(|p| IdMaps {
-                apps: map(&p.out.apps, &mut all.out.apps),
-                instances: map(&p.out.instances, &mut all.out.instances),
-                channels: map(&p.out.channels, &mut all.out.channels),
-                rules: map(&p.rule_names, &mut all.rule_names),
-            })
-            .collect();
-        let changes = Changes::new(&mut all.out, timeline);
-        // The instance rules of a part wholly in the range are its own list, mapped; the
-        // others' come from their in-range spans.
-        let mut rules: RuleSet = RuleSet::default();
-        for (p, m) in parts.iter().zip(&maps) {
-            let whole = p.rules.as_ref().filter(|_| {
-                p.start_bounds
-                    .is_some_and(|(min, max)| lo <= min && max <= hi)
-            });
-            let mapped = |(inst, app, color, rule): (u32, u32, Color, u32)| {
-                (
-                    m.instances[inst as usize],
-                    m.apps[app as usize],
-                    color,
-                    m.rules[rule as usize],
-                )
-            };
-            match whole {
-                Some(own) => rules.extend(own.iter().copied().map(mapped)),
-                None => rules.extend(
-                    p.out
-                        .spans
-                        .iter()
-                        .zip(&p.span_rules)
-                        .filter(|(s, _)| (lo..=hi).contains(&s.start))
-                        .map(|(s, r)| mapped((s.instance, s.app, s.color, *r))),
-                ),
-            }
-        }
-        let ruled = started.elapsed();
-        // The copy is a random gather over the parts, bound by memory latency: large merges
-        // copy the two halves of the output on two threads, then join them (a sequential move).
-        let halves = if keys.len() >= parallel_min
-            && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
-        {
-            keys.len() / 2
-        } else {
-            keys.len()
-        };
-        let (first, second) = keys.split_at(halves);
-        let (a, b) = std::thread::scope(|scope| {
-            let later = (!second.is_empty())
-                .then(|| scope.spawn(|| Loader::copy_keys(parts, &maps, &changes, second)));
-            let a = Loader::copy_keys(parts, &maps, &changes, first);
-            (a, later.map(|h| h.join().expect("merge copy thread")))
-        });
-        let (mut spans, mut recs) = a;
-        if let Some((b_spans, b_recs)) = b {
-            let offset = spans.len();
-            spans.extend(b_spans);
-            recs.extend(b_recs.into_iter().map(|r| DecisionRec {
-                index: r.index + offset,
-                ..r
-            }));
-        }
-        let copied = started.elapsed();
-        let mut out = all.out;
-        out.spans = spans;
-        out.decision_recs = recs;
-        out.instance_rules = named_rules(&out, &all.rule_names, rules);
-        tracing::debug!(
-            spans = keys.len(),
-            rules_ms = ruled.as_secs_f64() * 1e3,
-            copy_ms = (copied - ruled).as_secs_f64() * 1e3,
-            named_ms = (started.elapsed() - copied).as_secs_f64() * 1e3,
-            "merge"
-        );
-        out
+        let plan = MergePlan::new(parts, lo, hi, timeline);
+        let jobs: Vec<(usize, &Loader)> = parts.iter().copied().enumerate().collect();
+        plan.run(jobs, parallel_min, |(i, p), plan| plan.copy_part(i, p))
     }
 
-    /// The spans named by `keys` (`.3` the part, `.4` the span's index in it), in that order,
-    /// copied from `parts` with their ids mapped by `maps` and resolved by `changes`, with
-    /// their decision records. Within one part the keys must come in increasing index order,
-    /// as a merge of sorted parts gives them.
-    fn copy_keys(
-        parts: &[&Loader],
-        maps: &[IdMaps],
-        changes: &Changes,
-        keys: &[MergeKey],
-    ) -> (Vec<SpanRec>, Vec<DecisionRec>) {
-        let mut spans = Vec::with_capacity(keys.len());
-        let mut recs = Vec::new();
-        // Each part's decision records are in span order; its spans come out in order too.
-        let mut rec_cursor = vec![0usize; parts.len()];
-        for &(.., part, k) in keys {
-            let part = part as usize;
-            let (from, k, m) = (parts[part], k as usize, &maps[part]);
-            let from_recs = &from.out.decision_recs;
-            let rec = &mut rec_cursor[part];
-            while *rec < from_recs.len() && from_recs[*rec].index < k {
-                *rec += 1;
-            }
-            if let Some(r) = from_recs.get(*rec).filter(|r| r.index == k) {
-                recs.push(DecisionRec {
-                    index: spans.len(),
-                    ..r.clone()
-                });
-            }
-            let s = &from.out.spans[k];
-            let mut rec = SpanRec {
-                app: m.apps[s.app as usize],
-                instance: m.instances[s.instance as usize],
-                decisions: s
-                    .decisions
-                    .iter()
-                    .map(|(c, col)| (m.channels[*c as usize], *col))
-                    .collect(),
-                ..s.clone()
-            };
-            changes.apply(&mut rec);
-            spans.push(rec);
-        }
-        (spans, recs)
+    /// [`Loader::merge_finish`] of parts no one else holds, taken instead of copied: each
+    /// part's spans are mapped and resolved where they lie and become one chunk of the result,
+    /// so the spans are written once and no second vector of them is allocated (a one-off
+    /// analysis, like `dyeline analyze`, holds each record once).
+    pub fn merge_owned(parts: Vec<Loader>, lo: i64, hi: i64, timeline: &Timeline) -> Spans {
+        Self::merge_owned_with(parts, lo, hi, timeline, PARALLEL_COPY_MIN)
+    }
+
+    /// [`Loader::merge_owned`], taking parts on two threads from `parallel_min` spans.
+    fn merge_owned_with(
+        parts: Vec<Loader>,
+        lo: i64,
+        hi: i64,
+        timeline: &Timeline,
+        parallel_min: usize,
+    ) -> Spans {
+        let refs: Vec<&Loader> = parts.iter().collect();
+        let plan = MergePlan::new(&refs, lo, hi, timeline);
+        drop(refs);
+        let jobs: Vec<(usize, Loader)> = parts.into_iter().enumerate().collect();
+        plan.run(jobs, parallel_min, |(i, p), plan| plan.take_part(i, p))
+    }
+
+    /// Spans added so far whose start is in `lo..=hi`, in a part sealed or not.
+    fn count_in(&self, lo: i64, hi: i64) -> usize {
+        self.spans
+            .iter()
+            .filter(|s| (lo..=hi).contains(&s.start))
+            .count()
     }
 
     /// The spans, with each one's effective channel resolved from `timeline` and sorted by
@@ -649,17 +686,18 @@ impl Loader {
         let started = std::time::Instant::now();
         let Self {
             mut out,
+            spans,
             span_rules,
             rule_names,
             ..
         } = self;
-        let rules: RuleSet = out
-            .spans
+        let rules: RuleSet = spans
             .iter()
             .zip(&span_rules)
             .map(|(s, r)| (s.instance, s.app, s.color, *r))
             .collect();
         out.instance_rules = named_rules(&out, &rule_names, rules);
+        out.set_chunks(vec![spans]);
         let ruled = started.elapsed();
         resolve(&mut out, timeline);
         tracing::debug!(
@@ -676,17 +714,27 @@ impl Loader {
     /// analyzer's per-file cache) are sealed once.
     pub fn seal(&mut self) {
         self.sort();
-        let spans = &self.out.spans;
-        self.start_bounds = spans
-            .iter()
-            .map(|s| s.start)
-            .min()
-            .zip(spans.iter().map(|s| s.start).max());
-        let set: RuleSet = spans
-            .iter()
-            .zip(&self.span_rules)
-            .map(|(s, r)| (s.instance, s.app, s.color, *r))
-            .collect();
+        // One walk: start bounds, distinct trace ids (the spans are sorted by trace) and
+        // distinct rules (a run of spans of one instance inserts once).
+        let mut bounds: Option<(i64, i64)> = None;
+        let mut traces: Vec<u128> = Vec::new();
+        let mut set = RuleSet::default();
+        let mut last_rule = None;
+        for (s, r) in self.spans.iter().zip(&self.span_rules) {
+            bounds = Some(bounds.map_or((s.start, s.start), |(a, b)| {
+                (a.min(s.start), b.max(s.start))
+            }));
+            if traces.last() != Some(&s.trace) {
+                traces.push(s.trace);
+            }
+            let rule = (s.instance, s.app, s.color, *r);
+            if last_rule != Some(rule) {
+                set.insert(rule);
+                last_rule = Some(rule);
+            }
+        }
+        self.start_bounds = bounds;
+        self.trace_ids = Some(traces);
         self.rules = Some(set.into_iter().collect());
     }
 }
@@ -756,6 +804,346 @@ impl Changes {
     }
 }
 
+/// One part's spans as they enter a merge: its chunk (in range, resolved, ids mapped, split
+/// traces taken out), the chunk's decision records indexed from the chunk's start, and the
+/// spans of split traces with their records.
+type PartOut = (
+    Vec<SpanRec>,
+    Vec<DecisionRec>,
+    Vec<(SpanRec, Option<DecisionRec>)>,
+);
+
+/// What a merge of parts shares: the merged names, each part's id maps, the timeline's
+/// changes, each part's split traces, which parts lie wholly in the range, and the rules.
+struct MergePlan {
+    all: Loader,
+    maps: Vec<IdMaps>,
+    changes: Changes,
+    split: Vec<Vec<u128>>,
+    whole: Vec<bool>,
+    rules: RuleSet,
+    lo: i64,
+    hi: i64,
+    started: std::time::Instant,
+    planned: std::time::Duration,
+}
+
+impl MergePlan {
+    fn new(parts: &[&Loader], lo: i64, hi: i64, timeline: &Timeline) -> Self {
+        let started = std::time::Instant::now();
+        let mut all = Loader::default();
+        let map = |from: &Interner, to: &mut Interner| -> Vec<u32> {
+            (0..from.len() as u32)
+                .map(|i| to.intern(from.name(i)))
+                .collect()
+        };
+        let maps: Vec<IdMaps> = parts
+            .iter()
+            .map(|p| IdMaps {
+                apps: map(&p.out.apps, &mut all.out.apps),
+                instances: map(&p.out.instances, &mut all.out.instances),
+                channels: map(&p.out.channels, &mut all.out.channels),
+                sources: map(&p.out.sources, &mut all.out.sources),
+                rules: map(&p.rule_names, &mut all.rule_names),
+            })
+            .collect();
+        let changes = Changes::new(&mut all.out, timeline);
+        let whole: Vec<bool> = parts
+            .iter()
+            .map(|p| {
+                p.start_bounds
+                    .is_some_and(|(min, max)| lo <= min && max <= hi)
+            })
+            .collect();
+        // The instance rules of a part wholly in the range are its own list, mapped; the
+        // others' come from their in-range spans.
+        let mut rules: RuleSet = RuleSet::default();
+        for ((p, m), &whole) in parts.iter().zip(&maps).zip(&whole) {
+            let mapped = |(inst, app, color, rule): (u32, u32, Color, u32)| {
+                (
+                    m.instances[inst as usize],
+                    m.apps[app as usize],
+                    color,
+                    m.rules[rule as usize],
+                )
+            };
+            match p.rules.as_ref().filter(|_| whole) {
+                Some(own) => rules.extend(own.iter().copied().map(mapped)),
+                None => rules.extend(
+                    p.spans
+                        .iter()
+                        .zip(&p.span_rules)
+                        .filter(|(s, _)| (lo..=hi).contains(&s.start))
+                        .map(|(s, r)| mapped((s.instance, s.app, s.color, *r))),
+                ),
+            }
+        }
+        let split = split_traces(parts, &whole, lo, hi);
+        Self {
+            all,
+            maps,
+            changes,
+            split,
+            whole,
+            rules,
+            lo,
+            hi,
+            planned: started.elapsed(),
+            started,
+        }
+    }
+
+    /// Runs `one` over `jobs` (one per part, in part order; on two threads, about half the
+    /// spans each, from `parallel_min` spans) and assembles the result: the parts' chunks in
+    /// order, then the split traces' spans sorted by (trace, start, span id).
+    fn run<J: Send + PartJob>(
+        self,
+        jobs: Vec<J>,
+        parallel_min: usize,
+        one: impl Fn(J, &MergePlan) -> PartOut + Sync,
+    ) -> Spans {
+        let total: usize = jobs.iter().map(PartJob::span_count).sum();
+        let threads = total >= parallel_min
+            && jobs.len() > 1
+            && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1;
+        let mut jobs = jobs;
+        let later_jobs = if threads {
+            // The first jobs holding about half the spans stay on this thread.
+            let mut before = 0;
+            let cut = jobs
+                .iter()
+                .position(|j| {
+                    before += j.span_count();
+                    before > total / 2
+                })
+                .map_or(jobs.len(), |i| (i + 1).min(jobs.len() - 1).max(1));
+            jobs.split_off(cut)
+        } else {
+            Vec::new()
+        };
+        let plan = &self;
+        let one = &one;
+        let outs: Vec<PartOut> = std::thread::scope(|scope| {
+            let later = (!later_jobs.is_empty()).then(|| {
+                scope.spawn(move || {
+                    later_jobs
+                        .into_iter()
+                        .map(|j| one(j, plan))
+                        .collect::<Vec<_>>()
+                })
+            });
+            let mut outs: Vec<PartOut> = jobs.into_iter().map(|j| one(j, plan)).collect();
+            if let Some(h) = later {
+                outs.extend(h.join().expect("merge thread"));
+            }
+            outs
+        });
+        let copied = self.started.elapsed();
+        let Self {
+            all,
+            rules,
+            planned,
+            started,
+            ..
+        } = self;
+        let mut out = all.out;
+        let mut chunks = Vec::with_capacity(outs.len() + 1);
+        let mut recs = Vec::with_capacity(
+            outs.iter()
+                .map(|(_, r, t)| r.len() + t.iter().filter(|(_, r)| r.is_some()).count())
+                .sum(),
+        );
+        let mut split = Vec::new();
+        let mut offset = 0;
+        for (chunk, chunk_recs, chunk_split) in outs {
+            recs.extend(chunk_recs.into_iter().map(|r| DecisionRec {
+                index: r.index + offset,
+                ..r
+            }));
+            offset += chunk.len();
+            chunks.push(chunk);
+            split.extend(chunk_split);
+        }
+        let split_spans = split.len();
+        split.sort_by_key(|(s, _)| (s.trace, s.start, s.span));
+        let mut tail = Vec::with_capacity(split.len());
+        for (s, r) in split {
+            if let Some(r) = r {
+                recs.push(DecisionRec {
+                    index: offset + tail.len(),
+                    ..r
+                });
+            }
+            tail.push(s);
+        }
+        chunks.push(tail);
+        out.set_chunks(chunks);
+        out.decision_recs = recs;
+        out.instance_rules = named_rules(&out, &all.rule_names, rules);
+        tracing::debug!(
+            spans = out.len(),
+            split_spans,
+            plan_ms = planned.as_secs_f64() * 1e3,
+            copy_ms = (copied - planned).as_secs_f64() * 1e3,
+            named_ms = (started.elapsed() - copied).as_secs_f64() * 1e3,
+            "merge"
+        );
+        out
+    }
+
+    /// Part `i`'s in-range spans copied, resolved and mapped ([`PartOut`]).
+    fn copy_part(&self, i: usize, p: &Loader) -> PartOut {
+        let (m, split) = (&self.maps[i], &self.split[i]);
+        let n = if self.whole[i] {
+            p.len()
+        } else {
+            p.count_in(self.lo, self.hi)
+        };
+        let mut spans = Vec::with_capacity(n);
+        let mut recs = Vec::new();
+        let mut taken = Vec::new();
+        let mut d = 0;
+        let mut c = 0;
+        for (k, s) in p.spans.iter().enumerate() {
+            if !(self.lo..=self.hi).contains(&s.start) {
+                continue;
+            }
+            while d < p.out.decision_recs.len() && p.out.decision_recs[d].index < k {
+                d += 1;
+            }
+            let rec = p.out.decision_recs.get(d).filter(|r| r.index == k);
+            if in_sorted(split, &mut c, s.trace) {
+                taken.push((m.span(s, &self.changes), rec.map(|r| m.rec(r, 0))));
+                continue;
+            }
+            if let Some(r) = rec {
+                recs.push(m.rec(r, spans.len()));
+            }
+            spans.push(m.span(s, &self.changes));
+        }
+        (spans, recs, taken)
+    }
+
+    /// Part `i`'s in-range spans resolved and mapped where they lie ([`PartOut`]): the
+    /// others are dropped from its vector, which becomes the chunk.
+    fn take_part(&self, i: usize, mut p: Loader) -> PartOut {
+        let (m, split) = (&self.maps[i], &self.split[i]);
+        // The decision records are re-pointed where they lie too: a record whose span leaves
+        // the chunk is marked (`usize::MAX`) and dropped after.
+        let mut recs = std::mem::take(&mut p.out.decision_recs);
+        let mut taken = Vec::new();
+        let (mut k, mut kept, mut d, mut c) = (0usize, 0usize, 0usize, 0usize);
+        p.spans.retain_mut(|s| {
+            let index = k;
+            k += 1;
+            // A record whose span is gone (none in a well-formed part) is dropped.
+            while d < recs.len() && recs[d].index < index {
+                recs[d].index = usize::MAX;
+                d += 1;
+            }
+            let rec = if d < recs.len() && recs[d].index == index {
+                d += 1;
+                Some(&mut recs[d - 1])
+            } else {
+                None
+            };
+            if !(self.lo..=self.hi).contains(&s.start) {
+                if let Some(r) = rec {
+                    r.index = usize::MAX;
+                }
+                return false;
+            }
+            m.map_in_place(s, &self.changes);
+            if in_sorted(split, &mut c, s.trace) {
+                let copy = rec.map(|r| {
+                    let copy = m.rec(r, 0);
+                    r.index = usize::MAX;
+                    copy
+                });
+                taken.push((s.clone(), copy));
+                return false;
+            }
+            if let Some(r) = rec {
+                r.index = kept;
+                r.source = m.sources[r.source as usize];
+            }
+            kept += 1;
+            true
+        });
+        for r in &mut recs[d..] {
+            r.index = usize::MAX;
+        }
+        recs.retain(|r| r.index != usize::MAX);
+        (std::mem::take(&mut p.spans), recs, taken)
+    }
+}
+
+/// Each part's in-range traces that also have in-range spans in another part, sorted. Parts
+/// must be sorted; a sealed part wholly in range gives its trace list, others are walked.
+fn split_traces(parts: &[&Loader], whole: &[bool], lo: i64, hi: i64) -> Vec<Vec<u128>> {
+    let mut split = vec![Vec::new(); parts.len()];
+    if parts.iter().filter(|p| !p.is_empty()).count() < 2 {
+        return split;
+    }
+    // (trace, part), one per part holding the trace: one sorted run per part, which the
+    // stable sort merges.
+    let mut all: Vec<(u128, u32)> = Vec::with_capacity(
+        parts
+            .iter()
+            .map(|p| p.trace_ids.as_ref().map_or(p.len(), Vec::len))
+            .sum(),
+    );
+    for (i, (p, &whole)) in parts.iter().zip(whole).enumerate() {
+        match p.trace_ids.as_ref().filter(|_| whole) {
+            Some(ids) => all.extend(ids.iter().map(|&t| (t, i as u32))),
+            None => {
+                let mut last = None;
+                for s in p.spans.iter().filter(|s| (lo..=hi).contains(&s.start)) {
+                    if last != Some(s.trace) {
+                        all.push((s.trace, i as u32));
+                        last = Some(s.trace);
+                    }
+                }
+            }
+        }
+    }
+    all.sort();
+    for g in all.chunk_by(|a, b| a.0 == b.0) {
+        if g.len() > 1 {
+            for &(t, p) in g {
+                split[p as usize].push(t);
+            }
+        }
+    }
+    split
+}
+
+/// Whether `t` is in `sorted`, for a walk of increasing `t`: `cursor` moves forward only.
+fn in_sorted(sorted: &[u128], cursor: &mut usize, t: u128) -> bool {
+    while *cursor < sorted.len() && sorted[*cursor] < t {
+        *cursor += 1;
+    }
+    sorted.get(*cursor) == Some(&t)
+}
+
+/// A part handed to a merge, with its index.
+trait PartJob {
+    /// Spans the part holds (in range or not): the weight that balances the threads.
+    fn span_count(&self) -> usize;
+}
+
+impl PartJob for (usize, &Loader) {
+    fn span_count(&self) -> usize {
+        self.1.len()
+    }
+}
+
+impl PartJob for (usize, Loader) {
+    fn span_count(&self) -> usize {
+        self.1.len()
+    }
+}
+
 /// Scans `spans` with `from <= start_time_unix_nano < to` and resolves each span's
 /// effective channel from `timeline`.
 ///
@@ -794,7 +1182,7 @@ pub async fn load(
     let scanned = started.elapsed();
     let out = loader.finish(timeline);
     tracing::debug!(
-        spans = out.spans.len(),
+        spans = out.len(),
         scan_ms = (scanned - converting).as_secs_f64() * 1e3,
         convert_ms = converting.as_secs_f64() * 1e3,
         resolve_ms = (started.elapsed() - scanned).as_secs_f64() * 1e3,
@@ -808,13 +1196,15 @@ pub async fn load(
 /// trace, start and span id (decision records follow).
 pub fn resolve(out: &mut Spans, timeline: &Timeline) {
     let changes = Changes::new(out, timeline);
-    for s in &mut out.spans {
+    let mut spans = out.take_flat();
+    for s in &mut spans {
         changes.apply(s);
     }
-    if let Some(order) = trace_order(&out.spans) {
-        apply_order(&mut out.spans, &order);
+    if let Some(order) = trace_order(&spans) {
+        apply_order(&mut spans, &order);
         reindex(&mut out.decision_recs, &order);
     }
+    out.set_chunks(vec![spans]);
 }
 
 /// The permutation that sorts `spans` by (trace, start, span id) — `order[new] = old` — or
@@ -882,9 +1272,9 @@ mod tests {
             .into_iter()
             .collect();
         if rec {
-            let source = l.source("baggage");
+            let source = l.out.sources.intern("baggage");
             l.out.decision_recs.push(DecisionRec {
-                index: l.out.spans.len(),
+                index: l.spans.len(),
                 source,
                 malformed_pairs: u32::from(trace),
                 conflicting: Vec::new(),
@@ -892,7 +1282,7 @@ mod tests {
         }
         l.span_rules
             .push(l.rule_names.intern(RULES[rule as usize % 2]));
-        l.out.spans.push(SpanRec {
+        l.spans.push(SpanRec {
             trace: u128::from(trace),
             span,
             parent: None,
@@ -934,7 +1324,6 @@ mod tests {
     /// span id, a span sent twice, may come in either order).
     fn named(s: &Spans) -> Vec<String> {
         let mut v: Vec<String> = s
-            .spans
             .iter()
             .map(|r| {
                 let d: Vec<_> = r
@@ -957,15 +1346,49 @@ mod tests {
             })
             .collect();
         v.extend(s.decision_recs.iter().map(|d| {
-            let r = &s.spans[d.index];
+            let r = s.get(d.index);
             format!(
                 "rec {} {} {} {}",
-                r.trace, r.span, d.source, d.malformed_pairs
+                r.trace,
+                r.span,
+                s.sources.name(d.source),
+                d.malformed_pairs
             )
         }));
         v.sort();
         v.push(format!("{:?}", s.instance_rules));
         v
+    }
+
+    #[test]
+    fn ids_decode_from_hex_of_their_length_only() {
+        assert_eq!(
+            hex_u128("0123456789abcdefFEDCBA9876543210"),
+            Some(0x0123_4567_89ab_cdef_fedc_ba98_7654_3210)
+        );
+        assert_eq!(hex_u64("00000000000000Ff"), Some(255));
+        for bad in [
+            "",
+            "ff",
+            "0123456789abcdef0",
+            "012345678gabcdef",
+            "+123456789abcdef",
+        ] {
+            assert_eq!(hex_u64(bad), None, "{bad}");
+        }
+        assert_eq!(hex_u128("0123456789abcdef"), None);
+    }
+
+    /// The (trace, start, span) of each span, in order.
+    fn in_order(s: &Spans) -> Vec<(u128, i64, u64)> {
+        s.iter().map(|r| (r.trace, r.start, r.span)).collect()
+    }
+
+    /// Each trace's spans contiguous and in (start, span id) order.
+    fn grouped(s: &Spans) -> bool {
+        let mut seen = std::collections::HashSet::new();
+        s.traces()
+            .all(|t| seen.insert(t[0].trace) && t.is_sorted_by_key(|r| (r.start, r.span)))
     }
 
     /// Every pass of the analyzer and the dashboard streams these records: keep them at two
@@ -976,8 +1399,47 @@ mod tests {
     }
 
     proptest! {
+        /// Chunks read as one sequence: `iter`, `get` and `halves` agree, the halves are
+        /// about equal, and `traces` never joins spans of two chunks.
+        #[test]
+        fn chunks_read_as_one_sequence(sizes in prop::collection::vec(0usize..5, 0..6)) {
+            let mut n = 0u64;
+            let chunks: Vec<Vec<SpanRec>> = sizes
+                .iter()
+                .map(|&k| {
+                    (0..k)
+                        .map(|_| {
+                            n += 1;
+                            let mut l = Loader::default();
+                            add(&mut l, &(0, n as i64, n, 0, 0, None, false, 0, 0));
+                            l.spans.remove(0)
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut s = Spans::default();
+            s.set_chunks(chunks);
+            let all: Vec<u64> = s.iter().map(|r| r.span).collect();
+            prop_assert_eq!(all.clone(), (1..=n).collect::<Vec<_>>());
+            prop_assert_eq!(s.len(), all.len());
+            for (i, id) in all.iter().enumerate() {
+                prop_assert_eq!(s.get(i).span, *id);
+            }
+            let [a, b] = s.halves();
+            let (a, b): (Vec<u64>, Vec<u64>) = (
+                a.iter().copied().flatten().map(|r| r.span).collect(),
+                b.iter().copied().flatten().map(|r| r.span).collect(),
+            );
+            prop_assert_eq!([a.clone(), b.clone()].concat(), all);
+            prop_assert!(a.len() <= b.len() && b.len() <= a.len() + 1);
+            // Every span is in trace 0, yet each non-empty chunk is its own slice.
+            prop_assert_eq!(s.traces().count(), sizes.iter().filter(|&&k| k > 0).count());
+        }
+
         /// Merging parts, each sorted, gives what loading all the spans in the range at once
-        /// gives: same spans in trace order, decision records on the same spans, same rules.
+        /// gives: same spans grouped by trace (a trace's spans may lie in several parts),
+        /// decision records on the same spans, same rules; the two-thread copy gives the
+        /// one-thread copy's order.
         #[test]
         fn merging_sorted_parts_equals_one_load(
             rows in prop::collection::vec(
@@ -1005,25 +1467,33 @@ mod tests {
                 } else {
                     p.sort();
                 }
-                prop_assert!(p.out.spans.is_sorted_by_key(|s| (s.trace, s.start, s.span)));
+                prop_assert!(p.spans.is_sorted_by_key(|s| (s.trace, s.start, s.span)));
             }
             let refs: Vec<&Loader> = parts.iter().collect();
             let merged = Loader::merge_finish(&refs, lo, hi, &timeline);
-            prop_assert_eq!(merged.spans.len(), whole.len());
-            // The two-thread copy (from 1 span here) gives the same result.
-            let mut keys = Vec::new();
-            for (i, p) in refs.iter().enumerate() {
-                p.keys_in(i as u32, lo, hi, &mut keys);
-            }
-            keys.sort();
-            let split = Loader::finish_keys(&refs, &keys, lo, hi, &timeline, 1);
+            prop_assert_eq!(merged.len(), whole.len());
+            // The two-thread copy (from 1 span here) gives the same spans in the same order.
+            let split = Loader::merge_with(&refs, lo, hi, &timeline, 1);
+            prop_assert_eq!(in_order(&split), in_order(&merged));
             prop_assert_eq!(named(&split), named(&merged));
-            let recs = |s: &Spans| -> Vec<(usize, u128)> {
-                s.decision_recs.iter().map(|d| (d.index, s.spans[d.index].trace)).collect()
+            let recs = |s: &Spans| -> Vec<(usize, u128, u64)> {
+                s.decision_recs
+                    .iter()
+                    .map(|d| (d.index, s.get(d.index).trace, s.get(d.index).span))
+                    .collect()
             };
             prop_assert_eq!(recs(&split), recs(&merged));
-            prop_assert!(merged.spans.is_sorted_by_key(|s| (s.trace, s.start, s.span)));
+            // Parts taken instead of copied, on one thread and on two: the same again.
+            for parallel_min in [usize::MAX, 1] {
+                let owned = Loader::merge_owned_with(parts.clone(), lo, hi, &timeline, parallel_min);
+                prop_assert_eq!(in_order(&owned), in_order(&merged));
+                prop_assert_eq!(named(&owned), named(&merged));
+                prop_assert_eq!(recs(&owned), recs(&merged));
+            }
+            prop_assert!(grouped(&merged), "traces not grouped");
+            prop_assert!(grouped(&split), "traces not grouped");
             prop_assert!(merged.decision_recs.is_sorted_by_key(|d| d.index));
+            prop_assert!(split.decision_recs.is_sorted_by_key(|d| d.index));
             prop_assert_eq!(named(&merged), named(&whole.finish(&timeline)));
         }
     }

@@ -397,7 +397,7 @@ pub async fn analyze(
     let loaded = started.elapsed();
     let r = report(&spans, config, with_decisions);
     tracing::debug!(
-        spans = spans.spans.len(),
+        spans = spans.len(),
         load_ms = loaded.as_secs_f64() * 1e3,
         report_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
         "analysis"
@@ -418,7 +418,7 @@ const PARALLEL_DETECTIONS_MIN: usize = 50_000;
 /// The report of already loaded spans.
 pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool) -> Report {
     let mut r = Report {
-        spans: spans.spans.len() as u64,
+        spans: spans.len() as u64,
         ..Report::default()
     };
     r.instances = spans
@@ -433,7 +433,12 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
         .collect();
     let mut decisions = Vec::new();
     for d in &spans.decision_recs {
-        let s = &spans.spans[d.index];
+        // Most records are neither malformed nor conflicting: their names are made only for
+        // the lists that show them.
+        if d.malformed_pairs == 0 && d.conflicting.is_empty() && !with_decisions {
+            continue;
+        }
+        let s = spans.get(d.index);
         let trace_id = hex128(s.trace);
         let span_id = hex64(s.span);
         let app = spans.apps.name(s.app).to_owned();
@@ -465,7 +470,7 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
                 trace_id,
                 span_id,
                 app,
-                source: d.source.to_string(),
+                source: spans.sources.name(d.source).to_owned(),
                 decisions: s
                     .decisions
                     .iter()
@@ -511,7 +516,7 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
         );
         w.elapsed()
     };
-    let (traces_took, windows_took) = if spans.spans.len() >= PARALLEL_DETECTIONS_MIN
+    let (traces_took, windows_took) = if spans.len() >= PARALLEL_DETECTIONS_MIN
         && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
     {
         std::thread::scope(|scope| {

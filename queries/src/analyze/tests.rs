@@ -87,7 +87,7 @@ impl B {
             Kind::Other if sp.parent.is_none() => Some(Traffic::Job),
             Kind::Other => None,
         };
-        self.spans.spans.push(SpanRec {
+        self.spans.push(SpanRec {
             trace: sp.trace,
             span: sp.span,
             parent: sp.parent.and_then(std::num::NonZeroU64::new),
@@ -119,7 +119,7 @@ impl B {
         n: usize,
         errors: usize,
     ) -> &mut Self {
-        let base = self.spans.spans.len() as u128 + 1_000_000;
+        let base = self.spans.len() as u128 + 1_000_000;
         for i in 0..n {
             self.span(Sp {
                 trace: base + i as u128,

@@ -93,7 +93,7 @@ pub fn find(
     // (channel, Some(app) | None, window)
     let mut groups: BTreeMap<(u32, Option<u32>, i64), Group> = BTreeMap::new();
 
-    for s in &spans.spans {
+    for s in spans.iter() {
         let Some(c) = s.channel else { continue };
         let t = thresholds(c);
         let w = window_of(c);

@@ -98,19 +98,19 @@ const PARALLEL_FOLD_MIN: usize = 50_000;
 
 /// `fold` of `spans`, of each half on its own thread (joined by `join`) for large inputs.
 fn fold_halves<T: Send>(
-    spans: &[SpanRec],
-    fold: impl Fn(&[SpanRec]) -> T + Sync,
+    spans: &Spans,
+    fold: impl Fn(&[&[SpanRec]]) -> T + Sync,
     join: impl FnOnce(T, T) -> T,
 ) -> T {
     if spans.len() < PARALLEL_FOLD_MIN
         || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
     {
-        return fold(spans);
+        return fold(&spans.chunks().collect::<Vec<_>>());
     }
-    let (a, b) = spans.split_at(spans.len() / 2);
+    let [a, b] = spans.halves();
     let (x, y) = std::thread::scope(|scope| {
-        let later = scope.spawn(|| fold(b));
-        (fold(a), later.join().expect("panel fold thread"))
+        let later = scope.spawn(|| fold(&b));
+        (fold(&a), later.join().expect("panel fold thread"))
     });
     join(x, y)
 }
@@ -142,10 +142,10 @@ pub fn overview_parts(spans: &Spans, rep: &Report, range: TimeRange) -> Overview
     // One pass: requests per channel and colour, and spans per instance of unknown colour.
     type Fold = (FastMap<Option<u32>, ColorAcc>, FastMap<(u32, u32), u64>);
     let (loads, unknown) = fold_halves(
-        &spans.spans,
+        spans,
         |half| {
             let mut out: Fold = Fold::default();
-            for s in half {
+            for s in half.iter().copied().flatten() {
                 if is_request(s) {
                     out.0.entry(s.channel).or_default().add(s);
                 }
@@ -285,11 +285,7 @@ pub fn channel_parts(
     type Fold = (FastMap<u32, ColorAcc>, FastMap<(u32, u32, Color), u64>);
     let per_app_and_instance = || {
         let mut out = Fold::default();
-        for s in spans
-            .spans
-            .iter()
-            .filter(|s| cid.is_some() && s.channel == cid)
-        {
+        for s in spans.iter().filter(|s| cid.is_some() && s.channel == cid) {
             if is_work(s) {
                 out.0.entry(s.app).or_default().add(s);
             }
@@ -310,7 +306,7 @@ pub fn channel_parts(
             step,
         )
     };
-    let (sum, (by_app, counts)) = if spans.spans.len() >= PARALLEL_FOLD_MIN {
+    let (sum, (by_app, counts)) = if spans.len() >= PARALLEL_FOLD_MIN {
         std::thread::scope(|scope| {
             let later = scope.spawn(per_app_and_instance);
             let sum = summarize();
