@@ -14,7 +14,8 @@ use dyeline_store::Store;
 use crate::config::Config;
 use crate::serve::{BoxError, store_config};
 
-/// Runs the analysis of `config.data_dir` between `from` and `to` (RFC 3339 or Unix ns).
+/// Runs the analysis of `config.data_dir` between `from` and `to` (RFC 3339 or Unix ns) and
+/// prints it (JSON or [`table`]).
 ///
 /// # Errors
 /// A missing or unreadable data dir, a time that does not parse, a failed scan.
@@ -25,6 +26,29 @@ pub async fn run(
     json: bool,
     with_decisions: bool,
 ) -> Result<(), BoxError> {
+    let from = from.map(parse_time).transpose()?;
+    let to = to.map(parse_time).transpose()?;
+    let report = analyze_dir(&config, from, to, with_decisions).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", table(&report));
+    }
+    Ok(())
+}
+
+/// The report of the spans of `config.data_dir` starting in `[from, to)` (Unix ns; all when
+/// absent) against its control plane's history, with `config.analyzer`'s thresholds. Opens
+/// the store and the control plane read-only, so a server may hold the data dir.
+///
+/// # Errors
+/// A missing or unreadable data dir, a failed read.
+pub async fn analyze_dir(
+    config: &Config,
+    from: Option<i64>,
+    to: Option<i64>,
+    with_decisions: bool,
+) -> Result<Report, BoxError> {
     if !config.data_dir.exists() {
         return Err(format!(
             "data directory {} does not exist",
@@ -32,9 +56,7 @@ pub async fn run(
         )
         .into());
     }
-    let from = from.map(parse_time).transpose()?;
-    let to = to.map(parse_time).transpose()?;
-    let mut sc = store_config(&config);
+    let mut sc = store_config(config);
     sc.read_only = true;
     let store = tokio::task::spawn_blocking(move || Store::open(sc)).await??;
     let plane = ControlPlane::open_read_only(&config.data_dir).await?;
@@ -56,40 +78,25 @@ pub async fn run(
         report_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
         "analysis"
     );
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", table(&report));
-    }
-    Ok(())
+    Ok(report)
 }
 
 fn ns_text(t: i64) -> String {
     chrono::DateTime::from_timestamp_nanos(t).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-/// The report for people: one section per detection, one line per finding.
-pub fn table(r: &Report) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "spans analysed: {}", r.spans);
-    let unknown = r.instances.iter().filter(|i| i.color == "unknown").count();
-    let _ = writeln!(
-        out,
-        "instances: {} ({} of unknown colour); malformed decision pairs: {}; conflicting decisions: {}",
-        r.instances.len(),
-        unknown,
-        r.malformed_pairs.total,
-        r.conflicting_decisions.len()
-    );
-    let _ = writeln!(out, "\ncross-colour hops: {}", r.cross_color_hops.len());
+/// The report's findings for people: one section per detection (its title and one line per
+/// finding).
+fn sections(r: &Report) -> Vec<(&'static str, Vec<String>)> {
+    let mut sections = Vec::new();
+    let mut lines = Vec::new();
     for h in &r.cross_color_hops {
         let via = if h.via.is_empty() {
             String::new()
         } else {
             format!(" via {}", h.via.join(" → "))
         };
-        let _ = writeln!(
-            out,
+        lines.push(format!(
             "  {} {} {}({}) → {}({}){} {} {} trace {}",
             ns_text(h.t_unix_nano),
             h.channel,
@@ -101,12 +108,12 @@ pub fn table(r: &Report) -> String {
             h.kind,
             h.reason,
             h.trace_id
-        );
+        ));
     }
-    let _ = writeln!(out, "\nmissing decisions: {}", r.missing_decisions.len());
+    sections.push(("cross-colour hops", lines));
+    let mut lines = Vec::new();
     for m in &r.missing_decisions {
-        let _ = writeln!(
-            out,
+        lines.push(format!(
             "  {} {} {} called by {} {} trace {}",
             ns_text(m.t_unix_nano),
             m.channel,
@@ -114,12 +121,12 @@ pub fn table(r: &Report) -> String {
             m.caller_app,
             m.kind,
             m.trace_id
-        );
+        ));
     }
-    let _ = writeln!(out, "\ndrained-side traffic: {}", r.drained_side.len());
+    sections.push(("missing decisions", lines));
+    let mut lines = Vec::new();
     for d in &r.drained_side {
-        let _ = writeln!(
-            out,
+        lines.push(format!(
             "  {} {} {} on {} ({}% blue) {}: {} spans on {}",
             ns_text(d.window_start_unix_nano),
             d.channel,
@@ -129,12 +136,12 @@ pub fn table(r: &Report) -> String {
             d.kind,
             d.count,
             d.instances.join(",")
-        );
+        ));
     }
-    let _ = writeln!(out, "\nratio deviations: {}", r.ratio_deviation.len());
+    sections.push(("drained-side traffic", lines));
+    let mut lines = Vec::new();
     for d in &r.ratio_deviation {
-        let _ = writeln!(
-            out,
+        lines.push(format!(
             "  {} {} {}: blue share {:.1}% of {} requests vs blue_percent {} (weights imply {:.1}%, {}B/{}G instances){}",
             ns_text(d.window_start_unix_nano),
             d.channel,
@@ -146,12 +153,12 @@ pub fn table(r: &Report) -> String {
             d.blue_instances,
             d.green_instances,
             d.cause.map(|c| format!(" cause {c}")).unwrap_or_default()
-        );
+        ));
     }
-    let _ = writeln!(out, "\ninstance skew: {}", r.instance_skew.len());
+    sections.push(("ratio deviations", lines));
+    let mut lines = Vec::new();
     for s in &r.instance_skew {
-        let _ = writeln!(
-            out,
+        lines.push(format!(
             "  {} {} {} {} {}: {} requests, {:.1}× the mean of {} instances",
             ns_text(s.window_start_unix_nano),
             s.channel,
@@ -161,12 +168,12 @@ pub fn table(r: &Report) -> String {
             s.requests,
             s.requests as f64 / s.mean_requests,
             s.instances_seen
-        );
+        ));
     }
-    let _ = writeln!(out, "\none-sided error spikes: {}", r.error_spike.len());
+    sections.push(("instance skew", lines));
+    let mut lines = Vec::new();
     for e in &r.error_spike {
-        let _ = writeln!(
-            out,
+        lines.push(format!(
             "  {} {} {} {}: {:.2}% errors ({} of {}) vs {:.2}% on the other side, p = {:.2e}",
             ns_text(e.window_start_unix_nano),
             e.channel,
@@ -177,7 +184,49 @@ pub fn table(r: &Report) -> String {
             e.requests,
             e.other_error_rate * 100.0,
             e.p_value
-        );
+        ));
+    }
+    sections.push(("one-sided error spikes", lines));
+    sections
+}
+
+/// The report's totals: spans, instances, malformed and conflicting decisions.
+fn header(r: &Report) -> String {
+    let unknown = r.instances.iter().filter(|i| i.color == "unknown").count();
+    format!(
+        "spans analysed: {}\ninstances: {} ({} of unknown colour); malformed decision pairs: {}; conflicting decisions: {}\n",
+        r.spans,
+        r.instances.len(),
+        unknown,
+        r.malformed_pairs.total,
+        r.conflicting_decisions.len()
+    )
+}
+
+/// The report for people: one section per detection, one line per finding.
+pub fn table(r: &Report) -> String {
+    let mut out = header(r);
+    for (title, lines) in sections(r) {
+        let _ = writeln!(out, "\n{title}: {}", lines.len());
+        for l in lines {
+            let _ = writeln!(out, "{l}");
+        }
+    }
+    out
+}
+
+/// [`table`] with at most `per_section` lines per detection (the rest counted), for a
+/// summary at the end of `dyeline demo`.
+pub fn summary(r: &Report, per_section: usize) -> String {
+    let mut out = header(r);
+    for (title, lines) in sections(r) {
+        let _ = writeln!(out, "{title}: {}", lines.len());
+        for l in lines.iter().take(per_section) {
+            let _ = writeln!(out, "{l}");
+        }
+        if lines.len() > per_section {
+            let _ = writeln!(out, "  … and {} more", lines.len() - per_section);
+        }
     }
     out
 }

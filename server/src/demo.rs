@@ -114,6 +114,9 @@ fn write_token(config: &Config) -> Result<String, BoxError> {
     Ok(token)
 }
 
+/// Findings printed per detection in the demo's closing summary.
+const DEMO_FINDING_LINES: usize = 3;
+
 /// Runs the demo.
 ///
 /// # Errors
@@ -127,6 +130,8 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
     let token = write_token(&config)?;
     let window = config.analyzer.defaults.window;
     let grace = config.analyzer.defaults.grace;
+    // The same settings (the window and grace scaled for the speed) analyse the run at the end.
+    let analysis_config = config.clone();
     let (bound_tx, bound_rx) = oneshot::channel::<Bound>();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     // The collector runs on its own runtime, threads named `dyeline-serve`, so its share of
@@ -156,11 +161,23 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
     println!("dashboard: http://{}/", bound.api);
     println!("API token: {token}");
     println!("data dir: {}", data_dir.display());
+    let run_started = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
     let result = drive(&bound, &token, &opts, window).await;
     let _ = stop_tx.send(());
     let served = server.await?;
     // `serve` returned: what is left are idle tasks; do not block the async caller on them.
     serve_runtime.shutdown_background();
+    if result.is_ok() && served.is_ok() {
+        // What the release walk left in the data: the post-mortem a release owner would run
+        // next, in short (a temporary data dir is gone after this).
+        match crate::analyze::analyze_dir(&analysis_config, Some(run_started), None, false).await {
+            Ok(r) => print!(
+                "demo: findings over the run (dyeline analyze, at most {DEMO_FINDING_LINES} per detection):\n{}",
+                crate::analyze::summary(&r, DEMO_FINDING_LINES)
+            ),
+            Err(e) => eprintln!("demo: the closing analysis failed: {e}"),
+        }
+    }
     if opts.temporary_data_dir {
         let _ = std::fs::remove_dir_all(&data_dir);
     } else {

@@ -157,6 +157,41 @@ impl Demo {
     }
 }
 
+/// The six detections' titles in the demo's closing summary (`dyeline analyze`'s table).
+const SUMMARY_TITLES: [&str; 6] = [
+    "cross-colour hops",
+    "missing decisions",
+    "drained-side traffic",
+    "ratio deviations",
+    "instance skew",
+    "one-sided error spikes",
+];
+
+impl Demo {
+    /// The demo's lines after a stop, until its stdout closes: the closing summary's count
+    /// per detection title (`title: N` lines after `demo: findings over the run`).
+    fn closing_counts(&self) -> Vec<(String, u64)> {
+        let mut after = false;
+        let mut counts = Vec::new();
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(30)) {
+            if line.starts_with("demo: findings over the run") {
+                after = true;
+                continue;
+            }
+            if !after {
+                continue;
+            }
+            if let Some((title, n)) = line.rsplit_once(": ")
+                && let (true, Ok(n)) = (SUMMARY_TITLES.contains(&title), n.parse::<u64>())
+            {
+                counts.push((title.to_owned(), n));
+            }
+        }
+        assert!(after, "the demo printed no closing summary");
+        counts
+    }
+}
+
 /// (type, kind, cause) of each finding.
 fn kinds(findings: &[Value]) -> BTreeSet<(String, String, String)> {
     findings
@@ -228,7 +263,13 @@ fn demo_with_every_fault_finds_each_one() {
     let alerts = demo.wait_script();
     let live = kinds(&findings(&demo));
     demo.stop();
-    eprintln!("findings: {live:?}\nalerts: {alerts:?}");
+    let closing = demo.closing_counts();
+    eprintln!("findings: {live:?}\nalerts: {alerts:?}\nclosing summary: {closing:?}");
+    // The closing summary analysed the run: every fault's detection is counted there too.
+    assert_eq!(closing.len(), SUMMARY_TITLES.len(), "{closing:?}");
+    for (title, n) in &closing {
+        assert!(*n > 0, "the closing summary counts no {title}: {closing:?}");
+    }
     // fault → the finding it must produce: (type, kind, cause).
     let expected: [(&str, &str, Option<&str>, Option<&str>); 7] = [
         ("legacy-hop", "cross_color_hop", None, None),
@@ -272,6 +313,12 @@ fn demo_without_faults_finds_nothing() {
     let alerts = demo.wait_script();
     let live = findings(&demo);
     demo.stop();
+    let closing = demo.closing_counts();
     assert!(live.is_empty(), "findings without faults: {live:#?}");
+    assert_eq!(
+        closing,
+        SUMMARY_TITLES.map(|t| (t.to_owned(), 0)).to_vec(),
+        "the closing summary of a run without faults"
+    );
     assert!(alerts.is_empty(), "alerts without faults: {alerts:?}");
 }
