@@ -83,6 +83,32 @@ fn sql_api_reads_memory_and_parquet_and_refuses_writes() {
         (status, body["error"]["code"].as_str()),
         (400, Some("query_error"))
     );
+    // The functions people reach for over ids, names and times (substr and strpos need
+    // DataFusion's unicode functions).
+    let (status, body) = s.sql_raw(&format!(
+        "SELECT substr(trace_id, 25, 8) AS tail, upper(service_name) AS app, \
+         strpos(name, 'p0') AS at, \
+         date_trunc('hour', to_timestamp_nanos(start_time_unix_nano)) AS hour \
+         FROM spans WHERE trace_id = '{:032x}' ORDER BY name LIMIT 1",
+        2
+    ));
+    assert_eq!(status, 200, "{body}");
+    let row = &body["rows"][0];
+    assert_eq!(
+        (&row[0], &row[1], &row[2]),
+        (
+            &serde_json::json!("00000002"),
+            &serde_json::json!("SVC"),
+            &serde_json::json!(2)
+        ),
+        "{body}"
+    );
+    assert!(
+        row[3]
+            .as_str()
+            .is_some_and(|h| h.starts_with("2025-01-01T13:00:00")),
+        "{body}"
+    );
     // A clean stop flushes; `dyeline sql` reads the data dir as a table and as JSON.
     assert!(s.stop());
     let d = data.to_str().unwrap();
