@@ -15,13 +15,17 @@ pub const NONE_APP: &str = "(none)";
 /// Caller app when the parent span is referenced but not in the data.
 pub const UNKNOWN_APP: &str = "(unknown)";
 
+/// Span id → its place in the trace (foldhash: the map is filled and read for every span of
+/// every trace in a channel, and SipHash showed in the pass's time).
+type SpanIndex = HashMap<u64, usize, foldhash::fast::RandomState>;
+
 fn color_str(c: Color) -> &'static str {
     c.as_str()
 }
 
 /// Runs both per-trace detections over every trace of `spans` (sorted by trace).
 pub fn find(spans: &Spans, hops: &mut Vec<CrossColorHop>, missing: &mut Vec<MissingDecision>) {
-    let mut index: HashMap<u64, usize> = HashMap::new();
+    let mut index = SpanIndex::default();
     for trace in spans.traces() {
         if trace
             .iter()
@@ -35,7 +39,7 @@ pub fn find(spans: &Spans, hops: &mut Vec<CrossColorHop>, missing: &mut Vec<Miss
 fn one_trace(
     spans: &Spans,
     ss: &[SpanRec],
-    index: &mut HashMap<u64, usize>,
+    index: &mut SpanIndex,
     hops: &mut Vec<CrossColorHop>,
     missing: &mut Vec<MissingDecision>,
 ) {

@@ -3,7 +3,7 @@
 //! in Unix time. "Requests" are RPC SERVER spans of apps whose effective channel is the
 //! channel at their start.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use dyeline_model::Color;
 use dyeline_model::weights::weights;
@@ -37,14 +37,18 @@ pub fn two_proportion_p(e1: u64, n1: u64, e2: u64, n2: u64) -> f64 {
 /// Exemplar trace ids kept per finding.
 pub const EXEMPLARS: usize = 5;
 
+/// A hash map with foldhash: the window pass looks up a group, an instance and its
+/// exemplars per span, and SipHash and ordered maps showed in its time.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 struct ColorCounts {
     requests: u64,
     errors: u64,
-    per_instance: HashMap<u32, u64>,
+    per_instance: FastMap<u32, u64>,
     exemplars: Vec<u128>,
     error_exemplars: Vec<u128>,
-    instance_exemplars: HashMap<u32, Vec<u128>>,
+    instance_exemplars: FastMap<u32, Vec<u128>>,
 }
 
 fn keep(v: &mut Vec<u128>, t: u128) {
@@ -84,14 +88,22 @@ pub fn find(
     skew: &mut Vec<InstanceSkew>,
     spikes: &mut Vec<ErrorSpike>,
 ) {
-    let thresholds = |c: u32| config.for_channel(spans.channels.name(c));
-    let window_of = |c: u32| thresholds(c).window.as_nanos().max(1) as i64;
+    // Each channel's thresholds and window, by channel id (looked up per span).
+    let per_channel: Vec<(&Thresholds, i64)> = (0..spans.channels.len() as u32)
+        .map(|c| {
+            let t = config.for_channel(spans.channels.name(c));
+            (t, t.window.as_nanos().max(1) as i64)
+        })
+        .collect();
+    let thresholds = |c: u32| per_channel[c as usize].0;
+    let window_of = |c: u32| per_channel[c as usize].1;
 
-    // (channel, app, color, kind, window) → (count, instances, traces)
+    // (channel, app, color, kind, window) → (count, instances, traces); the findings are
+    // sorted by the caller, so the maps' order does not matter.
     type DrainKey = (u32, u32, bool, Traffic, i64);
-    let mut drain: BTreeMap<DrainKey, (u64, BTreeSet<u32>, BTreeSet<u128>, u8)> = BTreeMap::new();
+    let mut drain: FastMap<DrainKey, (u64, BTreeSet<u32>, BTreeSet<u128>, u8)> = FastMap::default();
     // (channel, Some(app) | None, window)
-    let mut groups: BTreeMap<(u32, Option<u32>, i64), Group> = BTreeMap::new();
+    let mut groups: FastMap<(u32, Option<u32>, i64), Group> = FastMap::default();
 
     for s in spans.iter() {
         let Some(c) = s.channel else { continue };
