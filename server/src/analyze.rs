@@ -248,14 +248,14 @@ mod tests {
         let mut v: Vec<String> = s
             .iter()
             .map(|r| {
-                let mut d: Vec<String> = r
-                    .decisions
+                let mut d: Vec<String> = s
+                    .decisions(r)
                     .iter()
                     .map(|(c, col)| format!("{}={}", s.channels.name(*c), col.as_str()))
                     .collect();
                 d.sort();
                 format!(
-                    "{:032x} {:016x} {:?} {} {} {} {:?} {:?} {} {} {} {:?} {:?} {} {} {}",
+                    "{:032x} {:016x} {:?} {} {} {} {:?} {:?} {} {} {} {:?} {:?} {} {:?}",
                     r.trace,
                     r.span,
                     r.parent,
@@ -270,8 +270,7 @@ mod tests {
                     d,
                     r.channel.map(|c| s.channels.name(c).to_owned()),
                     r.blue_percent,
-                    r.since,
-                    r.until
+                    s.interval(r)
                 )
             })
             .collect();

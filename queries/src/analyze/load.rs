@@ -89,8 +89,8 @@ impl Traffic {
     }
 }
 
-/// A span's decisions: (channel id, colour) pairs, up to three without a heap allocation (a
-/// fourth channel costs one; three keep [`SpanRec`] at 128 bytes).
+/// A set of decisions: (channel id, colour) pairs, up to three without a heap allocation (a
+/// fourth channel costs one), interned in [`DecisionSets`].
 pub type Decisions = SmallVec<[(u32, Color); 3]>;
 
 /// One span as the analyzer sees it.
@@ -119,27 +119,66 @@ pub struct SpanRec {
     pub end: i64,
     /// Error per domain §6 (resolved at ingest).
     pub is_error: bool,
-    /// Decisions: (channel interned in [`Spans::channels`], colour), first-wins already;
-    /// up to three are held inline.
-    pub decisions: Decisions,
+    /// The span's decisions, a set interned in [`Spans::decision_sets`] (0: none):
+    /// [`Spans::decisions`] reads it. The spans of a trace carry the same baggage, so a
+    /// release's spans share a handful of sets, and an id keeps the record at 80 bytes.
+    pub decision_set: u32,
     /// Effective channel of the app at `start` (interned), if any.
     pub channel: Option<u32>,
     /// Effective blue_percent at `start`.
     pub blue_percent: u8,
-    /// When the app's effective configuration last changed at or before `start`, Unix ns
-    /// (`i64::MIN` if never).
-    pub since: i64,
-    /// When it next changes after `start` (`i64::MAX` if never).
-    pub until: i64,
+    /// The app's configuration interval holding `start`, in [`Spans::intervals`] (0: the
+    /// whole time line, before the span is resolved): [`Spans::interval`] reads it.
+    pub interval: u32,
 }
 
-impl SpanRec {
-    /// This span's decision for `channel`.
-    pub fn decision(&self, channel: u32) -> Option<Color> {
-        self.decisions
-            .iter()
-            .find(|(c, _)| *c == channel)
-            .map(|(_, col)| *col)
+/// Distinct decision sets, interned: id 0 is the empty set.
+#[derive(Clone, Debug)]
+pub struct DecisionSets {
+    sets: Vec<Decisions>,
+    ids: HashMap<Decisions, u32, foldhash::fast::RandomState>,
+}
+
+impl Default for DecisionSets {
+    fn default() -> Self {
+        Self {
+            sets: vec![Decisions::new()],
+            ids: HashMap::default(),
+        }
+    }
+}
+
+impl DecisionSets {
+    /// The id of `set`, adding it if new (the empty set is 0).
+    pub fn intern(&mut self, set: Decisions) -> u32 {
+        if set.is_empty() {
+            return 0;
+        }
+        if let Some(&id) = self.ids.get(&set) {
+            return id;
+        }
+        let id = self.sets.len() as u32;
+        self.sets.push(set.clone());
+        self.ids.insert(set, id);
+        id
+    }
+
+    /// The set `id` ((channel, colour) pairs, channels interned in [`Spans::channels`]).
+    ///
+    /// # Panics
+    /// For an id this table did not give.
+    pub fn get(&self, id: u32) -> &[(u32, Color)] {
+        &self.sets[id as usize]
+    }
+
+    /// Number of sets, the empty one included.
+    pub fn len(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// Always false: the empty set is always there.
+    pub fn is_empty(&self) -> bool {
+        self.sets.is_empty()
     }
 }
 
@@ -178,11 +217,39 @@ pub struct Spans {
     pub channels: Interner,
     /// Decision sources (attribute names) of [`DecisionRec::source`].
     pub sources: Interner,
+    /// Decision sets of [`SpanRec::decision_set`].
+    pub decision_sets: DecisionSets,
+    /// Configuration intervals of [`SpanRec::interval`]: (since, until), Unix ns, the app's
+    /// last change at or before the span's start (`i64::MIN` if never) and its next change
+    /// (`i64::MAX` if never). Entry 0 is the whole time line.
+    intervals: Vec<(i64, i64)>,
     /// (instance, app, color, rule) seen.
     pub instance_rules: Vec<(String, String, Color, String)>,
 }
 
 impl Spans {
+    /// `s`'s decisions: (channel, colour) pairs, first-wins already.
+    pub fn decisions(&self, s: &SpanRec) -> &[(u32, Color)] {
+        self.decision_sets.get(s.decision_set)
+    }
+
+    /// `s`'s decision for `channel`.
+    pub fn decision(&self, s: &SpanRec, channel: u32) -> Option<Color> {
+        self.decisions(s)
+            .iter()
+            .find(|(c, _)| *c == channel)
+            .map(|(_, col)| *col)
+    }
+
+    /// (since, until) of `s`'s app configuration ([`Spans::intervals`] entry): when it last
+    /// changed at or before `s.start` and when it next changes, Unix ns.
+    pub fn interval(&self, s: &SpanRec) -> (i64, i64) {
+        self.intervals
+            .get(s.interval as usize)
+            .copied()
+            .unwrap_or((i64::MIN, i64::MAX))
+    }
+
     /// Number of spans.
     pub fn len(&self) -> usize {
         self.len
@@ -410,7 +477,8 @@ pub const PARALLEL_COPY_MIN: usize = 50_000;
 struct IdMaps {
     apps: Vec<u32>,
     instances: Vec<u32>,
-    channels: Vec<u32>,
+    /// Decision sets, their channels mapped.
+    decision_sets: Vec<u32>,
     sources: Vec<u32>,
     rules: Vec<u32>,
 }
@@ -427,9 +495,7 @@ impl IdMaps {
     fn map_in_place(&self, s: &mut SpanRec, changes: &Changes) {
         s.app = self.apps[s.app as usize];
         s.instance = self.instances[s.instance as usize];
-        for (c, _) in s.decisions.iter_mut() {
-            *c = self.channels[*c as usize];
-        }
+        s.decision_set = self.decision_sets[s.decision_set as usize];
         changes.apply(s);
     }
 
@@ -535,6 +601,7 @@ impl Loader {
             .values()
             .as_string_opt::<i32>()
             .ok_or_else(|| sql_err("conflicting_channels item type"))?;
+        let mut last_set: Option<(Decisions, u32)> = None;
         for i in 0..batch.num_rows() {
             let (Some(t), Some(sp)) = (hex_u128(trace.value(i)), hex_u64(span.value(i))) else {
                 continue;
@@ -557,6 +624,15 @@ impl Loader {
                     }
                 }
             }
+            // The spans of a trace mostly carry the same set: the last one is reused.
+            let decision_set = match &last_set {
+                Some((set, id)) if *set == decs => *id,
+                _ => {
+                    let id = self.out.decision_sets.intern(decs.clone());
+                    last_set = Some((decs, id));
+                    id
+                }
+            };
             let index = self.spans.len();
             if let Some(source) = sources[i] {
                 let conf: Vec<String> = if conflicting.is_null(i) {
@@ -586,11 +662,10 @@ impl Loader {
                 start: start.value(i),
                 end: end.value(i),
                 is_error: is_error.value(i),
-                decisions: decs,
+                decision_set,
                 channel: None,
                 blue_percent: 50,
-                since: i64::MIN,
-                until: i64::MAX,
+                interval: 0,
             });
         }
         Ok(())
@@ -764,43 +839,60 @@ fn named_rules(
     inst
 }
 
-/// Each app's effective configuration changes (domain §4), by app id: (time, channel id,
-/// blue_percent), the first at `i64::MIN`.
-struct Changes(Vec<Vec<(i64, Option<u32>, u8)>>);
+/// One effective configuration change of an app (domain §4).
+#[derive(Clone, Copy)]
+struct Change {
+    /// When, Unix ns.
+    t: i64,
+    /// The effective channel from then on (interned), if any.
+    channel: Option<u32>,
+    /// The effective blue_percent from then on.
+    blue_percent: u8,
+    /// The interval it opens, in [`Spans::intervals`].
+    interval: u32,
+}
+
+/// Each app's effective configuration changes, by app id, the first at `i64::MIN`.
+struct Changes(Vec<Vec<Change>>);
 
 impl Changes {
-    /// The changes of every app of `out`, interning their channels in `out.channels`.
+    /// The changes of every app of `out`, interning their channels in `out.channels` and
+    /// writing the intervals between them to `out.intervals`.
     fn new(out: &mut Spans, timeline: &Timeline) -> Self {
+        out.intervals = vec![(i64::MIN, i64::MAX)];
         let mut changes = Vec::with_capacity(out.apps.len());
         for a in 0..out.apps.len() as u32 {
-            let c: Vec<(i64, Option<u32>, u8)> = timeline
-                .changes(out.apps.name(a))
-                .into_iter()
-                .map(|ch| {
-                    (
-                        ch.t_unix_nano,
-                        ch.effective
-                            .channel
-                            .map(|id| out.channels.intern(id.as_str())),
-                        ch.effective.blue_percent,
-                    )
-                })
-                .collect();
+            let list = timeline.changes(out.apps.name(a));
+            let mut c = Vec::with_capacity(list.len());
+            for (k, ch) in list.iter().enumerate() {
+                let until = list.get(k + 1).map_or(i64::MAX, |n| n.t_unix_nano);
+                let interval = out.intervals.len() as u32;
+                out.intervals.push((ch.t_unix_nano, until));
+                c.push(Change {
+                    t: ch.t_unix_nano,
+                    channel: ch
+                        .effective
+                        .channel
+                        .as_ref()
+                        .map(|id| out.channels.intern(id.as_str())),
+                    blue_percent: ch.effective.blue_percent,
+                    interval,
+                });
+            }
             changes.push(c);
         }
         Self(changes)
     }
 
-    /// Sets `s`'s effective channel, blue_percent and the times of the app's surrounding
-    /// changes.
+    /// Sets `s`'s effective channel, blue_percent and the interval of the app's
+    /// configuration holding its start.
     fn apply(&self, s: &mut SpanRec) {
         let c = &self.0[s.app as usize];
-        let n = c.partition_point(|(t, ..)| *t <= s.start);
-        let (since, channel, bp) = c[n.saturating_sub(1)];
-        s.channel = channel;
-        s.blue_percent = bp;
-        s.since = since;
-        s.until = c.get(n).map_or(i64::MAX, |x| x.0);
+        let n = c.partition_point(|ch| ch.t <= s.start);
+        let ch = c[n.saturating_sub(1)];
+        s.channel = ch.channel;
+        s.blue_percent = ch.blue_percent;
+        s.interval = ch.interval;
     }
 }
 
@@ -839,12 +931,25 @@ impl MergePlan {
         };
         let maps: Vec<IdMaps> = parts
             .iter()
-            .map(|p| IdMaps {
-                apps: map(&p.out.apps, &mut all.out.apps),
-                instances: map(&p.out.instances, &mut all.out.instances),
-                channels: map(&p.out.channels, &mut all.out.channels),
-                sources: map(&p.out.sources, &mut all.out.sources),
-                rules: map(&p.rule_names, &mut all.rule_names),
+            .map(|p| {
+                let channels = map(&p.out.channels, &mut all.out.channels);
+                let sets = &p.out.decision_sets;
+                IdMaps {
+                    apps: map(&p.out.apps, &mut all.out.apps),
+                    instances: map(&p.out.instances, &mut all.out.instances),
+                    decision_sets: (0..sets.len() as u32)
+                        .map(|i| {
+                            all.out.decision_sets.intern(
+                                sets.get(i)
+                                    .iter()
+                                    .map(|&(c, col)| (channels[c as usize], col))
+                                    .collect(),
+                            )
+                        })
+                        .collect(),
+                    sources: map(&p.out.sources, &mut all.out.sources),
+                    rules: map(&p.rule_names, &mut all.rule_names),
+                }
             })
             .collect();
         let changes = Changes::new(&mut all.out, timeline);
@@ -1294,11 +1399,10 @@ mod tests {
             start,
             end: start + 1,
             is_error: false,
-            decisions,
+            decision_set: l.out.decision_sets.intern(decisions),
             channel: None,
             blue_percent: 50,
-            since: i64::MIN,
-            until: i64::MAX,
+            interval: 0,
         });
     }
 
@@ -1326,13 +1430,13 @@ mod tests {
         let mut v: Vec<String> = s
             .iter()
             .map(|r| {
-                let d: Vec<_> = r
-                    .decisions
+                let d: Vec<_> = s
+                    .decisions(r)
                     .iter()
                     .map(|(c, col)| (s.channels.name(*c), col.as_str()))
                     .collect();
                 format!(
-                    "{} {} {} {} {} {d:?} {:?} {} {} {}",
+                    "{} {} {} {} {} {d:?} {:?} {} {:?}",
                     r.trace,
                     r.start,
                     r.span,
@@ -1340,8 +1444,7 @@ mod tests {
                     s.instances.name(r.instance),
                     r.channel.map(|c| s.channels.name(c)),
                     r.blue_percent,
-                    r.since,
-                    r.until
+                    s.interval(r)
                 )
             })
             .collect();
@@ -1391,11 +1494,12 @@ mod tests {
             .all(|t| seen.insert(t[0].trace) && t.is_sorted_by_key(|r| (r.start, r.span)))
     }
 
-    /// Every pass of the analyzer and the dashboard streams these records: keep them at two
-    /// cache lines (the parent id's niche made 144 bytes 128).
+    /// Every pass of the analyzer and the dashboard streams these records, and a load holds
+    /// one per span: keep them at 80 bytes (the parent id's niche made 144 bytes 128;
+    /// interned decision sets and configuration intervals made 128 bytes 80).
     #[test]
-    fn span_records_fit_two_cache_lines() {
-        assert_eq!(std::mem::size_of::<SpanRec>(), 128);
+    fn span_records_stay_at_80_bytes() {
+        assert_eq!(std::mem::size_of::<SpanRec>(), 80);
     }
 
     proptest! {

@@ -455,7 +455,7 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
             let kept = spans
                 .channels
                 .get(ch)
-                .and_then(|c| s.decision(c))
+                .and_then(|c| spans.decision(s, c))
                 .map(|c| c.as_str());
             r.conflicting_decisions.push(ConflictingDecision {
                 trace_id: trace_id.clone(),
@@ -471,8 +471,8 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
                 span_id,
                 app,
                 source: spans.sources.name(d.source).to_owned(),
-                decisions: s
-                    .decisions
+                decisions: spans
+                    .decisions(s)
                     .iter()
                     .map(|(c, col)| (spans.channels.name(*c).to_owned(), col.as_str()))
                     .collect(),

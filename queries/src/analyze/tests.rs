@@ -81,6 +81,7 @@ impl B {
             .iter()
             .map(|(c, col)| (self.spans.channels.intern(c), *col))
             .collect();
+        let decision_set = self.spans.decision_sets.intern(decisions);
         let traffic = match sp.kind {
             Kind::Server => Some(Traffic::Rpc),
             Kind::Consumer => Some(Traffic::Mq),
@@ -99,11 +100,10 @@ impl B {
             start: T0 + (sp.t * S as f64) as i64,
             end: T0 + (sp.t * S as f64) as i64 + S / 100,
             is_error: sp.error,
-            decisions,
+            decision_set,
             channel: None,
             blue_percent: 50,
-            since: i64::MIN,
-            until: i64::MAX,
+            interval: 0,
         });
         self
     }

@@ -83,12 +83,12 @@ fn one_trace(
         else {
             continue;
         };
-        let trace_color = ss[root].decision(c).unwrap_or(ss[root].color);
+        let trace_color = spans.decision(&ss[root], c).unwrap_or(ss[root].color);
         let channel = spans.channels.name(c);
         for &k in &cands {
             let s = &ss[k];
             let kind = if s.kind == Kind::Server { "RPC" } else { "MQ" };
-            let dec = s.decision(c);
+            let dec = spans.decision(s, c);
             if dec.is_none() {
                 let caller = match (s.parent, parent[k]) {
                     (None, _) => NONE_APP.to_owned(),

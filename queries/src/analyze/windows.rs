@@ -107,6 +107,7 @@ pub fn find(
 
     for s in spans.iter() {
         let Some(c) = s.channel else { continue };
+        let (since, until) = spans.interval(s);
         let t = thresholds(c);
         let w = window_of(c);
         let ws = window_start(s.start, w);
@@ -117,7 +118,7 @@ pub fn find(
                 _ => None,
             };
             let grace = t.grace.as_nanos() as i64;
-            if drained_color == Some(s.color) && s.start.saturating_sub(s.since) > grace {
+            if drained_color == Some(s.color) && s.start.saturating_sub(since) > grace {
                 let e = drain
                     .entry((c, s.app, s.color == Color::Blue, kind, ws))
                     .or_default();
@@ -130,7 +131,7 @@ pub fn find(
         if s.kind != Kind::Server {
             continue;
         }
-        let straddles = s.since > ws || s.until < ws + w;
+        let straddles = since > ws || until < ws + w;
         for key in [(c, Some(s.app), ws), (c, None, ws)] {
             let g = groups.entry(key).or_default();
             g.blue_percent = s.blue_percent;
