@@ -237,7 +237,7 @@ mod tests {
 
     use dyeline_queries::SqlEngine;
     use dyeline_queries::analyze::cache::{SpanCache, load_cached};
-    use dyeline_queries::analyze::load::{Spans, load};
+    use dyeline_queries::analyze::load::{NO_SOURCE, Spans, load};
 
     use super::*;
 
@@ -255,7 +255,7 @@ mod tests {
                     .collect();
                 d.sort();
                 format!(
-                    "{:032x} {:016x} {:?} {} {} {} {:?} {:?} {} {} {} {:?} {:?} {} {:?}",
+                    "{:032x} {:016x} {:?} {} {} {} {:?} {:?} {} {} {} {:?} {:?} {} {:?} {:?}",
                     r.trace,
                     r.span,
                     r.parent,
@@ -270,18 +270,16 @@ mod tests {
                     d,
                     r.channel.map(|c| s.channels.name(c).to_owned()),
                     r.blue_percent,
-                    s.interval(r)
+                    s.interval(r),
+                    (r.source != NO_SOURCE).then(|| s.sources.name(u32::from(r.source)))
                 )
             })
             .collect();
         for d in &s.decision_recs {
             let r = s.get(d.index);
             v.push(format!(
-                "rec {:016x} {} {} {:?}",
-                r.span,
-                s.sources.name(d.source),
-                d.malformed_pairs,
-                d.conflicting
+                "rec {:016x} {} {:?}",
+                r.span, d.malformed_pairs, d.conflicting
             ));
         }
         // Span lines grouped per trace (each trace's spans are contiguous), in trace order.

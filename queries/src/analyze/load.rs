@@ -130,6 +130,21 @@ pub struct SpanRec {
     /// The app's configuration interval holding `start`, in [`Spans::intervals`] (0: the
     /// whole time line, before the span is resolved): [`Spans::interval`] reads it.
     pub interval: u32,
+    /// The attribute the decisions were read from, interned in [`Spans::sources`], or
+    /// [`NO_SOURCE`] (none; also for a load with more than 65,534 distinct ones, where the
+    /// configured chain has a handful). It fits in the record's padding.
+    pub source: u16,
+}
+
+/// [`SpanRec::source`] of a span without a decision source.
+pub const NO_SOURCE: u16 = u16::MAX;
+
+/// `id` as a [`SpanRec::source`].
+fn source_id(id: u32) -> u16 {
+    u16::try_from(id)
+        .ok()
+        .filter(|&v| v != NO_SOURCE)
+        .unwrap_or(NO_SOURCE)
 }
 
 /// Distinct decision sets, interned: id 0 is the empty set.
@@ -182,13 +197,12 @@ impl DecisionSets {
     }
 }
 
-/// A span's decision fields, kept only for `--with-decisions` and the baggage lists.
+/// The baggage faults of a span that has them (malformed pairs skipped, channels given twice):
+/// few spans, so they are kept beside the records rather than in each.
 #[derive(Clone, Debug)]
 pub struct DecisionRec {
-    /// Index of the span in [`Spans::spans`].
+    /// Index of the span in [`Spans::iter`]'s order.
     pub index: usize,
-    /// Attribute the decision was read from, interned in [`Spans::sources`].
-    pub source: u32,
     /// Malformed pairs skipped.
     pub malformed_pairs: u32,
     /// Channels given twice with different colours.
@@ -215,7 +229,7 @@ pub struct Spans {
     pub instances: Interner,
     /// Channel ids (from decisions and the timeline).
     pub channels: Interner,
-    /// Decision sources (attribute names) of [`DecisionRec::source`].
+    /// Decision sources (attribute names) of [`SpanRec::source`].
     pub sources: Interner,
     /// Decision sets of [`SpanRec::decision_set`].
     pub decision_sets: DecisionSets,
@@ -496,17 +510,15 @@ impl IdMaps {
         s.app = self.apps[s.app as usize];
         s.instance = self.instances[s.instance as usize];
         s.decision_set = self.decision_sets[s.decision_set as usize];
+        if s.source != NO_SOURCE {
+            s.source = source_id(self.sources[s.source as usize]);
+        }
         changes.apply(s);
     }
 
-    /// `r` with its source mapped, for the span at `index` of the merged spans.
+    /// `r` for the span at `index` of the merged spans.
     fn rec(&self, r: &DecisionRec, index: usize) -> DecisionRec {
-        DecisionRec {
-            index,
-            source: self.sources[r.source as usize],
-            malformed_pairs: r.malformed_pairs,
-            conflicting: r.conflicting.clone(),
-        }
+        DecisionRec { index, ..r.clone() }
     }
 }
 
@@ -634,20 +646,19 @@ impl Loader {
                 }
             };
             let index = self.spans.len();
-            if let Some(source) = sources[i] {
-                let conf: Vec<String> = if conflicting.is_null(i) {
-                    Vec::new()
-                } else {
-                    (conf_offsets[i] as usize..conf_offsets[i + 1] as usize)
-                        .filter(|j| !conf_vals.is_null(*j))
-                        .map(|j| conf_vals.value(j).to_owned())
-                        .collect()
-                };
+            let conflicts = if conflicting.is_null(i) {
+                0..0
+            } else {
+                conf_offsets[i] as usize..conf_offsets[i + 1] as usize
+            };
+            if sources[i].is_some() && (malformed.value(i) > 0 || !conflicts.is_empty()) {
                 self.out.decision_recs.push(DecisionRec {
                     index,
-                    source,
                     malformed_pairs: malformed.value(i),
-                    conflicting: conf,
+                    conflicting: conflicts
+                        .filter(|j| !conf_vals.is_null(*j))
+                        .map(|j| conf_vals.value(j).to_owned())
+                        .collect(),
                 });
             }
             self.spans.push(SpanRec {
@@ -666,6 +677,7 @@ impl Loader {
                 channel: None,
                 blue_percent: 50,
                 interval: 0,
+                source: sources[i].map_or(NO_SOURCE, source_id),
             });
         }
         Ok(())
@@ -1170,7 +1182,6 @@ impl MergePlan {
             }
             if let Some(r) = rec {
                 r.index = kept;
-                r.source = m.sources[r.source as usize];
             }
             kept += 1;
             true
@@ -1376,11 +1387,11 @@ mod tests {
             })
             .into_iter()
             .collect();
+        let mut source = NO_SOURCE;
         if rec {
-            let source = l.out.sources.intern("baggage");
+            source = source_id(l.out.sources.intern("baggage"));
             l.out.decision_recs.push(DecisionRec {
                 index: l.spans.len(),
-                source,
                 malformed_pairs: u32::from(trace),
                 conflicting: Vec::new(),
             });
@@ -1403,6 +1414,7 @@ mod tests {
             channel: None,
             blue_percent: 50,
             interval: 0,
+            source,
         });
     }
 
@@ -1436,7 +1448,7 @@ mod tests {
                     .map(|(c, col)| (s.channels.name(*c), col.as_str()))
                     .collect();
                 format!(
-                    "{} {} {} {} {} {d:?} {:?} {} {:?}",
+                    "{} {} {} {} {} {d:?} {:?} {} {:?} {:?}",
                     r.trace,
                     r.start,
                     r.span,
@@ -1444,19 +1456,14 @@ mod tests {
                     s.instances.name(r.instance),
                     r.channel.map(|c| s.channels.name(c)),
                     r.blue_percent,
-                    s.interval(r)
+                    s.interval(r),
+                    (r.source != NO_SOURCE).then(|| s.sources.name(u32::from(r.source)))
                 )
             })
             .collect();
         v.extend(s.decision_recs.iter().map(|d| {
             let r = s.get(d.index);
-            format!(
-                "rec {} {} {} {}",
-                r.trace,
-                r.span,
-                s.sources.name(d.source),
-                d.malformed_pairs
-            )
+            format!("rec {} {} {}", r.trace, r.span, d.malformed_pairs)
         }));
         v.sort();
         v.push(format!("{:?}", s.instance_rules));

@@ -431,23 +431,18 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
             rule: rule.clone(),
         })
         .collect();
-    let mut decisions = Vec::new();
+    // The baggage faults: few spans have them.
     for d in &spans.decision_recs {
-        // Most records are neither malformed nor conflicting: their names are made only for
-        // the lists that show them.
-        if d.malformed_pairs == 0 && d.conflicting.is_empty() && !with_decisions {
-            continue;
-        }
         let s = spans.get(d.index);
         let trace_id = hex128(s.trace);
         let span_id = hex64(s.span);
-        let app = spans.apps.name(s.app).to_owned();
+        let app = spans.apps.name(s.app);
         if d.malformed_pairs > 0 {
             r.malformed_pairs.total += u64::from(d.malformed_pairs);
             r.malformed_pairs.spans.push(MalformedSpan {
                 trace_id: trace_id.clone(),
                 span_id: span_id.clone(),
-                app: app.clone(),
+                app: app.to_owned(),
                 count: d.malformed_pairs,
             });
         }
@@ -460,24 +455,33 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
             r.conflicting_decisions.push(ConflictingDecision {
                 trace_id: trace_id.clone(),
                 span_id: span_id.clone(),
-                app: app.clone(),
+                app: app.to_owned(),
                 channel: ch.clone(),
                 kept,
             });
         }
-        if with_decisions {
+    }
+    // Every span with a decision source, in span order, with its faults if any.
+    let mut decisions = Vec::new();
+    if with_decisions {
+        let mut faults = spans.decision_recs.iter().peekable();
+        for (index, s) in spans.iter().enumerate() {
+            let fault = faults.next_if(|d| d.index == index);
+            if s.source == load::NO_SOURCE {
+                continue;
+            }
             decisions.push(SpanDecision {
-                trace_id,
-                span_id,
-                app,
-                source: spans.sources.name(d.source).to_owned(),
+                trace_id: hex128(s.trace),
+                span_id: hex64(s.span),
+                app: spans.apps.name(s.app).to_owned(),
+                source: spans.sources.name(u32::from(s.source)).to_owned(),
                 decisions: spans
                     .decisions(s)
                     .iter()
                     .map(|(c, col)| (spans.channels.name(*c).to_owned(), col.as_str()))
                     .collect(),
-                malformed_pairs: d.malformed_pairs,
-                conflicting: d.conflicting.clone(),
+                malformed_pairs: fault.map_or(0, |d| d.malformed_pairs),
+                conflicting: fault.map(|d| d.conflicting.clone()).unwrap_or_default(),
             });
         }
     }

@@ -104,6 +104,7 @@ impl B {
             channel: None,
             blue_percent: 50,
             interval: 0,
+            source: super::load::NO_SOURCE,
         });
         self
     }
