@@ -1197,38 +1197,65 @@ impl MergePlan {
 /// Each part's in-range traces that also have in-range spans in another part, sorted. Parts
 /// must be sorted; a sealed part wholly in range gives its trace list, others are walked.
 fn split_traces(parts: &[&Loader], whole: &[bool], lo: i64, hi: i64) -> Vec<Vec<u128>> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    use std::collections::binary_heap::PeekMut;
     let mut split = vec![Vec::new(); parts.len()];
     if parts.iter().filter(|p| !p.is_empty()).count() < 2 {
         return split;
     }
-    // (trace, part), one per part holding the trace: one sorted run per part, which the
-    // stable sort merges.
-    let mut all: Vec<(u128, u32)> = Vec::with_capacity(
-        parts
-            .iter()
-            .map(|p| p.trace_ids.as_ref().map_or(p.len(), Vec::len))
-            .sum(),
-    );
-    for (i, (p, &whole)) in parts.iter().zip(whole).enumerate() {
-        match p.trace_ids.as_ref().filter(|_| whole) {
-            Some(ids) => all.extend(ids.iter().map(|&t| (t, i as u32))),
-            None => {
-                let mut last = None;
+    // Each part's distinct in-range trace ids, sorted: a sealed part wholly in range has
+    // them; the others are walked.
+    let walked: Vec<Option<Vec<u128>>> = parts
+        .iter()
+        .zip(whole)
+        .map(|(p, &whole)| {
+            p.trace_ids.as_ref().filter(|_| whole).is_none().then(|| {
+                let mut ids: Vec<u128> = Vec::new();
                 for s in p.spans.iter().filter(|s| (lo..=hi).contains(&s.start)) {
-                    if last != Some(s.trace) {
-                        all.push((s.trace, i as u32));
-                        last = Some(s.trace);
+                    if ids.last() != Some(&s.trace) {
+                        ids.push(s.trace);
                     }
                 }
+                ids
+            })
+        })
+        .collect();
+    let lists: Vec<&[u128]> = parts
+        .iter()
+        .zip(&walked)
+        .map(|(p, w)| match w {
+            Some(ids) => ids.as_slice(),
+            None => p.trace_ids.as_deref().unwrap_or(&[]),
+        })
+        .collect();
+    // A k-way merge of the lists (a heap of one cursor per part): equal neighbours are a
+    // trace held by two parts. It reads each id once and allocates nothing per id, where
+    // sorting every (trace, part) pair cost a fifth of a 10M-span analysis.
+    let mut heap: BinaryHeap<Reverse<(u128, usize, usize)>> = lists
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| l.first().map(|&t| Reverse((t, i, 0))))
+        .collect();
+    // The last id popped, its part, and whether it was already found split.
+    let mut prev: Option<(u128, usize, bool)> = None;
+    while let Some(mut top) = heap.peek_mut() {
+        let Reverse((t, i, at)) = *top;
+        match lists[i].get(at + 1) {
+            Some(&next) => *top = Reverse((next, i, at + 1)),
+            None => {
+                PeekMut::pop(top);
             }
         }
-    }
-    all.sort();
-    for g in all.chunk_by(|a, b| a.0 == b.0) {
-        if g.len() > 1 {
-            for &(t, p) in g {
-                split[p as usize].push(t);
+        match &mut prev {
+            Some((pt, pi, found)) if *pt == t => {
+                if !*found {
+                    split[*pi].push(t);
+                    *found = true;
+                }
+                split[i].push(t);
             }
+            _ => prev = Some((t, i, false)),
         }
     }
     split
