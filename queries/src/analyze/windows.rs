@@ -51,9 +51,16 @@ struct ColorCounts {
     instance_exemplars: FastMap<u32, Vec<u128>>,
 }
 
+/// Keeps in `v` the [`EXEMPLARS`] smallest distinct trace ids seen, ascending: the same
+/// exemplars whatever order the spans come in (a scan sorted by trace, or a merge of files
+/// grouped by trace).
 fn keep(v: &mut Vec<u128>, t: u128) {
-    if v.len() < EXEMPLARS && !v.contains(&t) {
-        v.push(t);
+    if v.len() == EXEMPLARS && v.last().is_some_and(|&max| t >= max) {
+        return;
+    }
+    if let Err(at) = v.binary_search(&t) {
+        v.insert(at, t);
+        v.truncate(EXEMPLARS);
     }
 }
 
@@ -288,6 +295,21 @@ pub fn find(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exemplars_are_the_smallest_ids_whatever_the_order() {
+        let ids: Vec<u128> = vec![9, 3, 7, 3, 1, 8, 2, 6, 5, 4];
+        let mut forward = Vec::new();
+        let mut backward = Vec::new();
+        for &t in &ids {
+            keep(&mut forward, t);
+        }
+        for &t in ids.iter().rev() {
+            keep(&mut backward, t);
+        }
+        assert_eq!(forward, vec![1, 2, 3, 4, 5]);
+        assert_eq!(backward, forward);
+    }
 
     #[test]
     fn z_test_matches_known_values() {
