@@ -204,24 +204,7 @@ pub async fn load_cached(
     from: Option<i64>,
     to: Option<i64>,
 ) -> Result<Spans, SqlError> {
-    let (lo, hi) = bounds(from, to);
-    let started = std::time::Instant::now();
-    let g = gather(table, Some(cache), lo, hi).await?;
-    let gathered = started.elapsed();
-    let mut refs: Vec<&Loader> = g.parts.iter().map(|p| &**p).collect();
-    refs.push(&g.memory);
-    let spans = Loader::merge_finish(&refs, lo, hi, timeline);
-    let (files, read, memory_spans) = (g.parts.len(), g.read, g.memory.len());
-    log_load(
-        &spans,
-        files,
-        read,
-        memory_spans,
-        started,
-        gathered,
-        "cached load",
-    );
-    Ok(spans)
+    load_through(table, Some(cache), timeline, from, to).await
 }
 
 /// [`load_cached`] without a cache, for a one-off analysis: each file is read, and its
@@ -236,37 +219,56 @@ pub async fn load_once(
     from: Option<i64>,
     to: Option<i64>,
 ) -> Result<Spans, SqlError> {
-    let (lo, hi) = bounds(from, to);
-    let started = std::time::Instant::now();
-    let g = gather(table, None, lo, hi).await?;
-    let gathered = started.elapsed();
-    let (files, read, memory_spans) = (g.parts.len(), g.read, g.memory.len());
-    // No cache holds the parts: each Arc is the only one, so it unwraps without a copy.
-    let mut owned: Vec<Loader> = g
-        .parts
-        .into_iter()
-        .map(|p| Arc::try_unwrap(p).unwrap_or_else(|shared| (*shared).clone()))
-        .collect();
-    owned.push(g.memory);
-    let spans = Loader::merge_owned(owned, lo, hi, timeline);
-    log_load(
-        &spans,
-        files,
-        read,
-        memory_spans,
-        started,
-        gathered,
-        "load once",
-    );
-    Ok(spans)
+    load_through(table, None, timeline, from, to).await
 }
 
-/// `from..to` (`None`: unbounded) as the inclusive bounds of a span start.
-fn bounds(from: Option<i64>, to: Option<i64>) -> (i64, i64) {
-    (
-        from.unwrap_or(i64::MIN),
-        to.map_or(i64::MAX, |t| t.saturating_sub(1)),
-    )
+/// [`load_cached`] with `cache`, else [`load_once`].
+async fn load_through(
+    table: &SpansTable,
+    cache: Option<&Arc<SpanCache>>,
+    timeline: &Timeline,
+    from: Option<i64>,
+    to: Option<i64>,
+) -> Result<Spans, SqlError> {
+    let lo = from.unwrap_or(i64::MIN);
+    let hi = to.map_or(i64::MAX, |t| t.saturating_sub(1));
+    let started = std::time::Instant::now();
+    let Gathered {
+        parts,
+        memory,
+        read,
+    } = gather(table, cache, lo, hi).await?;
+    let gathered = started.elapsed();
+    let (files, memory_spans) = (parts.len(), memory.len());
+    let spans = if cache.is_some() {
+        // The cache shares the parts with later loads: they are copied.
+        let mut refs: Vec<&Loader> = parts.iter().map(|p| &**p).collect();
+        refs.push(&memory);
+        Loader::merge_finish(&refs, lo, hi, timeline)
+    } else {
+        // No cache holds the parts: each Arc is the only one, so it unwraps without a copy.
+        let mut owned: Vec<Loader> = parts
+            .into_iter()
+            .map(|p| Arc::try_unwrap(p).unwrap_or_else(|shared| (*shared).clone()))
+            .collect();
+        owned.push(memory);
+        Loader::merge_owned(owned, lo, hi, timeline)
+    };
+    tracing::debug!(
+        spans = spans.len(),
+        files,
+        files_read = read,
+        memory_spans,
+        gather_ms = gathered.as_secs_f64() * 1e3,
+        merge_ms = (started.elapsed() - gathered).as_secs_f64() * 1e3,
+        "{}",
+        if cache.is_some() {
+            "cached load"
+        } else {
+            "load once"
+        }
+    );
+    Ok(spans)
 }
 
 /// The parts of a load: one per overlapping file, and the memory segments' spans.
@@ -275,27 +277,6 @@ struct Gathered {
     memory: Loader,
     /// Files read (not found in the cache).
     read: usize,
-}
-
-/// Logs a load's counts and phase times (debug).
-fn log_load(
-    spans: &Spans,
-    files: usize,
-    read: usize,
-    memory_spans: usize,
-    started: std::time::Instant,
-    gathered: std::time::Duration,
-    what: &str,
-) {
-    tracing::debug!(
-        spans = spans.len(),
-        files,
-        files_read = read,
-        memory_spans,
-        gather_ms = gathered.as_secs_f64() * 1e3,
-        merge_ms = (started.elapsed() - gathered).as_secs_f64() * 1e3,
-        "{what}"
-    );
 }
 
 /// Reads the parts of the spans starting in `lo..=hi`: the overlapping files (through

@@ -209,6 +209,16 @@ pub struct DecisionRec {
     pub conflicting: Vec<String>,
 }
 
+impl DecisionRec {
+    /// This record for the span at `index` of a merged result.
+    fn at(&self, index: usize) -> DecisionRec {
+        DecisionRec {
+            index,
+            ..self.clone()
+        }
+    }
+}
+
 /// Every span of the analysed range.
 #[derive(Clone, Debug, Default)]
 pub struct Spans {
@@ -515,11 +525,6 @@ impl IdMaps {
         }
         changes.apply(s);
     }
-
-    /// `r` for the span at `index` of the merged spans.
-    fn rec(&self, r: &DecisionRec, index: usize) -> DecisionRec {
-        DecisionRec { index, ..r.clone() }
-    }
 }
 
 impl Loader {
@@ -724,7 +729,7 @@ impl Loader {
     }
 
     /// [`Loader::merge_finish`], copying parts on two threads from `parallel_min` spans.
-    pub fn merge_with(
+    fn merge_with(
         parts: &[&Loader],
         lo: i64,
         hi: i64,
@@ -1130,11 +1135,11 @@ impl MergePlan {
             }
             let rec = p.out.decision_recs.get(d).filter(|r| r.index == k);
             if in_sorted(split, &mut c, s.trace) {
-                taken.push((m.span(s, &self.changes), rec.map(|r| m.rec(r, 0))));
+                taken.push((m.span(s, &self.changes), rec.map(|r| r.at(0))));
                 continue;
             }
             if let Some(r) = rec {
-                recs.push(m.rec(r, spans.len()));
+                recs.push(r.at(spans.len()));
             }
             spans.push(m.span(s, &self.changes));
         }
@@ -1173,7 +1178,7 @@ impl MergePlan {
             m.map_in_place(s, &self.changes);
             if in_sorted(split, &mut c, s.trace) {
                 let copy = rec.map(|r| {
-                    let copy = m.rec(r, 0);
+                    let copy = r.at(0);
                     r.index = usize::MAX;
                     copy
                 });
