@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 
 use dyeline_control::ControlPlane;
 use dyeline_control::api::parse_time;
-use dyeline_queries::analyze::cache::load_once;
-use dyeline_queries::analyze::{Report, report};
+use dyeline_queries::analyze::cache::{count_windows_once, load_once};
+use dyeline_queries::analyze::{Detection, Report, report_of, report_windows};
 use dyeline_store::Store;
 
 use crate::config::Config;
@@ -25,10 +25,16 @@ pub async fn run(
     to: Option<&str>,
     json: bool,
     with_decisions: bool,
+    detections: &[Detection],
 ) -> Result<(), BoxError> {
     let from = from.map(parse_time).transpose()?;
     let to = to.map(parse_time).transpose()?;
-    let report = analyze_dir(&config, from, to, with_decisions).await?;
+    let detections = if detections.is_empty() {
+        &Detection::ALL[..]
+    } else {
+        detections
+    };
+    let report = analyze_dir(&config, from, to, with_decisions, detections).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -37,9 +43,12 @@ pub async fn run(
     Ok(())
 }
 
-/// The report of the spans of `config.data_dir` starting in `[from, to)` (Unix ns; all when
-/// absent) against its control plane's history, with `config.analyzer`'s thresholds. Opens
-/// the store and the control plane read-only, so a server may hold the data dir.
+/// The report of `detections` over the spans of `config.data_dir` starting in `[from, to)`
+/// (Unix ns; all when absent) against its control plane's history, with `config.analyzer`'s
+/// thresholds. Opens the store and the control plane read-only, so a server may hold the
+/// data dir. When every detection asked for is windowed and `with_decisions` is off, the
+/// spans are counted as they are read ([`count_windows_once`]: fewer columns, no record per
+/// span) instead of loaded.
 ///
 /// # Errors
 /// A missing or unreadable data dir, a failed read.
@@ -48,6 +57,7 @@ pub async fn analyze_dir(
     from: Option<i64>,
     to: Option<i64>,
     with_decisions: bool,
+    detections: &[Detection],
 ) -> Result<Report, BoxError> {
     if !config.data_dir.exists() {
         return Err(format!(
@@ -69,9 +79,20 @@ pub async fn analyze_dir(
     // into the result (the dashboard's path without its cache), rather than one DataFusion
     // scan converted on one thread and sorted whole.
     let started = std::time::Instant::now();
+    if !with_decisions && detections.iter().all(|d| d.is_windowed()) {
+        let counts =
+            count_windows_once(&store.table(), &timeline, &config.analyzer, from, to).await?;
+        let report = report_windows(counts, &config.analyzer, detections);
+        tracing::debug!(
+            spans = report.spans,
+            took_ms = started.elapsed().as_secs_f64() * 1e3,
+            "window analysis"
+        );
+        return Ok(report);
+    }
     let spans = load_once(&store.table(), &timeline, from, to).await?;
     let loaded = started.elapsed();
-    let report = report(&spans, &config.analyzer, with_decisions);
+    let report = report_of(&spans, &config.analyzer, with_decisions, detections);
     tracing::debug!(
         spans = spans.len(),
         load_ms = loaded.as_secs_f64() * 1e3,
@@ -187,20 +208,46 @@ fn sections(r: &Report) -> Vec<(&'static str, Vec<String>)> {
         ));
     }
     sections.push(("one-sided error spikes", lines));
-    sections
+    // The sections follow Detection::ALL; those of detections that did not run are left
+    // out rather than shown as finding nothing.
+    Detection::ALL
+        .iter()
+        .zip(sections)
+        .filter(|(d, _)| ran(r, **d))
+        .map(|(_, s)| s)
+        .collect()
+}
+
+/// True when `d` ran in the analysis that gave `r`.
+fn ran(r: &Report, d: Detection) -> bool {
+    r.detections
+        .as_ref()
+        .is_none_or(|names| names.contains(&d.as_str()))
 }
 
 /// The report's totals: spans, instances, malformed and conflicting decisions.
 fn header(r: &Report) -> String {
     let unknown = r.instances.iter().filter(|i| i.color == "unknown").count();
-    format!(
-        "spans analysed: {}\ninstances: {} ({} of unknown colour); malformed decision pairs: {}; conflicting decisions: {}\n",
+    let mut out = format!(
+        "spans analysed: {}\ninstances: {} ({} of unknown colour)",
         r.spans,
         r.instances.len(),
         unknown,
-        r.malformed_pairs.total,
-        r.conflicting_decisions.len()
-    )
+    );
+    // The baggage faults are read with the trace detections.
+    if ran(r, Detection::CrossColorHop) || ran(r, Detection::MissingDecision) {
+        let _ = write!(
+            out,
+            "; malformed decision pairs: {}; conflicting decisions: {}",
+            r.malformed_pairs.total,
+            r.conflicting_decisions.len()
+        );
+    }
+    if let Some(names) = &r.detections {
+        let _ = write!(out, "\ndetections run: {}", names.join(", "));
+    }
+    out.push('\n');
+    out
 }
 
 /// The report for people: one section per detection, one line per finding.

@@ -170,7 +170,15 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
     if result.is_ok() && served.is_ok() {
         // What the release walk left in the data: the post-mortem a release owner would run
         // next, in short (a temporary data dir is gone after this).
-        match crate::analyze::analyze_dir(&analysis_config, Some(run_started), None, false).await {
+        match crate::analyze::analyze_dir(
+            &analysis_config,
+            Some(run_started),
+            None,
+            false,
+            &dyeline_queries::analyze::Detection::ALL,
+        )
+        .await
+        {
             Ok(r) => print!(
                 "demo: findings over the run (dyeline analyze, at most {DEMO_FINDING_LINES} per detection):\n{}",
                 crate::analyze::summary(&r, DEMO_FINDING_LINES)

@@ -149,6 +149,12 @@ struct AnalyzeArgs {
     /// Also list every span's parsed decisions.
     #[arg(long)]
     with_decisions: bool,
+    /// Run only these detections (comma-separated finding types: cross_color_hop,
+    /// missing_decision, drained_side, ratio_deviation, instance_skew, error_spike).
+    /// Default: all six. With only windowed ones (the last four) and no --with-decisions,
+    /// the span ids, decisions and ends are not read, which makes the run faster.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    detections: Vec<dyeline_queries::analyze::Detection>,
 }
 
 fn overrides(data_dir: Option<&PathBuf>, serve: Option<&ServeArgs>) -> Figment {
@@ -283,6 +289,7 @@ fn main() -> ExitCode {
                     a.to.as_deref(),
                     matches!(a.format, OutputFormat::Json),
                     a.with_decisions,
+                    &a.detections,
                 )
                 .await
             }

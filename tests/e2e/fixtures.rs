@@ -2,7 +2,8 @@
 //! per-instance colours and rules equal `instances` of their expected.json, and the per-span
 //! decisions of release-small equal its `decisions` list. With their timelines imported too
 //! (`--timeline`), `dyeline analyze --format json --with-decisions` passes
-//! `../shared/tools/check_findings.py` on both.
+//! `../shared/tools/check_findings.py` on both, and the windowed-only run
+//! (`--detections`) finds the same windowed findings as the full pass.
 
 use std::collections::BTreeMap;
 
@@ -62,6 +63,59 @@ fn analyze_and_check(data: &std::path::Path, fixture: &str) {
         table.contains(&format!("cross-colour hops: {hops}")),
         "{table}"
     );
+    windowed_only_equals_the_full_pass(data, &[]);
+}
+
+const WINDOWED: [&str; 4] = [
+    "drained_side",
+    "ratio_deviation",
+    "instance_skew",
+    "error_spike",
+];
+
+/// `dyeline analyze --detections` with the four windowed detections (counted as the files
+/// are read, without span records) finds what the full pass finds, over the same spans and
+/// instances, and says which detections ran; `extra` narrows both runs alike.
+fn windowed_only_equals_the_full_pass(data: &std::path::Path, extra: &[&str]) -> Value {
+    let json = |more: &[&str]| -> Value {
+        let mut args = vec![
+            "analyze",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(more);
+        let (ok, out, err) = run_cli(&args);
+        assert!(ok, "analyze {more:?} failed: {err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let full = json(&[]);
+    let windowed = json(&["--detections", &WINDOWED.join(",")]);
+    for key in ["spans", "instances"].into_iter().chain(WINDOWED) {
+        assert_eq!(windowed[key], full[key], "{key}");
+    }
+    assert_eq!(windowed["detections"], serde_json::json!(WINDOWED));
+    assert!(full.get("detections").is_none());
+    assert_eq!(windowed["cross_color_hops"], serde_json::json!([]));
+    // One detection: its findings only, and the table shows its section only.
+    let spikes = json(&["--detections", "error_spike"]);
+    assert_eq!(spikes["error_spike"], full["error_spike"]);
+    assert_eq!(spikes["ratio_deviation"], serde_json::json!([]));
+    let mut args = vec!["analyze", "--data-dir", data.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--detections", "error_spike"]);
+    let (ok, table, err) = run_cli(&args);
+    assert!(ok, "{err}");
+    let n = full["error_spike"].as_array().unwrap().len();
+    assert!(
+        table.contains(&format!("one-sided error spikes: {n}")),
+        "{table}"
+    );
+    assert!(table.contains("detections run: error_spike"), "{table}");
+    assert!(!table.contains("cross-colour hops"), "{table}");
+    full
 }
 
 pub(crate) fn expected(fixture: &str) -> Value {
@@ -151,6 +205,43 @@ fn release_small_imports_with_exact_instances_and_decisions() {
 fn release_walk_imports_with_exact_instances_and_stays_queryable() {
     let (_dir, data) = import("release-walk", "spans.jsonl.gz");
     analyze_and_check(&data, "release-walk");
+    // Narrowed to the window of the first spike (RFC 3339 and Unix ns bounds), the windowed
+    // run and the full pass still agree, and find that spike.
+    let (ok, out, err) = run_cli(&[
+        "analyze",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let spike = &v["error_spike"][0];
+    // Unix ns are JSON strings (beyond a double's integers).
+    let ns = |v: &Value| -> i64 { v.as_str().unwrap().parse().unwrap() };
+    let (ws, we) = (
+        ns(&spike["window_start_unix_nano"]),
+        ns(&spike["window_end_unix_nano"]),
+    );
+    let from = chrono::DateTime::from_timestamp_nanos(ws).to_rfc3339();
+    let to = we.to_string();
+    let narrowed = windowed_only_equals_the_full_pass(&data, &["--from", &from, "--to", &to]);
+    assert!(
+        narrowed["error_spike"].as_array().unwrap().contains(spike),
+        "{narrowed}"
+    );
+    assert!(narrowed["spans"].as_u64().unwrap() < v["spans"].as_u64().unwrap());
+    // An unknown detection is refused, naming the six.
+    let (ok, _, err) = run_cli(&[
+        "analyze",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--detections",
+        "spike",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("unknown detection \"spike\""), "{err}");
+    assert!(err.contains("cross_color_hop, missing_decision"), "{err}");
     let exp = expected("release-walk");
     let counts = sql_json(
         &data,

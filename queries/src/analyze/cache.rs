@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
 };
 use dyeline_control::Timeline;
 use dyeline_store::files::{FileMeta, HOUR_NS};
@@ -27,7 +28,9 @@ use dyeline_store::table::SpansTable;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::load::{LOAD_COLUMN_NAMES, Loader, Spans, in_load_order};
+use super::AnalyzerConfig;
+use super::load::{LoadColumns, Loader, Spans, WindowCounter, in_load_order};
+use super::windows::WindowCounts;
 use crate::sql::SqlError;
 
 /// Records kept by default: about an hour at 3,000 spans/s would not fit; an hour of
@@ -138,8 +141,12 @@ const DICTIONARY_COLUMNS: [&str; 7] = [
     "decision_source",
 ];
 
-/// Reads the analyzer's columns of one Parquet file into a [`Loader`].
-fn read_file(path: &std::path::Path) -> Result<Loader, SqlError> {
+/// A reader of `columns` of one Parquet file, in batches of 8,192 rows, and the file's row
+/// count.
+fn open_file(
+    path: &std::path::Path,
+    columns: LoadColumns,
+) -> Result<(ParquetRecordBatchReader, usize), SqlError> {
     let err = |e: &dyn std::fmt::Display| SqlError::Internal(format!("{}: {e}", path.display()));
     let file = std::fs::File::open(path).map_err(|e| err(&e))?;
     // The low-cardinality string columns are read as dictionaries, as they are stored: no
@@ -169,7 +176,8 @@ fn read_file(path: &std::path::Path) -> Result<Loader, SqlError> {
     let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata);
     let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
     let arrow_schema = builder.schema().clone();
-    let roots = LOAD_COLUMN_NAMES
+    let roots = columns
+        .names()
         .iter()
         .map(|n| arrow_schema.index_of(n).map_err(|e| err(&e)))
         .collect::<Result<Vec<_>, _>>()?;
@@ -179,15 +187,129 @@ fn read_file(path: &std::path::Path) -> Result<Loader, SqlError> {
         .with_batch_size(8192)
         .build()
         .map_err(|e| err(&e))?;
+    Ok((reader, rows))
+}
+
+/// Reads the analyzer's columns of one Parquet file into a [`Loader`].
+fn read_file(path: &std::path::Path) -> Result<Loader, SqlError> {
+    let (reader, rows) = open_file(path, LoadColumns::All)?;
     // Sized once from the file's row count: growing by doubling would copy the records and
     // touch fresh pages again at every step.
     let mut part = Loader::with_capacity(rows);
     for batch in reader {
-        let batch = batch.map_err(|e| err(&e))?;
-        part.push(&in_load_order(&batch)?)?;
+        let batch = batch.map_err(|e| SqlError::Internal(format!("{}: {e}", path.display())))?;
+        part.push(&batch)?;
     }
     part.seal();
     Ok(part)
+}
+
+/// The windowed counts of the spans starting in `lo..=hi` of one Parquet file
+/// ([`WindowCounter`]), reading only [`LoadColumns::Windows`].
+fn count_file(
+    path: &std::path::Path,
+    timeline: &Timeline,
+    config: &AnalyzerConfig,
+    lo: i64,
+    hi: i64,
+) -> Result<WindowCounts, SqlError> {
+    let (reader, _) = open_file(path, LoadColumns::Windows)?;
+    let mut counter = WindowCounter::new(timeline, config, lo, hi);
+    for batch in reader {
+        let batch = batch.map_err(|e| SqlError::Internal(format!("{}: {e}", path.display())))?;
+        counter.push(&batch)?;
+    }
+    Ok(counter.finish())
+}
+
+/// The four windowed detections' counts (domain §6.3–6) of the spans starting in
+/// `from..to` (Unix ns; `None`: unbounded): the files overlapping the range read on every
+/// core, each counted as it is read ([`WindowCounter`]) with only the columns those
+/// detections use, then the memory segments, and the counts merged. What
+/// [`super::windows::find`] counts over [`load_once`]'s spans, without holding a record per
+/// span: the windowed-only `dyeline analyze`.
+///
+/// # Errors
+/// As [`load_cached`].
+pub async fn count_windows_once(
+    table: &SpansTable,
+    timeline: &Timeline,
+    config: &AnalyzerConfig,
+    from: Option<i64>,
+    to: Option<i64>,
+) -> Result<WindowCounts, SqlError> {
+    let lo = from.unwrap_or(i64::MIN);
+    let hi = to.map_or(i64::MAX, |t| t.saturating_sub(1));
+    let started = std::time::Instant::now();
+    let snap = table.snapshot();
+    let overlapping: Vec<(u64, PathBuf)> = snap
+        .files
+        .iter()
+        .filter(|f| overlaps(f, lo, hi))
+        .map(|f| (f.size, f.path.clone()))
+        .collect();
+    let files = overlapping.len();
+    // The largest first (see `gather`); the counts' order does not matter. (A task per row
+    // group instead of per file measured slower: each opens the file and parses its footer.)
+    let mut tasks = overlapping;
+    tasks.sort_by_key(|t| std::cmp::Reverse(t.0));
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    // One copy of the timeline and thresholds, shared by the blocking reads.
+    let shared = Arc::new((timeline.clone(), config.clone()));
+    let mut parts: Vec<WindowCounts> = futures::stream::iter(tasks)
+        .map(|(_, path)| {
+            let shared = Arc::clone(&shared);
+            async move {
+                let read_path = path.clone();
+                let counted = tokio::task::spawn_blocking(move || {
+                    count_file(&read_path, &shared.0, &shared.1, lo, hi)
+                })
+                .await
+                .map_err(|e| SqlError::Internal(e.to_string()))?;
+                match counted {
+                    Ok(c) => Ok(Some(c)),
+                    // Deleted by retention since the snapshot: its spans are past retention.
+                    Err(_) if !path.exists() => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+        })
+        .buffer_unordered(threads)
+        .try_filter_map(|c| async move { Ok(c) })
+        .try_collect()
+        .await?;
+    let segments: Vec<_> = snap
+        .segments
+        .into_iter()
+        .filter(|s| s.start_range().is_some_and(|(a, b)| a <= hi && b >= lo))
+        .collect();
+    let memory = tokio::task::spawn_blocking(move || -> Result<WindowCounts, SqlError> {
+        let mut counter = WindowCounter::new(&shared.0, &shared.1, lo, hi);
+        for s in &segments {
+            let batch = s.decode().map_err(|e| SqlError::Internal(e.to_string()))?;
+            counter.push(&batch)?;
+        }
+        Ok(counter.finish())
+    })
+    .await
+    .map_err(|e| SqlError::Internal(e.to_string()))??;
+    parts.push(memory);
+    let gathered = started.elapsed();
+    let counts = WindowCounts::merge(parts);
+    tracing::debug!(
+        spans = counts.spans,
+        files,
+        gather_ms = gathered.as_secs_f64() * 1e3,
+        merge_ms = (started.elapsed() - gathered).as_secs_f64() * 1e3,
+        "window counts"
+    );
+    Ok(counts)
+}
+
+/// True when the hour partition of `f` holds times in `lo..=hi`.
+fn overlaps(f: &FileMeta, lo: i64, hi: i64) -> bool {
+    let end = f.hour_start_unix_nano.saturating_add(HOUR_NS - 1);
+    f.hour_start_unix_nano <= hi && end >= lo
 }
 
 /// The spans starting in `from..to` (Unix ns; `None`: unbounded), as
@@ -288,26 +410,29 @@ async fn gather(
     hi: i64,
 ) -> Result<Gathered, SqlError> {
     let snap = table.snapshot();
-    let overlapping: Vec<PathBuf> = snap
+    // (position in the snapshot, size, path) of the overlapping files.
+    let mut overlapping: Vec<(usize, u64, PathBuf)> = snap
         .files
         .iter()
-        .filter(|f| {
-            let end = f.hour_start_unix_nano.saturating_add(HOUR_NS - 1);
-            f.hour_start_unix_nano <= hi && end >= lo
-        })
-        .map(|f| f.path.clone())
+        .filter(|f| overlaps(f, lo, hi))
+        .enumerate()
+        .map(|(i, f)| (i, f.size, f.path.clone()))
         .collect();
     // Files not cached yet are read and converted on the blocking pool, as many at a time as
     // there are cores (each read is one thread's work: decompress, decode, convert, sort).
+    // The largest first, and the next one started as soon as any read ends: in file order,
+    // with results taken in order, a core sat idle while a large file ahead of a finished
+    // small one was still being read, and a large file read last ran alone.
+    overlapping.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut read = 0usize;
-    let loaded: Vec<Option<Arc<Loader>>> = futures::stream::iter(overlapping)
-        .map(|path: PathBuf| {
+    let mut loaded: Vec<(usize, Option<Arc<Loader>>)> = futures::stream::iter(overlapping)
+        .map(|(at, _, path): (usize, u64, PathBuf)| {
             let cached = cache.and_then(|c| c.get(&path));
             let cache = cache.map(Arc::clone);
             async move {
                 if let Some(p) = cached {
-                    return Ok((Some(p), false));
+                    return Ok((at, Some(p), false));
                 }
                 let read_path = path.clone();
                 let part = tokio::task::spawn_blocking(move || read_file(&read_path))
@@ -319,24 +444,26 @@ async fn gather(
                         if let Some(cache) = cache {
                             cache.put(path, Arc::clone(&part));
                         }
-                        Ok((Some(part), true))
+                        Ok((at, Some(part), true))
                     }
                     // Deleted by retention since the snapshot: its spans are past retention.
-                    Err(_) if !path.exists() => Ok((None, false)),
+                    Err(_) if !path.exists() => Ok((at, None, false)),
                     Err(e) => Err(e),
                 }
             }
         })
-        .buffered(threads)
-        .map(|r: Result<(Option<Arc<Loader>>, bool), SqlError>| {
-            r.map(|(p, fresh)| {
+        .buffer_unordered(threads)
+        .map(|r: Result<(usize, Option<Arc<Loader>>, bool), SqlError>| {
+            r.map(|(at, p, fresh)| {
                 read += usize::from(fresh);
-                p
+                (at, p)
             })
         })
         .try_collect()
         .await?;
-    let parts: Vec<Arc<Loader>> = loaded.into_iter().flatten().collect();
+    // The parts in the snapshot's file order, as before: the merge's output order follows it.
+    loaded.sort_by_key(|(at, _)| *at);
+    let parts: Vec<Arc<Loader>> = loaded.into_iter().filter_map(|(_, p)| p).collect();
     if let Some(cache) = cache {
         cache.keep_only(&snap.files);
     }

@@ -4,9 +4,8 @@
 
 use std::collections::HashMap;
 
-use arrow::array::{
-    Array, AsArray, BooleanArray, Int64Array, ListArray, MapArray, StringArray, UInt32Array,
-};
+use arrow::array::{Array, AsArray, StringArray};
+use arrow::datatypes::{Int64Type, UInt32Type};
 use datafusion::prelude::SessionContext;
 use dyeline_control::Timeline;
 use dyeline_model::Color;
@@ -452,6 +451,47 @@ pub const LOAD_COLUMN_NAMES: [&str; 16] = [
     "end_time_unix_nano",
 ];
 
+/// The columns the windowed detections read (domain §6.3–6): the spans' apps, instances,
+/// colours, kinds, starts and errors, and the trace ids their findings name. A subset of
+/// [`LOAD_COLUMN_NAMES`].
+pub const WINDOW_COLUMN_NAMES: [&str; 9] = [
+    "trace_id",
+    "service_name",
+    "instance_id",
+    "color",
+    "color_rule",
+    "span_kind",
+    "traffic_kind",
+    "start_time_unix_nano",
+    "is_error",
+];
+
+/// Which of the analyzer's columns a load reads from Parquet files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LoadColumns {
+    /// [`LOAD_COLUMN_NAMES`]: what every detection and the decision report need.
+    #[default]
+    All,
+    /// [`WINDOW_COLUMN_NAMES`]: enough for the four windowed detections
+    /// ([`WindowCounter`]). The span and parent ids, the decisions with their source and
+    /// faults, and the end are not read (they are the larger part of a file's bytes, and
+    /// of its read time); the records' fields for them are empty ([`Loader::push`]).
+    Windows,
+}
+
+impl LoadColumns {
+    /// The column names read.
+    pub fn names(self) -> &'static [&'static str] {
+        match self {
+            LoadColumns::All => &LOAD_COLUMN_NAMES,
+            LoadColumns::Windows => &WINDOW_COLUMN_NAMES,
+        }
+    }
+}
+
+/// Rows of a batch whose parsed decision entries [`Loader::push`] remembers.
+const RECENT_DECISION_ROWS: usize = 8;
+
 /// Number of [`LOAD_COLUMN_NAMES`].
 pub const LOAD_COLUMN_COUNT: usize = LOAD_COLUMN_NAMES.len();
 
@@ -537,135 +577,214 @@ impl Loader {
         }
     }
 
-    /// Adds the rows of `batch` (rows with a trace or span id that is not hex are skipped).
+    /// Adds the rows of `batch`, whose columns are found by name among
+    /// [`LOAD_COLUMN_NAMES`] (a batch may hold others). `trace_id`, `service_name`,
+    /// `instance_id`, `color`, `color_rule`, `span_kind`, `traffic_kind`,
+    /// `start_time_unix_nano` and `is_error` must be there ([`WINDOW_COLUMN_NAMES`]); the
+    /// others may be left out of a read for the windowed detections only
+    /// ([`LoadColumns::Windows`]), and their fields are then empty: span id 0, no parent, no
+    /// decisions, no decision source or faults, the end equal to the start. Rows with a
+    /// trace or span id that is not hex are skipped.
     ///
     /// # Errors
-    /// [`SqlError::Internal`] when a column has an unexpected type.
+    /// [`SqlError::Internal`] when a required column is missing or a column has an
+    /// unexpected type.
     pub fn push(&mut self, batch: &arrow::array::RecordBatch) -> Result<(), SqlError> {
         // New spans: the sealed facts no longer hold.
         self.start_bounds = None;
         self.rules = None;
         self.trace_ids = None;
-        let s = |i: usize| batch.column(i).as_any().downcast_ref::<StringArray>();
-        let (Some(trace), Some(span), Some(parent)) = (s(0), s(1), s(2)) else {
-            return Err(sql_err("unexpected id column types in spans"));
+        let rows = batch.num_rows();
+        let col = |name: &str| batch.column_by_name(name);
+        let required = |name: &str| col(name).ok_or_else(|| sql_err(format!("no column {name}")));
+        let typed_err = |name: &str| sql_err(format!("unexpected type of column {name}"));
+        let strings = |name: &str| -> Result<Option<&StringArray>, SqlError> {
+            col(name)
+                .map(|c| c.as_string_opt::<i32>().ok_or_else(|| typed_err(name)))
+                .transpose()
         };
+        let trace = strings("trace_id")?.ok_or_else(|| sql_err("no column trace_id"))?;
+        let span = strings("span_id")?;
+        let parent = strings("parent_span_id")?;
         // The low-cardinality columns, plain or dictionary-encoded (a Parquet file read with
         // dictionaries kept): each distinct value is interned or parsed once per dictionary.
-        let apps = per_row(batch.column(3), |v| self.out.apps.intern(v.unwrap_or("")))?;
-        let insts = per_row(batch.column(4), |v| {
+        let apps = per_row(required("service_name")?, |v| {
+            self.out.apps.intern(v.unwrap_or(""))
+        })?;
+        let insts = per_row(required("instance_id")?, |v| {
             self.out.instances.intern(v.unwrap_or(""))
         })?;
-        let colors = per_row(batch.column(5), |v| v.map_or(Color::Unknown, parse_color))?;
-        let rules = per_row(batch.column(6), |v| {
+        let colors = per_row(required("color")?, |v| {
+            v.map_or(Color::Unknown, parse_color)
+        })?;
+        let rules = per_row(required("color_rule")?, |v| {
             self.rule_names.intern(v.unwrap_or("none"))
         })?;
-        let kinds = per_row(batch.column(7), |v| match v {
+        let kinds = per_row(required("span_kind")?, |v| match v {
             Some("SERVER") => Kind::Server,
             Some("CONSUMER") => Kind::Consumer,
             _ => Kind::Other,
         })?;
-        let traffics = per_row(batch.column(8), |v| match v {
+        let traffics = per_row(required("traffic_kind")?, |v| match v {
             Some("RPC") => Some(Traffic::Rpc),
             Some("MQ") => Some(Traffic::Mq),
             Some("JOB") => Some(Traffic::Job),
             _ => None,
         })?;
-        let sources = per_row(batch.column(12), |v| {
-            v.map(|name| self.out.sources.intern(name))
-        })?;
-        let start = batch
-            .column(9)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(|| sql_err("start type"))?;
-        let is_error = batch
-            .column(10)
-            .as_any()
-            .downcast_ref::<BooleanArray>()
-            .ok_or_else(|| sql_err("is_error type"))?;
-        let decisions = batch
-            .column(11)
-            .as_any()
-            .downcast_ref::<MapArray>()
-            .ok_or_else(|| sql_err("decisions type"))?;
-        let malformed = batch
-            .column(13)
-            .as_any()
-            .downcast_ref::<UInt32Array>()
-            .ok_or_else(|| sql_err("malformed type"))?;
-        let conflicting = batch
-            .column(14)
-            .as_any()
-            .downcast_ref::<ListArray>()
-            .ok_or_else(|| sql_err("conflicting type"))?;
-        let end = batch
-            .column(15)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(|| sql_err("end type"))?;
+        let sources = match col("decision_source") {
+            Some(c) => per_row(c, |v| v.map(|name| self.out.sources.intern(name)))?,
+            None => vec![None; rows],
+        };
+        let start = required("start_time_unix_nano")?
+            .as_primitive_opt::<Int64Type>()
+            .ok_or_else(|| typed_err("start_time_unix_nano"))?;
+        let is_error = required("is_error")?
+            .as_boolean_opt()
+            .ok_or_else(|| typed_err("is_error"))?;
+        let end = col("end_time_unix_nano")
+            .map(|c| {
+                c.as_primitive_opt::<Int64Type>()
+                    .ok_or_else(|| typed_err("end_time_unix_nano"))
+            })
+            .transpose()?;
+        let malformed = col("malformed_pairs")
+            .map(|c| {
+                c.as_primitive_opt::<UInt32Type>()
+                    .ok_or_else(|| typed_err("malformed_pairs"))
+            })
+            .transpose()?;
         // Map and list entries are read through their offsets into the child arrays: taking
         // `value(i)` builds a sliced array per row, which cost more than the rest of the row.
-        let dec_offsets = decisions.value_offsets();
-        let (Some(dec_keys), Some(dec_vals)) = (
-            decisions.keys().as_string_opt::<i32>(),
-            decisions.values().as_string_opt::<i32>(),
-        ) else {
-            return Err(sql_err("decisions entry types"));
+        let decisions = match col("decisions") {
+            Some(c) => {
+                let m = c.as_map_opt().ok_or_else(|| typed_err("decisions"))?;
+                let (Some(keys), Some(vals)) = (
+                    m.keys().as_string_opt::<i32>(),
+                    m.values().as_string_opt::<i32>(),
+                ) else {
+                    return Err(typed_err("decisions"));
+                };
+                Some((m, m.value_offsets(), keys, vals))
+            }
+            None => None,
         };
-        let conf_offsets = conflicting.value_offsets();
-        let conf_vals = conflicting
-            .values()
-            .as_string_opt::<i32>()
-            .ok_or_else(|| sql_err("conflicting_channels item type"))?;
+        let conflicting = match col("conflicting_channels") {
+            Some(c) => {
+                let l = c
+                    .as_list_opt::<i32>()
+                    .ok_or_else(|| typed_err("conflicting_channels"))?;
+                let vals = l
+                    .values()
+                    .as_string_opt::<i32>()
+                    .ok_or_else(|| typed_err("conflicting_channels"))?;
+                Some((l, l.value_offsets(), vals))
+            }
+            None => None,
+        };
         let mut last_set: Option<(Decisions, u32)> = None;
-        for i in 0..batch.num_rows() {
-            let (Some(t), Some(sp)) = (hex_u128(trace.value(i)), hex_u64(span.value(i))) else {
+        // Rows whose decision entries were parsed lately, with their sets: a row with the
+        // same entries as one of them (the spans of a trace carry the same baggage, and a
+        // release's traces a handful of combinations) takes its set without interning and
+        // parsing them again. Replaced in turn.
+        let mut recent: SmallVec<[(usize, u32); RECENT_DECISION_ROWS]> = SmallVec::new();
+        let mut next_recent = 0usize;
+        let mut last_trace: Option<(&str, u128)> = None;
+        for i in 0..rows {
+            // A trace's spans are adjacent: its id is decoded once per run of rows.
+            let t = match last_trace {
+                Some((text, id)) if text == trace.value(i) => Some(id),
+                _ => hex_u128(trace.value(i)),
+            };
+            let sp = match span {
+                Some(span) => hex_u64(span.value(i)),
+                None => Some(0),
+            };
+            let (Some(t), Some(sp)) = (t, sp) else {
                 continue;
             };
-            let parent_id = if parent.is_null(i) {
-                None
-            } else {
-                hex_u64(parent.value(i)).and_then(std::num::NonZeroU64::new)
-            };
+            last_trace = Some((trace.value(i), t));
+            let parent_id = parent.and_then(|p| {
+                (!p.is_null(i))
+                    .then(|| hex_u64(p.value(i)))
+                    .flatten()
+                    .and_then(std::num::NonZeroU64::new)
+            });
             self.span_rules.push(rules[i]);
-            let mut decs = Decisions::new();
-            if !decisions.is_null(i) {
-                for j in dec_offsets[i] as usize..dec_offsets[i + 1] as usize {
-                    if dec_vals.is_null(j) {
-                        continue;
+            let decision_set = match &decisions {
+                None => 0,
+                Some((map, offsets, keys, vals)) => {
+                    let same_entries = |a: usize, b: usize| {
+                        let (ra, rb) = (
+                            offsets[a] as usize..offsets[a + 1] as usize,
+                            offsets[b] as usize..offsets[b + 1] as usize,
+                        );
+                        map.is_null(a) == map.is_null(b)
+                            && ra.len() == rb.len()
+                            && ra.zip(rb).all(|(x, y)| {
+                                keys.value(x) == keys.value(y)
+                                    && vals.is_null(x) == vals.is_null(y)
+                                    && vals.value(x) == vals.value(y)
+                            })
+                    };
+                    match recent.iter().find(|(r, _)| same_entries(*r, i)) {
+                        Some((_, id)) => *id,
+                        None => {
+                            let mut decs = Decisions::new();
+                            if !map.is_null(i) {
+                                for j in offsets[i] as usize..offsets[i + 1] as usize {
+                                    if vals.is_null(j) {
+                                        continue;
+                                    }
+                                    let c = parse_color(vals.value(j));
+                                    if c != Color::Unknown {
+                                        decs.push((self.out.channels.intern(keys.value(j)), c));
+                                    }
+                                }
+                            }
+                            // Other entries may still make the same set (another order of
+                            // channels, or a value that is not a colour): the last set is
+                            // reused.
+                            let id = match &last_set {
+                                Some((set, id)) if *set == decs => *id,
+                                _ => {
+                                    let id = self.out.decision_sets.intern(decs.clone());
+                                    last_set = Some((decs, id));
+                                    id
+                                }
+                            };
+                            if recent.len() < RECENT_DECISION_ROWS {
+                                recent.push((i, id));
+                            } else {
+                                recent[next_recent] = (i, id);
+                                next_recent = (next_recent + 1) % RECENT_DECISION_ROWS;
+                            }
+                            id
+                        }
                     }
-                    let c = parse_color(dec_vals.value(j));
-                    if c != Color::Unknown {
-                        decs.push((self.out.channels.intern(dec_keys.value(j)), c));
-                    }
-                }
-            }
-            // The spans of a trace mostly carry the same set: the last one is reused.
-            let decision_set = match &last_set {
-                Some((set, id)) if *set == decs => *id,
-                _ => {
-                    let id = self.out.decision_sets.intern(decs.clone());
-                    last_set = Some((decs, id));
-                    id
                 }
             };
             let index = self.spans.len();
-            let conflicts = if conflicting.is_null(i) {
-                0..0
-            } else {
-                conf_offsets[i] as usize..conf_offsets[i + 1] as usize
+            let malformed_pairs = malformed.map_or(0, |m| m.value(i));
+            let conflicts = match &conflicting {
+                Some((l, offsets, _)) if !l.is_null(i) => {
+                    offsets[i] as usize..offsets[i + 1] as usize
+                }
+                _ => 0..0,
             };
-            if sources[i].is_some() && (malformed.value(i) > 0 || !conflicts.is_empty()) {
+            if sources[i].is_some() && (malformed_pairs > 0 || !conflicts.is_empty()) {
                 self.out.decision_recs.push(DecisionRec {
                     index,
-                    malformed_pairs: malformed.value(i),
-                    conflicting: conflicts
-                        .filter(|j| !conf_vals.is_null(*j))
-                        .map(|j| conf_vals.value(j).to_owned())
-                        .collect(),
+                    malformed_pairs,
+                    conflicting: match &conflicting {
+                        Some((_, _, vals)) => conflicts
+                            .filter(|j| !vals.is_null(*j))
+                            .map(|j| vals.value(j).to_owned())
+                            .collect(),
+                        None => Vec::new(),
+                    },
                 });
             }
+            let start = start.value(i);
             self.spans.push(SpanRec {
                 trace: t,
                 span: sp,
@@ -675,8 +794,8 @@ impl Loader {
                 color: colors[i],
                 kind: kinds[i],
                 traffic: traffics[i],
-                start: start.value(i),
-                end: end.value(i),
+                start,
+                end: end.map_or(start, |e| e.value(i)),
                 is_error: is_error.value(i),
                 decision_set,
                 channel: None,
@@ -811,7 +930,10 @@ impl Loader {
         let mut bounds: Option<(i64, i64)> = None;
         let mut traces: Vec<u128> = Vec::new();
         let mut set = RuleSet::default();
-        let mut last_rule = None;
+        // The last (app, colour, rule) inserted per instance id: consecutive spans of a
+        // sorted part are of one trace, so of other instances, and a set insert per span
+        // was a twentieth of a file read.
+        let mut last_rule: Vec<Option<(u32, Color, u32)>> = vec![None; self.out.instances.len()];
         for (s, r) in self.spans.iter().zip(&self.span_rules) {
             bounds = Some(bounds.map_or((s.start, s.start), |(a, b)| {
                 (a.min(s.start), b.max(s.start))
@@ -819,15 +941,120 @@ impl Loader {
             if traces.last() != Some(&s.trace) {
                 traces.push(s.trace);
             }
-            let rule = (s.instance, s.app, s.color, *r);
-            if last_rule != Some(rule) {
-                set.insert(rule);
-                last_rule = Some(rule);
+            let rule = (s.app, s.color, *r);
+            let last = &mut last_rule[s.instance as usize];
+            if *last != Some(rule) {
+                set.insert((s.instance, s.app, s.color, *r));
+                *last = Some(rule);
             }
         }
         self.start_bounds = bounds;
         self.trace_ids = Some(traces);
         self.rules = Some(set.into_iter().collect());
+    }
+}
+
+/// The windowed detections' counts (domain §6.3–6) of spans read batch by batch, without
+/// keeping their records: each batch's spans are resolved from the timeline, those starting
+/// in `lo..=hi` are counted, and the records are dropped. Memory: the counts (one entry per
+/// window, app, colour and instance) and one batch's records, not every span's; it is the
+/// windowed-only path of `dyeline analyze` ([`super::cache::count_windows_once`]).
+pub struct WindowCounter<'a> {
+    loader: Loader,
+    timeline: &'a Timeline,
+    config: &'a super::AnalyzerConfig,
+    lo: i64,
+    hi: i64,
+    /// The changes of the apps interned so far, rebuilt when a batch brings a new one.
+    changes: Option<Changes>,
+    per_channel: Vec<(&'a super::Thresholds, i64)>,
+    acc: super::windows::Acc,
+    spans: u64,
+    rules: RuleSet,
+    last_rule: Vec<Option<(u32, Color, u32)>>,
+}
+
+impl<'a> WindowCounter<'a> {
+    /// A counter of the spans starting in `lo..=hi` (Unix ns) against `timeline`, with
+    /// `config`'s thresholds and windows.
+    pub fn new(
+        timeline: &'a Timeline,
+        config: &'a super::AnalyzerConfig,
+        lo: i64,
+        hi: i64,
+    ) -> Self {
+        Self {
+            loader: Loader::default(),
+            timeline,
+            config,
+            lo,
+            hi,
+            changes: None,
+            per_channel: Vec::new(),
+            acc: super::windows::Acc::default(),
+            spans: 0,
+            rules: RuleSet::default(),
+            last_rule: Vec::new(),
+        }
+    }
+
+    /// Counts the rows of `batch` (columns as [`Loader::push`] takes them; at least
+    /// [`WINDOW_COLUMN_NAMES`]).
+    ///
+    /// # Errors
+    /// As [`Loader::push`].
+    pub fn push(&mut self, batch: &arrow::array::RecordBatch) -> Result<(), SqlError> {
+        let out = &mut self.loader.out;
+        let apps_before = out.apps.len();
+        self.loader.push(batch)?;
+        let out = &mut self.loader.out;
+        // The baggage faults are not reported from here.
+        out.decision_recs.clear();
+        if self.changes.is_none() || out.apps.len() != apps_before {
+            self.changes = Some(Changes::new(out, self.timeline));
+        }
+        if self.per_channel.len() != out.channels.len() {
+            self.per_channel = super::windows::per_channel(out, self.config);
+        }
+        let Some(changes) = &self.changes else {
+            return Ok(());
+        };
+        let mut spans = std::mem::take(&mut self.loader.spans);
+        let span_rules = std::mem::take(&mut self.loader.span_rules);
+        self.last_rule.resize(out.instances.len(), None);
+        let (lo, hi) = (self.lo, self.hi);
+        let mut k = 0;
+        spans.retain_mut(|s| {
+            let r = span_rules[k];
+            k += 1;
+            if !(lo..=hi).contains(&s.start) {
+                return false;
+            }
+            changes.apply(s);
+            let last = &mut self.last_rule[s.instance as usize];
+            if *last != Some((s.app, s.color, r)) {
+                self.rules.insert((s.instance, s.app, s.color, r));
+                *last = Some((s.app, s.color, r));
+            }
+            true
+        });
+        self.spans += spans.len() as u64;
+        self.acc.add(out, &self.per_channel, spans.iter());
+        // The vectors are kept for the next batch.
+        spans.clear();
+        self.loader.spans = spans;
+        let mut span_rules = span_rules;
+        span_rules.clear();
+        self.loader.span_rules = span_rules;
+        Ok(())
+    }
+
+    /// The counts, with the names they refer to and the instance rules of the spans counted.
+    pub fn finish(self) -> super::windows::WindowCounts {
+        let rules = named_rules(&self.loader.out, &self.loader.rule_names, self.rules);
+        let mut names = self.loader.out;
+        names.decision_sets = DecisionSets::default();
+        super::windows::WindowCounts::new(self.acc, names, self.spans, rules)
     }
 }
 

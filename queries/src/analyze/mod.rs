@@ -377,6 +377,77 @@ pub struct Report {
     pub instance_skew: Vec<InstanceSkew>,
     /// §6.6.
     pub error_spike: Vec<ErrorSpike>,
+    /// The detections that ran, when not all six did ([`report_of`]): the lists of the
+    /// others are empty because they were not looked for, and so are the baggage faults
+    /// unless a trace detection ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detections: Option<Vec<&'static str>>,
+}
+
+/// One of the six detections of domain §6, named as its findings' `type` in
+/// `GET /api/v1/findings`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Detection {
+    /// §6.1, `cross_color_hop`.
+    CrossColorHop,
+    /// §6.2, `missing_decision`.
+    MissingDecision,
+    /// §6.3, `drained_side`.
+    DrainedSide,
+    /// §6.4, `ratio_deviation`.
+    RatioDeviation,
+    /// §6.5, `instance_skew`.
+    InstanceSkew,
+    /// §6.6, `error_spike`.
+    ErrorSpike,
+}
+
+impl Detection {
+    /// The six, in the order of domain §6.
+    pub const ALL: [Detection; 6] = [
+        Detection::CrossColorHop,
+        Detection::MissingDecision,
+        Detection::DrainedSide,
+        Detection::RatioDeviation,
+        Detection::InstanceSkew,
+        Detection::ErrorSpike,
+    ];
+
+    /// The finding type's name (`cross_color_hop`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Detection::CrossColorHop => "cross_color_hop",
+            Detection::MissingDecision => "missing_decision",
+            Detection::DrainedSide => "drained_side",
+            Detection::RatioDeviation => "ratio_deviation",
+            Detection::InstanceSkew => "instance_skew",
+            Detection::ErrorSpike => "error_spike",
+        }
+    }
+
+    /// True for the four tumbling-window detections (§6.3–6), false for the two judged per
+    /// trace (§6.1–2).
+    pub fn is_windowed(self) -> bool {
+        !matches!(self, Detection::CrossColorHop | Detection::MissingDecision)
+    }
+}
+
+impl std::str::FromStr for Detection {
+    type Err = String;
+
+    /// Parses a finding type's name.
+    ///
+    /// # Errors
+    /// A name that is none of the six, listing them.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Detection::ALL
+            .into_iter()
+            .find(|d| d.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Detection::ALL.iter().map(|d| d.as_str()).collect();
+                format!("unknown detection {s:?}: one of {}", names.join(", "))
+            })
+    }
 }
 
 /// Analyses the spans starting in `[from, to)` (all when absent) of the `spans` table in
@@ -415,10 +486,28 @@ macro_rules! sort_by_fields {
 /// Reports over at least this many spans run the trace and window detections on two threads.
 const PARALLEL_DETECTIONS_MIN: usize = 50_000;
 
-/// The report of already loaded spans.
+/// The report of already loaded spans: every detection.
 pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool) -> Report {
+    report_of(spans, config, with_decisions, &Detection::ALL)
+}
+
+/// The report of already loaded spans for `detections` only (all six when it lists them
+/// all; [`Report::detections`] names them otherwise). Spans loaded with
+/// [`load::LoadColumns::Windows`] support only windowed detections and no per-span
+/// decisions ([`Detection::columns`]).
+pub fn report_of(
+    spans: &load::Spans,
+    config: &AnalyzerConfig,
+    with_decisions: bool,
+    detections: &[Detection],
+) -> Report {
+    let run = |d: Detection| detections.contains(&d);
+    let all = Detection::ALL.iter().all(|d| run(*d));
+    let traces_run = run(Detection::CrossColorHop) || run(Detection::MissingDecision);
+    let windows_run = detections.iter().any(|d| d.is_windowed());
     let mut r = Report {
         spans: spans.len() as u64,
+        detections: (!all).then(|| detections_named(detections)),
         ..Report::default()
     };
     r.instances = spans
@@ -431,8 +520,9 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
             rule: rule.clone(),
         })
         .collect();
-    // The baggage faults: few spans have them.
-    for d in &spans.decision_recs {
+    // The baggage faults: few spans have them. Reported with the trace detections, which
+    // read the decisions.
+    for d in spans.decision_recs.iter().filter(|_| traces_run) {
         let s = spans.get(d.index);
         let trace_id = hex128(s.trace);
         let span_id = hex64(s.span);
@@ -508,11 +598,15 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
         error_spike,
         ..
     } = &mut r;
-    let mut windows_part = || {
+    let parallel = spans.len() >= PARALLEL_DETECTIONS_MIN
+        && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1;
+    // The window counting takes both threads when the trace detections do not run.
+    let mut windows_part = |both_threads: bool| {
         let w = std::time::Instant::now();
         windows::find(
             spans,
             config,
+            both_threads,
             drained_side,
             ratio_deviation,
             instance_skew,
@@ -520,20 +614,61 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
         );
         w.elapsed()
     };
-    let (traces_took, windows_took) = if spans.len() >= PARALLEL_DETECTIONS_MIN
-        && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
-    {
+    let (traces_took, windows_took) = if !traces_run || !windows_run {
+        let d = if traces_run {
+            traces_part(cross_color_hops, missing_decisions)
+        } else {
+            std::time::Duration::ZERO
+        };
+        let w = if windows_run {
+            windows_part(parallel)
+        } else {
+            std::time::Duration::ZERO
+        };
+        (d, w)
+    } else if parallel {
         std::thread::scope(|scope| {
             let h = scope.spawn(|| traces_part(cross_color_hops, missing_decisions));
-            let w = windows_part();
+            let w = windows_part(false);
             (h.join().expect("trace detections thread"), w)
         })
     } else {
         let d = traces_part(cross_color_hops, missing_decisions);
-        (d, windows_part())
+        (d, windows_part(false))
     };
-    // Window findings by window, then by names: ids follow the order spans were read in,
-    // which differs between a scan and a merge of files.
+    keep_only(&mut r, detections);
+    tracing::debug!(
+        traces_ms = traces_took.as_secs_f64() * 1e3,
+        windows_ms = windows_took.as_secs_f64() * 1e3,
+        detections_ms = t.elapsed().as_secs_f64() * 1e3,
+        "detections"
+    );
+    r
+}
+
+/// Drops from `r` the findings of detections not in `detections` (a pass finds several
+/// types), and sorts the window findings by window, then by names: ids follow the order
+/// spans were read in, which differs between a scan and a merge of files.
+fn keep_only(r: &mut Report, detections: &[Detection]) {
+    let run = |d: Detection| detections.contains(&d);
+    if !run(Detection::CrossColorHop) {
+        r.cross_color_hops.clear();
+    }
+    if !run(Detection::MissingDecision) {
+        r.missing_decisions.clear();
+    }
+    if !run(Detection::DrainedSide) {
+        r.drained_side.clear();
+    }
+    if !run(Detection::RatioDeviation) {
+        r.ratio_deviation.clear();
+    }
+    if !run(Detection::InstanceSkew) {
+        r.instance_skew.clear();
+    }
+    if !run(Detection::ErrorSpike) {
+        r.error_spike.clear();
+    }
     sort_by_fields!(
         r.drained_side,
         window_start_unix_nano,
@@ -567,13 +702,61 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
         color,
         kind
     );
+}
+
+/// The report of windowed counts ([`cache::count_windows_once`]) for `detections`, all of
+/// them windowed (§6.3–6): the same findings, spans and instances as [`report_of`] over the
+/// same spans; no baggage faults (the decisions are not read).
+///
+/// # Panics
+/// When `detections` holds a trace detection (§6.1–2): counts cannot judge traces.
+pub fn report_windows(
+    counts: windows::WindowCounts,
+    config: &AnalyzerConfig,
+    detections: &[Detection],
+) -> Report {
+    assert!(
+        detections.iter().all(|d| d.is_windowed()),
+        "trace detections need spans, not counts"
+    );
+    let t = std::time::Instant::now();
+    let mut r = Report {
+        spans: counts.spans,
+        instances: counts
+            .instance_rules
+            .iter()
+            .map(|(i, a, c, rule)| InstanceColor {
+                instance: i.clone(),
+                app: a.clone(),
+                color: c.as_str(),
+                rule: rule.clone(),
+            })
+            .collect(),
+        detections: Some(detections_named(detections)),
+        ..Report::default()
+    };
+    counts.judge(
+        config,
+        &mut r.drained_side,
+        &mut r.ratio_deviation,
+        &mut r.instance_skew,
+        &mut r.error_spike,
+    );
+    keep_only(&mut r, detections);
     tracing::debug!(
-        traces_ms = traces_took.as_secs_f64() * 1e3,
-        windows_ms = windows_took.as_secs_f64() * 1e3,
-        detections_ms = t.elapsed().as_secs_f64() * 1e3,
-        "detections"
+        judge_ms = t.elapsed().as_secs_f64() * 1e3,
+        "window detections"
     );
     r
+}
+
+/// The names of `detections`, in the order of [`Detection::ALL`].
+fn detections_named(detections: &[Detection]) -> Vec<&'static str> {
+    Detection::ALL
+        .iter()
+        .filter(|d| detections.contains(d))
+        .map(|d| d.as_str())
+        .collect()
 }
 
 #[cfg(test)]

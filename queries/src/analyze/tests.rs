@@ -659,3 +659,108 @@ fn error_spike_is_one_sided_and_needs_both_sides() {
     let r = b.report();
     assert!(r.error_spike.is_empty());
 }
+
+#[test]
+fn window_counts_on_two_threads_find_what_one_pass_finds() {
+    // Ratio deviation (20 % set, an even split served), instance skew, a one-sided spike and
+    // drained-side JOBs, over three windows; the spans of each window's groups fall in both
+    // halves of the list, so the halves' counts and exemplars must be added up.
+    let mut b = B::new();
+    b.channel("trade", &["order", "settle"])
+        .op(-100.0, "trade", Op::Start)
+        .op(-100.0, "trade", Op::Ratio(20))
+        .op(125.0, "trade", Op::Ratio(0));
+    for w in [0.0, 60.0] {
+        b.requests("order", "order-b1", Color::Blue, w, 200, 0)
+            .requests("order", "order-b2", Color::Blue, w, 20, 1)
+            .requests("order", "order-b3", Color::Blue, w, 20, 0)
+            .requests("order", "order-g1", Color::Green, w, 120, 25)
+            .requests("order", "order-g2", Color::Green, w, 110, 20);
+    }
+    for (i, t) in [140.0, 150.0, 160.0, 170.0].into_iter().enumerate() {
+        b.span(Sp {
+            trace: 9_000 + i as u128,
+            app: "settle",
+            instance: if i % 2 == 0 { "settle-b1" } else { "settle-b2" },
+            kind: Kind::Other,
+            t,
+            ..Sp::default()
+        });
+    }
+    let mut ops = b.ops.clone();
+    ops.sort_by_key(|o| o.0);
+    let timeline = Timeline::from_ops(b.initial.clone(), ops);
+    let mut spans = std::mem::take(&mut b.spans);
+    resolve(&mut spans, &timeline);
+    let config = AnalyzerConfig::default();
+    // Under PARALLEL_DETECTIONS_MIN spans: one pass.
+    let one = report(&spans, &config, false);
+    assert!(
+        !one.ratio_deviation.is_empty()
+            && !one.instance_skew.is_empty()
+            && !one.error_spike.is_empty()
+            && !one.drained_side.is_empty(),
+        "every windowed detection finds something: {} {} {} {}",
+        one.ratio_deviation.len(),
+        one.instance_skew.len(),
+        one.error_spike.len(),
+        one.drained_side.len()
+    );
+    let (mut drained, mut ratio, mut skew, mut spikes) = Default::default();
+    super::windows::find(
+        &spans,
+        &config,
+        true,
+        &mut drained,
+        &mut ratio,
+        &mut skew,
+        &mut spikes,
+    );
+    fn sorted<T: serde::Serialize>(v: &[T]) -> Vec<String> {
+        let mut s: Vec<String> = v
+            .iter()
+            .map(|x| serde_json::to_string(x).unwrap())
+            .collect();
+        s.sort();
+        s
+    }
+    assert_eq!(sorted(&drained), sorted(&one.drained_side));
+    assert_eq!(sorted(&ratio), sorted(&one.ratio_deviation));
+    assert_eq!(sorted(&skew), sorted(&one.instance_skew));
+    assert_eq!(sorted(&spikes), sorted(&one.error_spike));
+}
+
+#[test]
+fn a_report_of_some_detections_names_them_and_drops_the_others() {
+    let mut b = B::new();
+    releasing(&mut b, "ch1", &["order"], 50);
+    b.requests("order", "order-b1", Color::Blue, 0.0, 200, 0)
+        .requests("order", "order-g1", Color::Green, 0.0, 200, 30);
+    let mut ops = b.ops.clone();
+    ops.sort_by_key(|o| o.0);
+    let timeline = Timeline::from_ops(b.initial.clone(), ops);
+    let mut spans = std::mem::take(&mut b.spans);
+    resolve(&mut spans, &timeline);
+    let config = AnalyzerConfig::default();
+    let all = report(&spans, &config, false);
+    assert_eq!(all.error_spike.len(), 2);
+    assert!(all.detections.is_none());
+    let only = super::report_of(
+        &spans,
+        &config,
+        false,
+        &[super::Detection::InstanceSkew, super::Detection::ErrorSpike],
+    );
+    assert_eq!(only.error_spike.len(), 2);
+    assert_eq!(only.detections, Some(vec!["instance_skew", "error_spike"]));
+    let none_of_them =
+        super::report_of(&spans, &config, false, &[super::Detection::RatioDeviation]);
+    assert!(none_of_them.error_spike.is_empty());
+    assert_eq!("error_spike".parse(), Ok(super::Detection::ErrorSpike));
+    assert!(
+        "spike"
+            .parse::<super::Detection>()
+            .unwrap_err()
+            .contains("cross_color_hop, missing_decision, drained_side")
+    );
+}

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use dyeline_model::Color;
 use dyeline_model::weights::weights;
 
-use super::load::{Kind, Spans, Traffic};
+use super::load::{Kind, SpanRec, Spans, Traffic};
 use super::{
     AnalyzerConfig, DrainedSide, ErrorSpike, InstanceSkew, RatioDeviation, Thresholds, hex128,
 };
@@ -86,8 +86,291 @@ impl Group {
     }
 }
 
-/// Runs the four windowed detections.
+/// (channel, app, drained side is blue, kind, window start).
+type DrainKey = (u32, u32, bool, Traffic, i64);
+
+/// Drained-side traffic of one key: spans, instances, traces, blue_percent in force.
+type DrainAcc = (u64, BTreeSet<u32>, BTreeSet<u128>, u8);
+
+/// (channel, Some(app) | None, window start).
+type GroupKey = (u32, Option<u32>, i64);
+
+/// The per-window counts of some spans, before judging.
+#[derive(Default)]
+pub(super) struct Acc {
+    drain: FastMap<DrainKey, DrainAcc>,
+    groups: FastMap<GroupKey, Group>,
+}
+
+impl ColorCounts {
+    /// Adds `other`'s counts and exemplars (the smallest ids of both).
+    fn absorb(&mut self, other: ColorCounts) {
+        self.requests += other.requests;
+        self.errors += other.errors;
+        for (i, n) in other.per_instance {
+            *self.per_instance.entry(i).or_default() += n;
+        }
+        for t in other.exemplars {
+            keep(&mut self.exemplars, t);
+        }
+        for t in other.error_exemplars {
+            keep(&mut self.error_exemplars, t);
+        }
+        for (i, ts) in other.instance_exemplars {
+            let mine = self.instance_exemplars.entry(i).or_default();
+            for t in ts {
+                keep(mine, t);
+            }
+        }
+    }
+}
+
+impl Acc {
+    /// Counts `spans` (some of `all`'s, resolved) into the windows of their effective
+    /// channel; `per_channel` is [`per_channel`] of `all`.
+    pub(super) fn add<'a>(
+        &mut self,
+        all: &Spans,
+        per_channel: &[(&Thresholds, i64)],
+        spans: impl Iterator<Item = &'a SpanRec>,
+    ) {
+        for s in spans {
+            let Some(c) = s.channel else { continue };
+            let (since, until) = all.interval(s);
+            let (t, w) = per_channel[c as usize];
+            let ws = window_start(s.start, w);
+            if let Some(kind) = s.traffic {
+                let drained_color = match s.blue_percent {
+                    0 => Some(Color::Blue),
+                    100 => Some(Color::Green),
+                    _ => None,
+                };
+                let grace = t.grace.as_nanos() as i64;
+                if drained_color == Some(s.color) && s.start.saturating_sub(since) > grace {
+                    let e = self
+                        .drain
+                        .entry((c, s.app, s.color == Color::Blue, kind, ws))
+                        .or_default();
+                    e.0 += 1;
+                    e.1.insert(s.instance);
+                    e.2.insert(s.trace);
+                    e.3 = s.blue_percent;
+                }
+            }
+            if s.kind != Kind::Server {
+                continue;
+            }
+            let straddles = since > ws || until < ws + w;
+            for key in [(c, Some(s.app), ws), (c, None, ws)] {
+                let g = self.groups.entry(key).or_default();
+                g.blue_percent = s.blue_percent;
+                g.straddles |= straddles;
+                if let Some(side) = g.side(s.color) {
+                    side.requests += 1;
+                    side.errors += u64::from(s.is_error);
+                    keep(&mut side.exemplars, s.trace);
+                    if s.is_error {
+                        keep(&mut side.error_exemplars, s.trace);
+                    }
+                    if key.1.is_some() {
+                        *side.per_instance.entry(s.instance).or_default() += 1;
+                        keep(
+                            side.instance_exemplars.entry(s.instance).or_default(),
+                            s.trace,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The counts with app, instance and channel ids mapped through `apps`, `instances`
+    /// and `channels` (old id → new id; each map one-to-one).
+    fn remap(self, apps: &[u32], instances: &[u32], channels: &[u32]) -> Acc {
+        let app = |a: u32| apps[a as usize];
+        let inst = |i: u32| instances[i as usize];
+        let side = |mut c: ColorCounts| {
+            c.per_instance = c
+                .per_instance
+                .into_iter()
+                .map(|(i, n)| (inst(i), n))
+                .collect();
+            c.instance_exemplars = c
+                .instance_exemplars
+                .into_iter()
+                .map(|(i, v)| (inst(i), v))
+                .collect();
+            c
+        };
+        Acc {
+            drain: self
+                .drain
+                .into_iter()
+                .map(|((c, a, blue, kind, ws), (n, is, ts, bp))| {
+                    (
+                        (channels[c as usize], app(a), blue, kind, ws),
+                        (n, is.into_iter().map(inst).collect(), ts, bp),
+                    )
+                })
+                .collect(),
+            groups: self
+                .groups
+                .into_iter()
+                .map(|((c, a, ws), g)| {
+                    (
+                        (channels[c as usize], a.map(app), ws),
+                        Group {
+                            blue: side(g.blue),
+                            green: side(g.green),
+                            ..g
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Adds `other`'s counts. The result is what one pass over both sets of spans gives:
+    /// counts, instances and traces add up, exemplars are the smallest ids of both; a
+    /// window's blue_percent is one of its spans' (they all share it where it is used: in
+    /// the drained side, whose key fixes it, and in ratio deviation, which skips windows
+    /// that straddle a change).
+    fn absorb(&mut self, other: Acc) {
+        for (k, (n, instances, traces, bp)) in other.drain {
+            let e = self.drain.entry(k).or_default();
+            e.0 += n;
+            e.1.extend(instances);
+            e.2.extend(traces);
+            e.3 = bp;
+        }
+        for (k, g) in other.groups {
+            let mine = self.groups.entry(k).or_default();
+            mine.blue_percent = g.blue_percent;
+            mine.straddles |= g.straddles;
+            mine.blue.absorb(g.blue);
+            mine.green.absorb(g.green);
+        }
+    }
+}
+
+/// Each channel's thresholds and window (ns, at least 1), by channel id of `names`.
+pub(super) fn per_channel<'a>(
+    names: &Spans,
+    config: &'a AnalyzerConfig,
+) -> Vec<(&'a Thresholds, i64)> {
+    (0..names.channels.len() as u32)
+        .map(|c| {
+            let t = config.for_channel(names.channels.name(c));
+            (t, t.window.as_nanos().max(1) as i64)
+        })
+        .collect()
+}
+
+/// Runs the four windowed detections, counting on two threads when `parallel` (each half
+/// of the spans, then the counts added: the same findings as one pass).
 pub fn find(
+    spans: &Spans,
+    config: &AnalyzerConfig,
+    parallel: bool,
+    drained: &mut Vec<DrainedSide>,
+    ratio: &mut Vec<RatioDeviation>,
+    skew: &mut Vec<InstanceSkew>,
+    spikes: &mut Vec<ErrorSpike>,
+) {
+    let per_channel = per_channel(spans, config);
+    let mut acc = Acc::default();
+    if parallel {
+        let [first, second] = spans.halves();
+        let other = std::thread::scope(|scope| {
+            let h = scope.spawn(|| {
+                let mut a = Acc::default();
+                a.add(spans, &per_channel, second.iter().flat_map(|c| c.iter()));
+                a
+            });
+            acc.add(spans, &per_channel, first.iter().flat_map(|c| c.iter()));
+            h.join().expect("window counting thread")
+        });
+        acc.absorb(other);
+    } else {
+        acc.add(spans, &per_channel, spans.iter());
+    }
+    judge(acc, spans, config, drained, ratio, skew, spikes);
+}
+
+/// The windowed counts of some spans, their names, and what else a report of them says:
+/// what [`super::load::WindowCounter`] gives for one file, and [`WindowCounts::merge`]
+/// for many. Memory: one entry per window, app, colour and instance (and per drained-side
+/// trace), not per span.
+#[derive(Default)]
+pub struct WindowCounts {
+    /// The counts, by the ids of `names`.
+    acc: Acc,
+    /// Apps, instances and channels of the counts' ids (its spans are empty).
+    pub names: Spans,
+    /// Spans counted (starting in the range).
+    pub spans: u64,
+    /// (instance, app, colour, rule) of the spans counted, sorted.
+    pub instance_rules: Vec<(String, String, Color, String)>,
+}
+
+impl WindowCounts {
+    /// Counts assembled by [`super::load::WindowCounter`].
+    pub(super) fn new(
+        acc: Acc,
+        names: Spans,
+        spans: u64,
+        instance_rules: Vec<(String, String, Color, String)>,
+    ) -> Self {
+        Self {
+            acc,
+            names,
+            spans,
+            instance_rules,
+        }
+    }
+
+    /// The counts of all `parts` as one: names re-interned, counts added
+    /// ([`Acc::absorb`]), the instance rules united.
+    pub fn merge(parts: Vec<WindowCounts>) -> WindowCounts {
+        let mut out = WindowCounts::default();
+        for p in parts {
+            let names = &p.names;
+            let apps: Vec<u32> = (0..names.apps.len() as u32)
+                .map(|a| out.names.apps.intern(names.apps.name(a)))
+                .collect();
+            let instances: Vec<u32> = (0..names.instances.len() as u32)
+                .map(|i| out.names.instances.intern(names.instances.name(i)))
+                .collect();
+            let channels: Vec<u32> = (0..names.channels.len() as u32)
+                .map(|c| out.names.channels.intern(names.channels.name(c)))
+                .collect();
+            out.acc.absorb(p.acc.remap(&apps, &instances, &channels));
+            out.spans += p.spans;
+            out.instance_rules.extend(p.instance_rules);
+        }
+        out.instance_rules.sort_by(|a, b| {
+            (&a.0, &a.1, a.2.as_str(), &a.3).cmp(&(&b.0, &b.1, b.2.as_str(), &b.3))
+        });
+        out.instance_rules.dedup();
+        out
+    }
+
+    /// The four windowed detections' findings from the counts (unsorted).
+    pub fn judge(
+        self,
+        config: &AnalyzerConfig,
+        drained: &mut Vec<DrainedSide>,
+        ratio: &mut Vec<RatioDeviation>,
+        skew: &mut Vec<InstanceSkew>,
+        spikes: &mut Vec<ErrorSpike>,
+    ) {
+        judge(self.acc, &self.names, config, drained, ratio, skew, spikes);
+    }
+}
+
+/// The findings of `acc`, whose ids are those of `spans`' names.
+fn judge(
+    acc: Acc,
     spans: &Spans,
     config: &AnalyzerConfig,
     drained: &mut Vec<DrainedSide>,
@@ -95,71 +378,11 @@ pub fn find(
     skew: &mut Vec<InstanceSkew>,
     spikes: &mut Vec<ErrorSpike>,
 ) {
-    // Each channel's thresholds and window, by channel id (looked up per span).
-    let per_channel: Vec<(&Thresholds, i64)> = (0..spans.channels.len() as u32)
-        .map(|c| {
-            let t = config.for_channel(spans.channels.name(c));
-            (t, t.window.as_nanos().max(1) as i64)
-        })
-        .collect();
+    let per_channel = per_channel(spans, config);
     let thresholds = |c: u32| per_channel[c as usize].0;
     let window_of = |c: u32| per_channel[c as usize].1;
-
-    // (channel, app, color, kind, window) → (count, instances, traces); the findings are
-    // sorted by the caller, so the maps' order does not matter.
-    type DrainKey = (u32, u32, bool, Traffic, i64);
-    let mut drain: FastMap<DrainKey, (u64, BTreeSet<u32>, BTreeSet<u128>, u8)> = FastMap::default();
-    // (channel, Some(app) | None, window)
-    let mut groups: FastMap<(u32, Option<u32>, i64), Group> = FastMap::default();
-
-    for s in spans.iter() {
-        let Some(c) = s.channel else { continue };
-        let (since, until) = spans.interval(s);
-        let t = thresholds(c);
-        let w = window_of(c);
-        let ws = window_start(s.start, w);
-        if let Some(kind) = s.traffic {
-            let drained_color = match s.blue_percent {
-                0 => Some(Color::Blue),
-                100 => Some(Color::Green),
-                _ => None,
-            };
-            let grace = t.grace.as_nanos() as i64;
-            if drained_color == Some(s.color) && s.start.saturating_sub(since) > grace {
-                let e = drain
-                    .entry((c, s.app, s.color == Color::Blue, kind, ws))
-                    .or_default();
-                e.0 += 1;
-                e.1.insert(s.instance);
-                e.2.insert(s.trace);
-                e.3 = s.blue_percent;
-            }
-        }
-        if s.kind != Kind::Server {
-            continue;
-        }
-        let straddles = since > ws || until < ws + w;
-        for key in [(c, Some(s.app), ws), (c, None, ws)] {
-            let g = groups.entry(key).or_default();
-            g.blue_percent = s.blue_percent;
-            g.straddles |= straddles;
-            if let Some(side) = g.side(s.color) {
-                side.requests += 1;
-                side.errors += u64::from(s.is_error);
-                keep(&mut side.exemplars, s.trace);
-                if s.is_error {
-                    keep(&mut side.error_exemplars, s.trace);
-                }
-                if key.1.is_some() {
-                    *side.per_instance.entry(s.instance).or_default() += 1;
-                    keep(
-                        side.instance_exemplars.entry(s.instance).or_default(),
-                        s.trace,
-                    );
-                }
-            }
-        }
-    }
+    // The findings are sorted by the caller, so the maps' order does not matter.
+    let Acc { drain, groups } = acc;
 
     for ((c, app, color_blue, kind, ws), (count, instances, traces, bp)) in drain {
         let w = window_of(c);
