@@ -45,10 +45,11 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 struct ColorCounts {
     requests: u64,
     errors: u64,
-    per_instance: FastMap<u32, u64>,
+    /// Requests and exemplars per instance (app-level groups only), in one map: one lookup
+    /// per span.
+    instances: FastMap<u32, (u64, Vec<u128>)>,
     exemplars: Vec<u128>,
     error_exemplars: Vec<u128>,
-    instance_exemplars: FastMap<u32, Vec<u128>>,
 }
 
 /// Keeps in `v` the [`EXEMPLARS`] smallest distinct trace ids seen, ascending: the same
@@ -105,22 +106,25 @@ pub(super) struct Acc {
 impl ColorCounts {
     /// Adds `other`'s counts and exemplars (the smallest ids of both).
     fn absorb(&mut self, other: ColorCounts) {
+        self.add_totals(&other);
+        for (i, (n, ts)) in other.instances {
+            let mine = self.instances.entry(i).or_default();
+            mine.0 += n;
+            for t in ts {
+                keep(&mut mine.1, t);
+            }
+        }
+    }
+
+    /// Adds `other`'s requests, errors and exemplars, not its instances.
+    fn add_totals(&mut self, other: &ColorCounts) {
         self.requests += other.requests;
         self.errors += other.errors;
-        for (i, n) in other.per_instance {
-            *self.per_instance.entry(i).or_default() += n;
-        }
-        for t in other.exemplars {
+        for &t in &other.exemplars {
             keep(&mut self.exemplars, t);
         }
-        for t in other.error_exemplars {
+        for &t in &other.error_exemplars {
             keep(&mut self.error_exemplars, t);
-        }
-        for (i, ts) in other.instance_exemplars {
-            let mine = self.instance_exemplars.entry(i).or_default();
-            for t in ts {
-                keep(mine, t);
-            }
         }
     }
 }
@@ -161,25 +165,20 @@ impl Acc {
                 continue;
             }
             let straddles = since > ws || until < ws + w;
-            for key in [(c, Some(s.app), ws), (c, None, ws)] {
-                let g = self.groups.entry(key).or_default();
-                g.blue_percent = s.blue_percent;
-                g.straddles |= straddles;
-                if let Some(side) = g.side(s.color) {
-                    side.requests += 1;
-                    side.errors += u64::from(s.is_error);
-                    keep(&mut side.exemplars, s.trace);
-                    if s.is_error {
-                        keep(&mut side.error_exemplars, s.trace);
-                    }
-                    if key.1.is_some() {
-                        *side.per_instance.entry(s.instance).or_default() += 1;
-                        keep(
-                            side.instance_exemplars.entry(s.instance).or_default(),
-                            s.trace,
-                        );
-                    }
+            // Per app only: the channel's groups are the sums of its apps' (`judge`).
+            let g = self.groups.entry((c, Some(s.app), ws)).or_default();
+            g.blue_percent = s.blue_percent;
+            g.straddles |= straddles;
+            if let Some(side) = g.side(s.color) {
+                side.requests += 1;
+                side.errors += u64::from(s.is_error);
+                keep(&mut side.exemplars, s.trace);
+                if s.is_error {
+                    keep(&mut side.error_exemplars, s.trace);
                 }
+                let inst = side.instances.entry(s.instance).or_default();
+                inst.0 += 1;
+                keep(&mut inst.1, s.trace);
             }
         }
     }
@@ -190,16 +189,7 @@ impl Acc {
         let app = |a: u32| apps[a as usize];
         let inst = |i: u32| instances[i as usize];
         let side = |mut c: ColorCounts| {
-            c.per_instance = c
-                .per_instance
-                .into_iter()
-                .map(|(i, n)| (inst(i), n))
-                .collect();
-            c.instance_exemplars = c
-                .instance_exemplars
-                .into_iter()
-                .map(|(i, v)| (inst(i), v))
-                .collect();
+            c.instances = c.instances.into_iter().map(|(i, v)| (inst(i), v)).collect();
             c
         };
         Acc {
@@ -382,7 +372,20 @@ fn judge(
     let thresholds = |c: u32| per_channel[c as usize].0;
     let window_of = |c: u32| per_channel[c as usize].1;
     // The findings are sorted by the caller, so the maps' order does not matter.
-    let Acc { drain, groups } = acc;
+    let Acc { drain, mut groups } = acc;
+    // Each channel's groups: the sums of its apps' in the window (the instances are
+    // judged per app only).
+    let mut channels: FastMap<(u32, i64), Group> = FastMap::default();
+    for ((c, app, ws), g) in &groups {
+        if app.is_some() {
+            let total = channels.entry((*c, *ws)).or_default();
+            total.straddles |= g.straddles;
+            total.blue_percent = g.blue_percent;
+            total.blue.add_totals(&g.blue);
+            total.green.add_totals(&g.green);
+        }
+    }
+    groups.extend(channels.into_iter().map(|((c, ws), g)| ((c, None, ws), g)));
 
     for ((c, app, color_blue, kind, ws), (count, instances, traces, bp)) in drain {
         let w = window_of(c);
@@ -442,17 +445,17 @@ fn judge(
         let Some(app_name) = app_name else { continue };
         // Instance skew.
         for (side, color) in [(&g.blue, "blue"), (&g.green, "green")] {
-            if side.requests < t.skew_min_requests || side.per_instance.is_empty() {
+            if side.requests < t.skew_min_requests || side.instances.is_empty() {
                 continue;
             }
-            let mean = side.requests as f64 / side.per_instance.len() as f64;
-            let mut over: Vec<(&u32, &u64)> = side
-                .per_instance
+            let mean = side.requests as f64 / side.instances.len() as f64;
+            let mut over: Vec<(&u32, &(u64, Vec<u128>))> = side
+                .instances
                 .iter()
-                .filter(|(_, n)| **n as f64 > t.skew_factor * mean)
+                .filter(|(_, (n, _))| *n as f64 > t.skew_factor * mean)
                 .collect();
-            over.sort();
-            for (inst, n) in over {
+            over.sort_by_key(|(inst, _)| **inst);
+            for (inst, (n, exemplars)) in over {
                 skew.push(InstanceSkew {
                     channel: channel.clone(),
                     app: app_name.clone(),
@@ -461,13 +464,9 @@ fn judge(
                     kind: "RPC",
                     requests: *n,
                     color_requests: side.requests,
-                    instances_seen: side.per_instance.len() as u64,
+                    instances_seen: side.instances.len() as u64,
                     mean_requests: mean,
-                    exemplar_trace_ids: hexes(
-                        side.instance_exemplars
-                            .get(inst)
-                            .map_or(&[][..], |v| &v[..]),
-                    ),
+                    exemplar_trace_ids: hexes(exemplars),
                     window_start_unix_nano: *ws,
                     window_end_unix_nano: we,
                 });
@@ -486,8 +485,8 @@ fn judge(
             continue;
         }
         let (nb, ng) = (
-            g.blue.per_instance.len() as u32,
-            g.green.per_instance.len() as u32,
+            g.blue.instances.len() as u32,
+            g.green.instances.len() as u32,
         );
         let implied = weights(g.blue_percent)
             .map(|w| w.implied_blue_share(nb, ng))
