@@ -213,16 +213,9 @@ fn sections(r: &Report) -> Vec<(&'static str, Vec<String>)> {
     Detection::ALL
         .iter()
         .zip(sections)
-        .filter(|(d, _)| ran(r, **d))
+        .filter(|(d, _)| r.ran(**d))
         .map(|(_, s)| s)
         .collect()
-}
-
-/// True when `d` ran in the analysis that gave `r`.
-fn ran(r: &Report, d: Detection) -> bool {
-    r.detections
-        .as_ref()
-        .is_none_or(|names| names.contains(&d.as_str()))
 }
 
 /// The report's totals: spans, instances, malformed and conflicting decisions.
@@ -234,8 +227,8 @@ fn header(r: &Report) -> String {
         r.instances.len(),
         unknown,
     );
-    // The baggage faults are read with the trace detections.
-    if ran(r, Detection::CrossColorHop) || ran(r, Detection::MissingDecision) {
+    // Not read by a windowed-only run.
+    if r.baggage_faults_read {
         let _ = write!(
             out,
             "; malformed decision pairs: {}; conflicting decisions: {}",
@@ -572,6 +565,78 @@ mod tests {
                 .unwrap();
             assert_eq!(canonical(&cached), canonical(&part));
         }
+        drop(engine);
+        tokio::task::block_in_place(|| store.close());
+    }
+
+    /// The windowed-only path (files counted as read, memory segments too) finds what the
+    /// full load's window detections find, with the same spans and instances, for the whole
+    /// data and for sub-ranges that cut windows: release-walk's first 330 requests in
+    /// files, the rest (its error spike included) in memory.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn window_counts_over_files_and_memory_equal_the_full_load() {
+        use dyeline_queries::analyze::cache::count_windows_once;
+        let (dir, config) = temp_config();
+        let lines = walk_requests(usize::MAX);
+        let head_path = dir.path().join("walk-head.jsonl");
+        std::fs::write(&head_path, lines[..330].join("\n")).unwrap();
+        crate::import::run(
+            config.clone(),
+            &[head_path],
+            Some(&fixtures().join("release-walk/timeline.json")),
+        )
+        .await
+        .unwrap();
+        let mut sc = store_config(&config);
+        sc.flush_interval = std::time::Duration::from_secs(3600);
+        let store = open_store(sc).await;
+        let options = crate::serve::convert_options(&config).unwrap();
+        for line in &lines[330..] {
+            let request = dyeline_collector::json::decode_export_request(line.as_bytes()).unwrap();
+            let rows = dyeline_collector::convert_request(&request, &options).unwrap();
+            if let Some(batch) = rows.batch {
+                store.write_waiting(batch, rows.keys).await.unwrap();
+            }
+        }
+        let snap = store.snapshot();
+        assert!(!snap.segments.is_empty() && !snap.files.is_empty());
+        let table = store.table();
+        let engine = SqlEngine::new(store.table()).unwrap();
+        let plane = ControlPlane::open_read_only(&config.data_dir)
+            .await
+            .unwrap();
+        let timeline = plane.timeline();
+        let windowed: Vec<Detection> = Detection::ALL
+            .into_iter()
+            .filter(|d| d.is_windowed())
+            .collect();
+        let json = |r: &Report| serde_json::to_value(r).unwrap();
+        let whole = load(engine.context(), &timeline, None, None).await.unwrap();
+        let (min, max) = whole.iter().fold((i64::MAX, i64::MIN), |(a, b), s| {
+            (a.min(s.start), b.max(s.start))
+        });
+        let mut spikes = 0;
+        for (from, to) in [
+            (None, None),
+            (Some(min + (max - min) / 3), Some(max + 1)),
+            (Some(min + 7_777_777_777), Some(min + (max - min) / 2)),
+        ] {
+            let spans = load(engine.context(), &timeline, from, to).await.unwrap();
+            let mut full = json(&report_of(&spans, &config.analyzer, false, &windowed));
+            let counts = count_windows_once(&table, &timeline, &config.analyzer, from, to)
+                .await
+                .unwrap();
+            let counted = json(&report_windows(counts, &config.analyzer, &windowed));
+            // The counts do not read the decisions: no baggage faults, rather than none.
+            for key in ["malformed_pairs", "conflicting_decisions"] {
+                assert!(full.as_object_mut().unwrap().remove(key).is_some());
+                assert!(counted.get(key).is_none(), "{key}");
+            }
+            assert_eq!(counted, full, "range {from:?}..{to:?}");
+            spikes += full["error_spike"].as_array().unwrap().len();
+        }
+        // The comparison is not between empty reports: release-walk's spike is found.
+        assert!(spikes > 0);
         drop(engine);
         tokio::task::block_in_place(|| store.close());
     }

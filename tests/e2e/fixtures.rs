@@ -98,11 +98,31 @@ fn windowed_only_equals_the_full_pass(data: &std::path::Path, extra: &[&str]) ->
     }
     assert_eq!(windowed["detections"], serde_json::json!(WINDOWED));
     assert!(full.get("detections").is_none());
-    assert_eq!(windowed["cross_color_hops"], serde_json::json!([]));
-    // One detection: its findings only, and the table shows its section only.
+    // What was not looked for is left out, not written empty: the trace detections, and
+    // the baggage faults (the windowed-only run does not read the decisions).
+    for key in [
+        "cross_color_hops",
+        "missing_decisions",
+        "malformed_pairs",
+        "conflicting_decisions",
+    ] {
+        assert!(
+            full.get(key).is_some() && windowed.get(key).is_none(),
+            "{key}"
+        );
+    }
+    // One detection: its findings only, and the table shows its section only. With
+    // --with-decisions the spans are loaded whole, and the baggage faults are reported.
     let spikes = json(&["--detections", "error_spike"]);
     assert_eq!(spikes["error_spike"], full["error_spike"]);
-    assert_eq!(spikes["ratio_deviation"], serde_json::json!([]));
+    assert!(spikes.get("ratio_deviation").is_none());
+    let with_decisions = json(&["--detections", "error_spike", "--with-decisions"]);
+    assert_eq!(with_decisions["error_spike"], full["error_spike"]);
+    assert_eq!(with_decisions["malformed_pairs"], full["malformed_pairs"]);
+    assert_eq!(
+        with_decisions["conflicting_decisions"],
+        full["conflicting_decisions"]
+    );
     let mut args = vec!["analyze", "--data-dir", data.to_str().unwrap()];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--detections", "error_spike"]);

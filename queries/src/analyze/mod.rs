@@ -351,20 +351,25 @@ pub struct ConflictingDecision {
     pub kept: Option<&'static str>,
 }
 
-/// Everything the analyzer found.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+/// Everything the analyzer found. In JSON (the form `../shared/tools/check_findings.py`
+/// reads), the lists of detections that did not run and the baggage faults when they were
+/// not read are left out, not written empty: a reader cannot take "not looked for" for
+/// "none found".
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Report {
     /// Spans analysed.
     pub spans: u64,
     /// Instances with colour and rule.
     pub instances: Vec<InstanceColor>,
     /// Per-span decisions (only with `--with-decisions`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub decisions: Option<Vec<SpanDecision>>,
     /// Malformed pairs.
     pub malformed_pairs: Malformed,
     /// Conflicting decisions.
     pub conflicting_decisions: Vec<ConflictingDecision>,
+    /// False when the decisions were not read ([`report_windows`]): `malformed_pairs` and
+    /// `conflicting_decisions` are then empty for want of looking.
+    pub baggage_faults_read: bool,
     /// §6.1.
     pub cross_color_hops: Vec<CrossColorHop>,
     /// §6.2.
@@ -378,10 +383,77 @@ pub struct Report {
     /// §6.6.
     pub error_spike: Vec<ErrorSpike>,
     /// The detections that ran, when not all six did ([`report_of`]): the lists of the
-    /// others are empty because they were not looked for, and so are the baggage faults
-    /// unless a trace detection ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// others are empty because they were not looked for.
     pub detections: Option<Vec<&'static str>>,
+}
+
+impl Report {
+    /// True when `d` ran (all six do unless [`Report::detections`] lists some).
+    pub fn ran(&self, d: Detection) -> bool {
+        self.detections
+            .as_ref()
+            .is_none_or(|names| names.contains(&d.as_str()))
+    }
+}
+
+/// [`Report`] as JSON: its fields in order, those not looked for left out.
+#[derive(Serialize)]
+struct ReportJson<'a> {
+    spans: u64,
+    instances: &'a [InstanceColor],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decisions: Option<&'a [SpanDecision]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    malformed_pairs: Option<&'a Malformed>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conflicting_decisions: Option<&'a [ConflictingDecision]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cross_color_hops: Option<&'a [CrossColorHop]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missing_decisions: Option<&'a [MissingDecision]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drained_side: Option<&'a [DrainedSide]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_deviation: Option<&'a [RatioDeviation]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instance_skew: Option<&'a [InstanceSkew]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_spike: Option<&'a [ErrorSpike]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detections: Option<&'a [&'static str]>,
+}
+
+impl Serialize for Report {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let faults = self.baggage_faults_read;
+        ReportJson {
+            spans: self.spans,
+            instances: &self.instances,
+            decisions: self.decisions.as_deref(),
+            malformed_pairs: faults.then_some(&self.malformed_pairs),
+            conflicting_decisions: faults.then_some(&self.conflicting_decisions[..]),
+            cross_color_hops: self
+                .ran(Detection::CrossColorHop)
+                .then_some(&self.cross_color_hops[..]),
+            missing_decisions: self
+                .ran(Detection::MissingDecision)
+                .then_some(&self.missing_decisions[..]),
+            drained_side: self
+                .ran(Detection::DrainedSide)
+                .then_some(&self.drained_side[..]),
+            ratio_deviation: self
+                .ran(Detection::RatioDeviation)
+                .then_some(&self.ratio_deviation[..]),
+            instance_skew: self
+                .ran(Detection::InstanceSkew)
+                .then_some(&self.instance_skew[..]),
+            error_spike: self
+                .ran(Detection::ErrorSpike)
+                .then_some(&self.error_spike[..]),
+            detections: self.detections.as_deref(),
+        }
+        .serialize(serializer)
+    }
 }
 
 /// One of the six detections of domain §6, named as its findings' `type` in
@@ -508,6 +580,7 @@ pub fn report_of(
     let mut r = Report {
         spans: spans.len() as u64,
         detections: (!all).then(|| detections_named(detections)),
+        baggage_faults_read: true,
         ..Report::default()
     };
     r.instances = spans
@@ -520,9 +593,8 @@ pub fn report_of(
             rule: rule.clone(),
         })
         .collect();
-    // The baggage faults: few spans have them. Reported with the trace detections, which
-    // read the decisions.
-    for d in spans.decision_recs.iter().filter(|_| traces_run) {
+    // The baggage faults: few spans have them.
+    for d in &spans.decision_recs {
         let s = spans.get(d.index);
         let trace_id = hex128(s.trace);
         let span_id = hex64(s.span);
