@@ -16,7 +16,8 @@ use dyeline_control::api::parse_time;
 use dyeline_control::auth::{Access, Auth};
 use dyeline_control::{ControlError, ControlPlane};
 use dyeline_queries::alerts::AlertState;
-use dyeline_queries::analyze::{AnalyzerConfig, analyze};
+use dyeline_queries::analyze::cache::count_windows_once;
+use dyeline_queries::analyze::{AnalyzerConfig, Detection, analyze, report_windows};
 use dyeline_queries::render;
 use dyeline_queries::{SqlEngine, SqlError, SqlLimits};
 use parking_lot::Mutex;
@@ -47,6 +48,9 @@ pub struct ApiState {
     /// Per-minute channel rollups (when the live evaluation runs): the summary API answers
     /// live whole-minute ranges from them.
     pub rollup: Option<crate::sink::SharedRollup>,
+    /// The store's `spans` (memory ∪ files): findings of one windowed type are counted
+    /// from it as the files are read.
+    pub spans: Arc<dyeline_store::table::SpansTable>,
 }
 
 /// An API error: status, code and message.
@@ -218,7 +222,9 @@ const FINDING_TYPES: [(&str, &str); 6] = [
 ];
 
 /// The six detections of domain §6 over a time range: `{"findings": [...]}`, each item the
-/// `dyeline analyze` JSON item plus its `type`.
+/// `dyeline analyze` JSON item plus its `type`. With `type` one of the windowed detections
+/// (§6.3–6), only that one runs, counted as the files are read (as `dyeline analyze
+/// --detections`).
 #[utoipa::path(get, path = "/api/v1/findings", tag = "analysis", params(FindingsQuery),
     responses((status = 200, description = "{\"findings\": [...]}"),
               (status = 400, body = dyeline_control::api::ErrorBody)))]
@@ -241,15 +247,36 @@ async fn findings(
     }
     let (from, to) = range(q.from.as_deref(), q.to.as_deref())?;
     let timeline = state.plane.timeline();
-    let report = analyze(
-        state.sql.context(),
-        &timeline,
-        &state.analyzer,
-        Some(from),
-        Some(to),
-        false,
-    )
-    .await?;
+    let windowed = q
+        .kind
+        .as_deref()
+        .and_then(|k| k.parse::<Detection>().ok())
+        .filter(|d| d.is_windowed());
+    let report = match windowed {
+        // One windowed type: counted as the files are read, no trace analysis.
+        Some(d) => {
+            let counts = count_windows_once(
+                &state.spans,
+                &timeline,
+                &state.analyzer,
+                Some(from),
+                Some(to),
+            )
+            .await?;
+            report_windows(counts, &state.analyzer, &[d])
+        }
+        None => {
+            analyze(
+                state.sql.context(),
+                &timeline,
+                &state.analyzer,
+                Some(from),
+                Some(to),
+                false,
+            )
+            .await?
+        }
+    };
     let v = serde_json::to_value(&report)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
     let mut out = Vec::new();

@@ -215,6 +215,7 @@ pub async fn serve(
         },
         registry: Mutex::new(registry),
         rollup: rollup.clone(),
+        spans: store.table(),
     });
 
     let grpc_listener = TcpListener::bind(config.otlp_grpc_addr)

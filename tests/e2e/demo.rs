@@ -219,6 +219,35 @@ fn findings(demo: &Demo) -> Vec<Value> {
     v["findings"].as_array().cloned().unwrap_or_default()
 }
 
+/// From a server on the stopped demo's data dir (no new spans between the requests): each
+/// windowed finding type asked for alone (`type=`, counted as the files are read) gives
+/// what the unfiltered list holds of that type, and the run had each of them.
+fn windowed_types_alone_match_the_whole_list(data: &std::path::Path, started: u128) {
+    let s = crate::support::Server::start(
+        data,
+        &[
+            ("DYELINE_ANALYZER__DEFAULTS__WINDOW", WINDOW),
+            ("DYELINE_ANALYZER__DEFAULTS__GRACE", GRACE),
+        ],
+    );
+    let get = |query: &str| -> Vec<Value> {
+        let url = format!("http://{}/api/v1/findings?from={started}{query}", s.api);
+        let v: Value = reqwest::blocking::get(url).unwrap().json().unwrap();
+        v["findings"].as_array().cloned().unwrap()
+    };
+    let all = get("");
+    for ty in [
+        "drained_side",
+        "ratio_deviation",
+        "instance_skew",
+        "error_spike",
+    ] {
+        let of_type: Vec<Value> = all.iter().filter(|f| f["type"] == ty).cloned().collect();
+        assert!(!of_type.is_empty(), "no {ty} in {all:?}");
+        assert_eq!(get(&format!("&type={ty}")), of_type, "{ty}");
+    }
+}
+
 /// `dyeline analyze --format json` on the stopped demo's data dir, as a list of findings
 /// typed like the API's.
 fn offline(data_dir: &std::path::Path) -> BTreeSet<(String, String, String)> {
@@ -286,6 +315,7 @@ fn demo_with_every_fault_finds_each_one() {
         ),
     ];
     let post_mortem = offline(&data);
+    windowed_types_alone_match_the_whole_list(&data, demo.started);
     for (fault, ty, kind, cause) in expected {
         assert!(
             has(&live, ty, kind, cause),
