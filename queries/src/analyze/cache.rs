@@ -11,6 +11,11 @@
 //! Memory: at most the records [`SpanCache::new`] is given (one [`super::load::SpanRec`] each)
 //! are kept; the least recently used files go first, and each load drops the files no longer
 //! in the store.
+//!
+//! Without a cache: [`load_once`] (a one-off analysis: `dyeline analyze`, the findings API)
+//! reads every file on its own core and takes the parts instead of copying them, and
+//! [`count_windows_once`] (the windowed detections only) counts each file as it is read,
+//! keeping no record per span.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,6 +1,9 @@
-//! Reading the spans the analyzer needs: one DataFusion scan of `spans` (columns projected,
-//! start time filtered and pruned by hour) into compact per-span records with interned app,
-//! instance and channel names, and each span's effective channel from the timeline.
+//! Reading the spans the analyzer needs into compact per-span records ([`SpanRec`], in
+//! [`Spans`]) with interned app, instance and channel names, and each span's effective
+//! channel from the timeline: from a DataFusion scan of `spans` ([`load`]: columns
+//! projected, start time filtered and pruned by hour) or from record batches read elsewhere
+//! ([`Loader`]: per file, then merged). Also [`WindowCounter`]: the same batches counted into
+//! the windowed detections' counts without keeping the records.
 
 use std::collections::HashMap;
 
@@ -126,7 +129,7 @@ pub struct SpanRec {
     pub channel: Option<u32>,
     /// Effective blue_percent at `start`.
     pub blue_percent: u8,
-    /// The app's configuration interval holding `start`, in [`Spans::intervals`] (0: the
+    /// The app's configuration interval holding `start`, in the load's intervals (0: the
     /// whole time line, before the span is resolved): [`Spans::interval`] reads it.
     pub interval: u32,
     /// The attribute the decisions were read from, interned in [`Spans::sources`], or
@@ -264,7 +267,7 @@ impl Spans {
             .map(|(_, col)| *col)
     }
 
-    /// (since, until) of `s`'s app configuration ([`Spans::intervals`] entry): when it last
+    /// (since, until) of `s`'s app configuration (an entry of the load's intervals): when it last
     /// changed at or before `s.start` and when it next changes, Unix ns.
     pub fn interval(&self, s: &SpanRec) -> (i64, i64) {
         self.intervals

@@ -4,6 +4,8 @@
 //! timeline, then judges traces ([`traces`]: cross-colour hops, missing decisions) and
 //! tumbling windows ([`windows`]: drained side, ratio deviation, instance skew, error
 //! spikes). The [`Report`] is the JSON read by `../shared/tools/check_findings.py`.
+//! [`report_of`] runs some of the [`Detection`]s; [`report_windows`] judges windowed counts
+//! taken without loading the spans ([`cache::count_windows_once`]).
 
 pub mod cache;
 pub mod load;
@@ -564,9 +566,8 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
 }
 
 /// The report of already loaded spans for `detections` only (all six when it lists them
-/// all; [`Report::detections`] names them otherwise). Spans loaded with
-/// [`load::LoadColumns::Windows`] support only windowed detections and no per-span
-/// decisions ([`Detection::columns`]).
+/// all; [`Report::detections`] names them otherwise). The baggage faults are reported
+/// whatever runs (the spans carry their decisions).
 pub fn report_of(
     spans: &load::Spans,
     config: &AnalyzerConfig,

@@ -1,7 +1,9 @@
 //! Windowed detections (domain §6.3–6): drained-side traffic, ratio deviation, instance skew
 //! and one-sided error spikes, over tumbling windows aligned to whole multiples of the window
 //! in Unix time. "Requests" are RPC SERVER spans of apps whose effective channel is the
-//! channel at their start.
+//! channel at their start. Spans are counted per (channel, app, window) and judged from the
+//! counts ([`find`] over loaded spans; [`WindowCounts`] when the counts were taken as the
+//! files were read, [`super::load::WindowCounter`]).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -319,8 +321,8 @@ impl WindowCounts {
         }
     }
 
-    /// The counts of all `parts` as one: names re-interned, counts added
-    /// ([`Acc::absorb`]), the instance rules united.
+    /// The counts of all `parts` as one: names re-interned, counts added (as the two
+    /// threads' halves in [`find`]), the instance rules united.
     pub fn merge(parts: Vec<WindowCounts>) -> WindowCounts {
         let mut out = WindowCounts::default();
         for p in parts {
