@@ -43,6 +43,27 @@ fn sketch() -> DDSketch {
     DDSketch::new(Config::new(SKETCH_RELATIVE_ACCURACY, 2048, 1e-6))
 }
 
+/// The sketch's estimate of the value at rank `round((n - 1) · p)` of its `n` samples, the
+/// rank the exact [`crate::summary::percentile_ms`] takes, or `None` when empty. The sketch
+/// itself reads rank `floor((n - 1) · q)`: `q` is moved to the middle of the wanted rank, so
+/// the estimate is within [`SKETCH_RELATIVE_ACCURACY`] of the exact value, not of a
+/// neighbour's (an hour's rollups against an exact scan differed by 1.02 % with the ranks
+/// apart).
+fn at_nearest_rank(sketch: &DDSketch, p: f64) -> Option<f64> {
+    let n = sketch.count();
+    if n == 0 {
+        return None;
+    }
+    let last = (n - 1) as f64;
+    let rank = (last * p).round();
+    let q = if n == 1 {
+        0.0
+    } else {
+        ((rank + 0.5) / last).min(1.0)
+    };
+    sketch.quantile(q).ok().flatten()
+}
+
 /// Requests of one colour in one cell.
 #[derive(Clone)]
 struct ColorCell {
@@ -70,13 +91,7 @@ impl ColorCell {
     }
 
     fn step(&self) -> ColorStep {
-        let q = |p: f64| {
-            self.durations_ms
-                .quantile(p)
-                .ok()
-                .flatten()
-                .filter(|_| self.requests > 0)
-        };
+        let q = |p: f64| at_nearest_rank(&self.durations_ms, p).filter(|_| self.requests > 0);
         ColorStep {
             requests: self.requests,
             errors: self.errors,
@@ -330,12 +345,43 @@ impl Rollup {
 mod tests {
     use std::sync::Arc;
 
+    use proptest::prelude::*;
+
     use arrow::array::{BooleanArray, Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
     use dyeline_control::{Channels, Op};
     use dyeline_model::ChannelId;
 
     use super::*;
+
+    proptest! {
+        /// The rollup's p50 and p99 are within the sketch's relative accuracy of the exact
+        /// nearest-rank percentiles (the same rank): durations from 1 µs to 5 s, in one
+        /// sketch or split over two merged ones.
+        #[test]
+        fn sketch_percentiles_are_within_accuracy_of_the_exact_rank(
+            d in prop::collection::vec(1_000i64..5_000_000_000, 1..400),
+            split in 0usize..400,
+        ) {
+            let (mut a, mut b) = (ColorCell::default(), ColorCell::default());
+            for (i, &ns) in d.iter().enumerate() {
+                let cell = if i < split { &mut a } else { &mut b };
+                cell.requests += 1;
+                cell.durations_ms.add(ns as f64 / 1e6);
+            }
+            a.absorb(&b);
+            let step = a.step();
+            let mut exact = d.clone();
+            for (p, est) in [(0.5, step.p50_ms), (0.99, step.p99_ms)] {
+                let want = crate::summary::percentile_ms(&mut exact, p).unwrap();
+                let got = est.unwrap();
+                prop_assert!(
+                    (got - want).abs() <= want * SKETCH_RELATIVE_ACCURACY * (1.0 + 1e-9),
+                    "p{p}: {got} vs exact {want}"
+                );
+            }
+        }
+    }
 
     /// A whole minute (Unix ns).
     const T0: i64 = 1_700_000_040_000_000_000;
