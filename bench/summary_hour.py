@@ -23,9 +23,9 @@ Wall time is about --minutes + 2 minutes (an hour by default: the rollups only c
 that arrive while the server runs, so the hour has to be lived).
 
 Usage: python3 bench/summary_hour.py [--minutes 60] [--rate 3] [--n 30] [--exact-runs 3]
-       [--profile bench-fast] [--target-dir DIR]
+       [--profile bench-fast] [--target-dir DIR] [--label NAME]
 Needs `cargo build --profile bench-fast --bin dyeline --bin loadgen`.
-Writes bench/results/summary-hour-<date>.json and prints a summary.
+Writes bench/results/summary-hour[-<label>]-<date>.json and prints a summary.
 """
 
 import argparse
@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--exact-runs", type=int, default=3)
     ap.add_argument("--lookups", type=int, default=40)
+    ap.add_argument("--label", default="", help="added to the result file's name")
     args = ap.parse_args()
     exe = os.path.join(args.target_dir, args.profile, "dyeline")
     loadgen = os.path.join(args.target_dir, args.profile, "loadgen")
@@ -184,7 +185,8 @@ def main():
                    group: {"n": len(xs), "p50": statistics.median(xs), "p95": p95(xs), "max": max(xs)}
                    for group, xs in (("stored", lookup[True]), ("absent", lookup[False]))},
                "trace_lookup_target_ms": 20}
-        path = os.path.join(ROOT, "bench", "results", f"summary-hour-{out['date']}.json")
+        label = f"-{args.label}" if args.label else ""
+        path = os.path.join(ROOT, "bench", "results", f"summary-hour{label}-{out['date']}.json")
         with open(path, "w") as f:
             json.dump(out, f, indent=2)
         print(f"{spans} spans in {args.minutes} min ({out['spans_per_second']:.0f}/s), "
