@@ -360,6 +360,37 @@ mod tests {
             .collect()
     }
 
+    /// A store over a new data dir holding release-walk's first `n` requests: the first
+    /// `in_files` imported into Parquet files (with the timeline), the rest written to
+    /// memory segments (no flush for an hour). Asserts both are there.
+    async fn files_then_memory(n: usize, in_files: usize) -> (tempfile::TempDir, Config, Store) {
+        let (dir, config) = temp_config();
+        let lines = walk_requests(n);
+        let head_path = dir.path().join("walk-head.jsonl");
+        std::fs::write(&head_path, lines[..in_files].join("\n")).unwrap();
+        crate::import::run(
+            config.clone(),
+            &[head_path],
+            Some(&fixtures().join("release-walk/timeline.json")),
+        )
+        .await
+        .unwrap();
+        let mut sc = store_config(&config);
+        sc.flush_interval = std::time::Duration::from_secs(3600);
+        let store = open_store(sc).await;
+        let options = crate::serve::convert_options(&config).unwrap();
+        for line in &lines[in_files..] {
+            let request = dyeline_collector::json::decode_export_request(line.as_bytes()).unwrap();
+            let rows = dyeline_collector::convert_request(&request, &options).unwrap();
+            if let Some(batch) = rows.batch {
+                store.write_waiting(batch, rows.keys).await.unwrap();
+            }
+        }
+        let snap = store.snapshot();
+        assert!(!snap.segments.is_empty() && !snap.files.is_empty());
+        (dir, config, store)
+    }
+
     async fn open_store(sc: dyeline_store::StoreConfig) -> Store {
         tokio::task::spawn_blocking(move || Store::open(sc))
             .await
@@ -509,31 +540,8 @@ mod tests {
     /// returns.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn cached_load_with_memory_segments_equals_a_scan() {
-        let (dir, config) = temp_config();
         // release-walk's first three requests in files, the next three in memory.
-        let lines = walk_requests(6);
-        let head_path = dir.path().join("walk-head.jsonl");
-        std::fs::write(&head_path, lines[..3].join("\n")).unwrap();
-        crate::import::run(
-            config.clone(),
-            &[head_path],
-            Some(&fixtures().join("release-walk/timeline.json")),
-        )
-        .await
-        .unwrap();
-        let mut sc = store_config(&config);
-        sc.flush_interval = std::time::Duration::from_secs(3600);
-        let store = open_store(sc).await;
-        let options = crate::serve::convert_options(&config).unwrap();
-        for line in &lines[3..] {
-            let request = dyeline_collector::json::decode_export_request(line.as_bytes()).unwrap();
-            let rows = dyeline_collector::convert_request(&request, &options).unwrap();
-            if let Some(batch) = rows.batch {
-                store.write_waiting(batch, rows.keys).await.unwrap();
-            }
-        }
-        let snap = store.snapshot();
-        assert!(!snap.segments.is_empty() && !snap.files.is_empty());
+        let (_dir, config, store) = files_then_memory(6, 3).await;
         let table = store.table();
         let engine = SqlEngine::new(store.table()).unwrap();
         let plane = ControlPlane::open_read_only(&config.data_dir)
@@ -576,30 +584,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn window_counts_over_files_and_memory_equal_the_full_load() {
         use dyeline_queries::analyze::cache::count_windows_once;
-        let (dir, config) = temp_config();
-        let lines = walk_requests(usize::MAX);
-        let head_path = dir.path().join("walk-head.jsonl");
-        std::fs::write(&head_path, lines[..330].join("\n")).unwrap();
-        crate::import::run(
-            config.clone(),
-            &[head_path],
-            Some(&fixtures().join("release-walk/timeline.json")),
-        )
-        .await
-        .unwrap();
-        let mut sc = store_config(&config);
-        sc.flush_interval = std::time::Duration::from_secs(3600);
-        let store = open_store(sc).await;
-        let options = crate::serve::convert_options(&config).unwrap();
-        for line in &lines[330..] {
-            let request = dyeline_collector::json::decode_export_request(line.as_bytes()).unwrap();
-            let rows = dyeline_collector::convert_request(&request, &options).unwrap();
-            if let Some(batch) = rows.batch {
-                store.write_waiting(batch, rows.keys).await.unwrap();
-            }
-        }
-        let snap = store.snapshot();
-        assert!(!snap.segments.is_empty() && !snap.files.is_empty());
+        let (_dir, config, store) = files_then_memory(usize::MAX, 330).await;
         let table = store.table();
         let engine = SqlEngine::new(store.table()).unwrap();
         let plane = ControlPlane::open_read_only(&config.data_dir)

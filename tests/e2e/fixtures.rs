@@ -32,8 +32,9 @@ pub(crate) fn import(fixture: &str, file: &str) -> (tempfile::TempDir, std::path
     (dir, data)
 }
 
-/// `dyeline analyze` on `data`, checked by the fixture's own checker.
-fn analyze_and_check(data: &std::path::Path, fixture: &str) {
+/// `dyeline analyze` on `data`, checked by the fixture's own checker; the full report
+/// without `--with-decisions` is returned.
+fn analyze_and_check(data: &std::path::Path, fixture: &str) -> Value {
     let (ok, out, err) = run_cli(&[
         "analyze",
         "--data-dir",
@@ -63,7 +64,7 @@ fn analyze_and_check(data: &std::path::Path, fixture: &str) {
         table.contains(&format!("cross-colour hops: {hops}")),
         "{table}"
     );
-    windowed_only_equals_the_full_pass(data, &[]);
+    windowed_only_equals_the_full_pass(data, &[])
 }
 
 const WINDOWED: [&str; 4] = [
@@ -224,18 +225,9 @@ fn release_small_imports_with_exact_instances_and_decisions() {
 #[test]
 fn release_walk_imports_with_exact_instances_and_stays_queryable() {
     let (_dir, data) = import("release-walk", "spans.jsonl.gz");
-    analyze_and_check(&data, "release-walk");
+    let v = analyze_and_check(&data, "release-walk");
     // Narrowed to the window of the first spike (RFC 3339 and Unix ns bounds), the windowed
     // run and the full pass still agree, and find that spike.
-    let (ok, out, err) = run_cli(&[
-        "analyze",
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert!(ok, "{err}");
-    let v: Value = serde_json::from_str(&out).unwrap();
     let spike = &v["error_spike"][0];
     // Unix ns are JSON strings (beyond a double's integers).
     let ns = |v: &Value| -> i64 { v.as_str().unwrap().parse().unwrap() };

@@ -18,7 +18,7 @@
 //! keeping no record per span.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -29,12 +29,13 @@ use datafusion::parquet::arrow::arrow_reader::{
 };
 use dyeline_control::Timeline;
 use dyeline_store::files::{FileMeta, HOUR_NS};
+use dyeline_store::segment::Segment;
 use dyeline_store::table::SpansTable;
 
 use futures::{StreamExt, TryStreamExt};
 
 use super::AnalyzerConfig;
-use super::load::{LoadColumns, Loader, Spans, WindowCounter, in_load_order};
+use super::load::{LoadColumns, Loader, Spans, WindowCounter};
 use super::windows::WindowCounts;
 use crate::sql::SqlError;
 
@@ -254,40 +255,18 @@ pub async fn count_windows_once(
         .map(|f| (f.size, f.path.clone()))
         .collect();
     let files = overlapping.len();
-    // The largest first (see `gather`); the counts' order does not matter. (A task per row
+    // One copy of the timeline and thresholds, shared by the blocking reads. (A task per row
     // group instead of per file measured slower: each opens the file and parses its footer.)
-    let mut tasks = overlapping;
-    tasks.sort_by_key(|t| std::cmp::Reverse(t.0));
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    // One copy of the timeline and thresholds, shared by the blocking reads.
     let shared = Arc::new((timeline.clone(), config.clone()));
-    let mut parts: Vec<WindowCounts> = futures::stream::iter(tasks)
-        .map(|(_, path)| {
-            let shared = Arc::clone(&shared);
-            async move {
-                let read_path = path.clone();
-                let counted = tokio::task::spawn_blocking(move || {
-                    count_file(&read_path, &shared.0, &shared.1, lo, hi)
-                })
-                .await
-                .map_err(|e| SqlError::Internal(e.to_string()))?;
-                match counted {
-                    Ok(c) => Ok(Some(c)),
-                    // Deleted by retention since the snapshot: its spans are past retention.
-                    Err(_) if !path.exists() => Ok(None),
-                    Err(e) => Err(e),
-                }
-            }
-        })
-        .buffer_unordered(threads)
-        .try_filter_map(|c| async move { Ok(c) })
-        .try_collect()
-        .await?;
-    let segments: Vec<_> = snap
-        .segments
-        .into_iter()
-        .filter(|s| s.start_range().is_some_and(|(a, b)| a <= hi && b >= lo))
-        .collect();
+    let reading = Arc::clone(&shared);
+    let mut parts: Vec<WindowCounts> = read_on_cores(overlapping, move |path| {
+        count_file(path, &reading.0, &reading.1, lo, hi)
+    })
+    .await?
+    .into_iter()
+    .flatten()
+    .collect();
+    let segments = segments_in(snap.segments, lo, hi);
     let memory = tokio::task::spawn_blocking(move || -> Result<WindowCounts, SqlError> {
         let mut counter = WindowCounter::new(&shared.0, &shared.1, lo, hi);
         for s in &segments {
@@ -315,6 +294,57 @@ pub async fn count_windows_once(
 fn overlaps(f: &FileMeta, lo: i64, hi: i64) -> bool {
     let end = f.hour_start_unix_nano.saturating_add(HOUR_NS - 1);
     f.hour_start_unix_nano <= hi && end >= lo
+}
+
+/// The memory segments holding span starts in `lo..=hi`.
+fn segments_in(segments: Vec<Segment>, lo: i64, hi: i64) -> Vec<Segment> {
+    segments
+        .into_iter()
+        .filter(|s| s.start_range().is_some_and(|(a, b)| a <= hi && b >= lo))
+        .collect()
+}
+
+/// `read` of each of `files` ((size, path)) on the blocking pool, as many at a time as there
+/// are cores, in the order of `files`; `None` for a file deleted since the snapshot (by
+/// retention: its spans are past retention). The largest are started first and the next as
+/// soon as any read ends: in file order, with results taken in order, a core sat idle while
+/// a large file ahead of a finished small one was still being read, and a large file read
+/// last ran alone.
+///
+/// # Errors
+/// The first failed read of a file that still exists.
+async fn read_on_cores<T: Send + 'static>(
+    files: Vec<(u64, PathBuf)>,
+    read: impl Fn(&Path) -> Result<T, SqlError> + Send + Sync + 'static,
+) -> Result<Vec<Option<T>>, SqlError> {
+    let read = Arc::new(read);
+    let mut order: Vec<(usize, u64, PathBuf)> = files
+        .into_iter()
+        .enumerate()
+        .map(|(i, (size, path))| (i, size, path))
+        .collect();
+    order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut done: Vec<(usize, Option<T>)> = futures::stream::iter(order)
+        .map(|(at, _, path)| {
+            let read = Arc::clone(&read);
+            async move {
+                let read_path = path.clone();
+                let result = tokio::task::spawn_blocking(move || read(&read_path))
+                    .await
+                    .map_err(|e| SqlError::Internal(e.to_string()))?;
+                match result {
+                    Ok(v) => Ok((at, Some(v))),
+                    Err(_) if !path.exists() => Ok((at, None)),
+                    Err(e) => Err(e),
+                }
+            }
+        })
+        .buffer_unordered(threads)
+        .try_collect()
+        .await?;
+    done.sort_by_key(|(at, _)| *at);
+    Ok(done.into_iter().map(|(_, v)| v).collect())
 }
 
 /// The spans starting in `from..to` (Unix ns; `None`: unbounded), as
@@ -415,73 +445,39 @@ async fn gather(
     hi: i64,
 ) -> Result<Gathered, SqlError> {
     let snap = table.snapshot();
-    // (position in the snapshot, size, path) of the overlapping files.
-    let mut overlapping: Vec<(usize, u64, PathBuf)> = snap
-        .files
+    // The overlapping files; those not cached yet are read and converted on the blocking
+    // pool (each read is one thread's work: decompress, decode, convert, sort).
+    let overlapping: Vec<&FileMeta> = snap.files.iter().filter(|f| overlaps(f, lo, hi)).collect();
+    let mut parts: Vec<Option<Arc<Loader>>> = overlapping
         .iter()
-        .filter(|f| overlaps(f, lo, hi))
-        .enumerate()
-        .map(|(i, f)| (i, f.size, f.path.clone()))
+        .map(|f| cache.and_then(|c| c.get(&f.path)))
         .collect();
-    // Files not cached yet are read and converted on the blocking pool, as many at a time as
-    // there are cores (each read is one thread's work: decompress, decode, convert, sort).
-    // The largest first, and the next one started as soon as any read ends: in file order,
-    // with results taken in order, a core sat idle while a large file ahead of a finished
-    // small one was still being read, and a large file read last ran alone.
-    overlapping.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let (missing, to_read): (Vec<usize>, Vec<(u64, PathBuf)>) = overlapping
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| parts[*i].is_none())
+        .map(|(i, f)| (i, (f.size, f.path.clone())))
+        .unzip();
+    let fresh = read_on_cores(to_read, |path| read_file(path).map(Arc::new)).await?;
     let mut read = 0usize;
-    let mut loaded: Vec<(usize, Option<Arc<Loader>>)> = futures::stream::iter(overlapping)
-        .map(|(at, _, path): (usize, u64, PathBuf)| {
-            let cached = cache.and_then(|c| c.get(&path));
-            let cache = cache.map(Arc::clone);
-            async move {
-                if let Some(p) = cached {
-                    return Ok((at, Some(p), false));
-                }
-                let read_path = path.clone();
-                let part = tokio::task::spawn_blocking(move || read_file(&read_path))
-                    .await
-                    .map_err(|e| SqlError::Internal(e.to_string()))?;
-                match part {
-                    Ok(part) => {
-                        let part = Arc::new(part);
-                        if let Some(cache) = cache {
-                            cache.put(path, Arc::clone(&part));
-                        }
-                        Ok((at, Some(part), true))
-                    }
-                    // Deleted by retention since the snapshot: its spans are past retention.
-                    Err(_) if !path.exists() => Ok((at, None, false)),
-                    Err(e) => Err(e),
-                }
-            }
-        })
-        .buffer_unordered(threads)
-        .map(|r: Result<(usize, Option<Arc<Loader>>, bool), SqlError>| {
-            r.map(|(at, p, fresh)| {
-                read += usize::from(fresh);
-                (at, p)
-            })
-        })
-        .try_collect()
-        .await?;
-    // The parts in the snapshot's file order, as before: the merge's output order follows it.
-    loaded.sort_by_key(|(at, _)| *at);
-    let parts: Vec<Arc<Loader>> = loaded.into_iter().filter_map(|(_, p)| p).collect();
+    for (i, part) in missing.into_iter().zip(fresh) {
+        if let (Some(part), Some(cache)) = (&part, cache) {
+            cache.put(overlapping[i].path.clone(), Arc::clone(part));
+        }
+        read += usize::from(part.is_some());
+        parts[i] = part;
+    }
+    // The parts in the snapshot's file order: the merge's output order follows it.
+    let parts: Vec<Arc<Loader>> = parts.into_iter().flatten().collect();
     if let Some(cache) = cache {
         cache.keep_only(&snap.files);
     }
-    let segments: Vec<_> = snap
-        .segments
-        .into_iter()
-        .filter(|s| s.start_range().is_some_and(|(a, b)| a <= hi && b >= lo))
-        .collect();
+    let segments = segments_in(snap.segments, lo, hi);
     let memory = tokio::task::spawn_blocking(move || -> Result<Loader, SqlError> {
         let mut part = Loader::default();
         for s in &segments {
             let batch = s.decode().map_err(|e| SqlError::Internal(e.to_string()))?;
-            part.push(&in_load_order(&batch)?)?;
+            part.push(&batch)?;
         }
         part.sort();
         Ok(part)

@@ -433,8 +433,8 @@ fn sql_err(e: impl std::fmt::Display) -> SqlError {
     SqlError::Internal(e.to_string())
 }
 
-/// The columns of `spans` the analyzer reads, in the order [`Loader::push`] expects them
-/// (a batch may hold more after them).
+/// The columns of `spans` the analyzer reads ([`Loader::push`] finds them by name). The
+/// drilldown selects them in this order and reads its own columns after them.
 pub const LOAD_COLUMN_NAMES: [&str; 16] = [
     "trace_id",
     "span_id",
@@ -503,23 +503,7 @@ pub fn load_columns_sql() -> String {
     LOAD_COLUMN_NAMES.join(", ")
 }
 
-/// `batch`'s [`LOAD_COLUMN_NAMES`] columns, in that order (a stored batch or file holds the
-/// whole `spans` schema in its own order).
-///
-/// # Errors
-/// [`SqlError::Internal`] when a column is missing.
-pub fn in_load_order(
-    batch: &arrow::array::RecordBatch,
-) -> Result<arrow::array::RecordBatch, SqlError> {
-    let schema = batch.schema();
-    let idx = LOAD_COLUMN_NAMES
-        .iter()
-        .map(|n| schema.index_of(n).map_err(sql_err))
-        .collect::<Result<Vec<_>, _>>()?;
-    batch.project(&idx).map_err(sql_err)
-}
-
-/// Turns record batches whose first columns are [`LOAD_COLUMN_NAMES`] into [`Spans`].
+/// Turns record batches holding [`LOAD_COLUMN_NAMES`] (found by name) into [`Spans`].
 #[derive(Clone, Default)]
 pub struct Loader {
     /// Names, decision records; its spans stay empty until [`Loader::finish`].
@@ -1007,8 +991,7 @@ impl<'a> WindowCounter<'a> {
     /// # Errors
     /// As [`Loader::push`].
     pub fn push(&mut self, batch: &arrow::array::RecordBatch) -> Result<(), SqlError> {
-        let out = &mut self.loader.out;
-        let apps_before = out.apps.len();
+        let apps_before = self.loader.out.apps.len();
         self.loader.push(batch)?;
         let out = &mut self.loader.out;
         // The baggage faults are not reported from here.
@@ -1082,8 +1065,14 @@ fn named_rules(
             )
         })
         .collect();
-    inst.sort_by(|a, b| (&a.0, &a.1, a.2.as_str(), &a.3).cmp(&(&b.0, &b.1, b.2.as_str(), &b.3)));
+    sort_instance_rules(&mut inst);
     inst
+}
+
+/// Sorts (instance, app, colour, rule) by instance, app, colour name and rule: the order of
+/// [`Spans::instance_rules`] and the report's instances, the same every run.
+pub(super) fn sort_instance_rules(rules: &mut [(String, String, Color, String)]) {
+    rules.sort_by(|a, b| (&a.0, &a.1, a.2.as_str(), &a.3).cmp(&(&b.0, &b.1, b.2.as_str(), &b.3)));
 }
 
 /// One effective configuration change of an app (domain §4).

@@ -137,13 +137,18 @@ impl B {
         self
     }
 
-    fn report(&mut self) -> Report {
+    /// The spans added, resolved against the timeline of the channels and operations.
+    fn resolved(&mut self) -> Spans {
         let mut ops = self.ops.clone();
         ops.sort_by_key(|o| o.0);
         let timeline = Timeline::from_ops(self.initial.clone(), ops);
         let mut spans = std::mem::take(&mut self.spans);
         resolve(&mut spans, &timeline);
-        report(&spans, &AnalyzerConfig::default(), false)
+        spans
+    }
+
+    fn report(&mut self) -> Report {
+        report(&self.resolved(), &AnalyzerConfig::default(), false)
     }
 }
 
@@ -687,11 +692,7 @@ fn window_counts_on_two_threads_find_what_one_pass_finds() {
             ..Sp::default()
         });
     }
-    let mut ops = b.ops.clone();
-    ops.sort_by_key(|o| o.0);
-    let timeline = Timeline::from_ops(b.initial.clone(), ops);
-    let mut spans = std::mem::take(&mut b.spans);
-    resolve(&mut spans, &timeline);
+    let spans = b.resolved();
     let config = AnalyzerConfig::default();
     // Under PARALLEL_DETECTIONS_MIN spans: one pass.
     let one = report(&spans, &config, false);
@@ -736,11 +737,7 @@ fn a_report_of_some_detections_names_them_and_drops_the_others() {
     releasing(&mut b, "ch1", &["order"], 50);
     b.requests("order", "order-b1", Color::Blue, 0.0, 200, 0)
         .requests("order", "order-g1", Color::Green, 0.0, 200, 30);
-    let mut ops = b.ops.clone();
-    ops.sort_by_key(|o| o.0);
-    let timeline = Timeline::from_ops(b.initial.clone(), ops);
-    let mut spans = std::mem::take(&mut b.spans);
-    resolve(&mut spans, &timeline);
+    let spans = b.resolved();
     let config = AnalyzerConfig::default();
     let all = report(&spans, &config, false);
     assert_eq!(all.error_spike.len(), 2);

@@ -340,9 +340,7 @@ impl WindowCounts {
             out.spans += p.spans;
             out.instance_rules.extend(p.instance_rules);
         }
-        out.instance_rules.sort_by(|a, b| {
-            (&a.0, &a.1, a.2.as_str(), &a.3).cmp(&(&b.0, &b.1, b.2.as_str(), &b.3))
-        });
+        super::load::sort_instance_rules(&mut out.instance_rules);
         out.instance_rules.dedup();
         out
     }
