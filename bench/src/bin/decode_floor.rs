@@ -3,7 +3,8 @@
 //! sums the Arrow memory of the converted rows; then the receivers' own path: the wire reader
 //! (`view::RequestView::decode`, no prost message) and conversion, and that plus the store's
 //! segment encoding (`Segment::encode`: the zstd IPC bytes that are both the WAL record and
-//! the in-memory copy), and its bytes per span. Prints one JSON line. Uses the server's
+//! the in-memory copy), and its bytes per span; and the flusher's part: those segments written
+//! as Parquet files (`files::write_segments`, wall time of one thread). Prints one JSON line. Uses the server's
 //! allocator (mimalloc), so the floor and the full path allocate alike.
 
 use std::time::Instant;
@@ -96,6 +97,29 @@ fn main() {
             std::hint::black_box(segment);
         }
     });
+    // The flusher's path: the segments of every request written as Parquet files, as one
+    // flush of the store writes them (`files::write_segments`, zstd level 3 as the store's
+    // default), into a scratch directory removed after each run.
+    let segments: Vec<dyeline_store::segment::Segment> = bodies
+        .iter()
+        .map(|b| {
+            let rows = dyeline_collector::convert_view(&wire(b), &options).expect("convert");
+            dyeline_store::segment::Segment::encode(&rows.batch.expect("rows")).expect("encode")
+        })
+        .collect();
+    let refs: Vec<&dyeline_store::segment::Segment> = segments.iter().collect();
+    let scratch = std::env::temp_dir().join(format!("dyeline-decode-floor-{}", std::process::id()));
+    let mut parquet_bytes = 0u64;
+    let flush = median_seconds(args.reps, |first| {
+        std::fs::create_dir_all(&scratch).expect("scratch dir");
+        let mut seq = 0;
+        let files =
+            dyeline_store::files::write_segments(&scratch, &refs, 0, &mut seq, 3).expect("flush");
+        if first {
+            parquet_bytes = files.iter().map(|f| f.size).sum();
+        }
+        std::fs::remove_dir_all(&scratch).expect("remove scratch dir");
+    });
     println!(
         "{}",
         serde_json::json!({
@@ -109,6 +133,8 @@ fn main() {
             "wire_decode_and_convert_cpu_s_per_million": wire_convert / spans * 1e6,
             "wire_decode_convert_and_segment_encode_cpu_s_per_million": encoded / spans * 1e6,
             "segment_bytes_per_span": segment_bytes as f64 / spans,
+            "flush_cpu_s_per_million": flush / spans * 1e6,
+            "parquet_bytes_per_span": parquet_bytes as f64 / spans,
         })
     );
 }
