@@ -152,14 +152,16 @@ impl Dedupe {
         }
     }
 
-    /// Drops hour sets quiet for longer than the window (checked at most once a minute).
-    pub fn sweep(&mut self) {
+    /// Drops hour sets quiet for longer than the window (checked at most once a minute);
+    /// true when it checked.
+    pub fn sweep(&mut self) -> bool {
         if self.last_sweep.elapsed() < Duration::from_secs(60) {
-            return;
+            return false;
         }
         self.last_sweep = Instant::now();
         let window = self.window;
         self.hours.retain(|_, s| s.touched.elapsed() < window);
+        true
     }
 
     /// Keys held in memory (for the memory gauge).

@@ -135,6 +135,10 @@ pub struct StoreMetrics {
     pub flush_seconds: Histogram,
     /// `dyeline_store_memory_rows`.
     pub memory_rows: Gauge,
+    /// `dyeline_store_duplicate_filter_keys`: span keys the duplicate filter holds
+    /// ([`dedupe`]: every key of each hour partition being written, 16 bytes each in a hash
+    /// table, about 18–37 bytes with its overhead).
+    pub duplicate_filter_keys: Gauge,
     /// `dyeline_store_parquet_files`.
     pub parquet_files: Gauge,
     /// `dyeline_store_parquet_bytes`.
@@ -155,6 +159,7 @@ impl Default for StoreMetrics {
             duplicate_rows: Counter::default(),
             flush_seconds: Histogram::new([0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
             memory_rows: Gauge::default(),
+            duplicate_filter_keys: Gauge::default(),
             parquet_files: Gauge::default(),
             parquet_bytes: Gauge::default(),
             wal_replayed_rows: Counter::default(),
@@ -191,6 +196,11 @@ impl StoreMetrics {
             "dyeline_store_memory_rows",
             "Rows held in memory",
             self.memory_rows.clone(),
+        );
+        r.register(
+            "dyeline_store_duplicate_filter_keys",
+            "Span keys held by the duplicate filter (every span of the hours being written)",
+            self.duplicate_filter_keys.clone(),
         );
         r.register(
             "dyeline_store_parquet_files",
@@ -654,6 +664,11 @@ fn writer_loop(
     let fsync = config.fsync == FsyncPolicy::Always;
     let mut last_flush = Instant::now();
     let mut closing = false;
+    // The keys WAL replay put in the filter.
+    shared
+        .metrics
+        .duplicate_filter_keys
+        .set(dedupe.len() as i64);
     while !closing {
         let mut group = Vec::new();
         match rx.recv_timeout(Duration::from_millis(250)) {
@@ -739,11 +754,21 @@ fn writer_loop(
         }
         if let Some(err) = wal_failed {
             tracing::error!(error = %err, "WAL write failed; refusing the group");
-            for (ack, _, inserted) in acks {
-                dedupe.roll_back(&inserted);
+            for (_, _, inserted) in &acks {
+                dedupe.roll_back(inserted);
+            }
+            shared
+                .metrics
+                .duplicate_filter_keys
+                .set(dedupe.len() as i64);
+            for (ack, _, _) in acks {
                 let _ = ack.send(Err(StoreError::Io(err.clone())));
             }
         } else if !acks.is_empty() {
+            shared
+                .metrics
+                .duplicate_filter_keys
+                .set(dedupe.len() as i64);
             let rows: usize = fresh.iter().map(Segment::rows).sum();
             {
                 let mut s = shared.state.write();
@@ -764,7 +789,12 @@ fn writer_loop(
                 let _ = ack.send(Ok(report));
             }
         }
-        dedupe.sweep();
+        if dedupe.sweep() {
+            shared
+                .metrics
+                .duplicate_filter_keys
+                .set(dedupe.len() as i64);
+        }
         let due = {
             let s = shared.state.read();
             s.active_rows >= config.flush_max_rows
@@ -1040,6 +1070,11 @@ mod tests {
         // A resent small write is still a duplicate.
         let r = write(&store, 0, 10).await;
         assert_eq!((r.stored, r.duplicates), (0, 10));
+        // The filter holds each distinct key once, the resent ones included.
+        assert_eq!(
+            store.metrics().duplicate_filter_keys.get(),
+            (writes * 10) as i64
+        );
 
         let snap = store.snapshot();
         let encoded: Vec<&Segment> = snap.segments.iter().filter(|s| !s.is_plain()).collect();

@@ -53,6 +53,12 @@ fn sql_api_reads_memory_and_parquet_and_refuses_writes() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(count_all(&s), 9);
+    // The duplicate filter still holds the nine keys after the flush (their hours are live).
+    let metrics = s.metrics();
+    assert!(
+        metrics.contains("dyeline_store_duplicate_filter_keys 9\n"),
+        "{metrics}"
+    );
     // Time pruning keeps answers exact at partition edges.
     let q = format!(
         "SELECT count(*) FROM spans WHERE start_time_unix_nano >= {} AND start_time_unix_nano < {}",
