@@ -152,16 +152,14 @@ impl Dedupe {
         }
     }
 
-    /// Drops hour sets quiet for longer than the window (checked at most once a minute);
-    /// true when it checked.
-    pub fn sweep(&mut self) -> bool {
+    /// Drops hour sets quiet for longer than the window (checked at most once a minute).
+    pub fn sweep(&mut self) {
         if self.last_sweep.elapsed() < Duration::from_secs(60) {
-            return false;
+            return;
         }
         self.last_sweep = Instant::now();
         let window = self.window;
         self.hours.retain(|_, s| s.touched.elapsed() < window);
-        true
     }
 
     /// Keys held in memory (for the memory gauge).

@@ -137,7 +137,8 @@ pub struct StoreMetrics {
     pub memory_rows: Gauge,
     /// `dyeline_store_duplicate_filter_keys`: span keys the duplicate filter holds
     /// ([`dedupe`]: every key of each hour partition being written, 16 bytes each in a hash
-    /// table, about 18–37 bytes with its overhead).
+    /// table, about 18–37 bytes with its overhead); set by the writer thread every loop
+    /// (at most 250 ms apart).
     pub duplicate_filter_keys: Gauge,
     /// `dyeline_store_parquet_files`.
     pub parquet_files: Gauge,
@@ -664,11 +665,6 @@ fn writer_loop(
     let fsync = config.fsync == FsyncPolicy::Always;
     let mut last_flush = Instant::now();
     let mut closing = false;
-    // The keys WAL replay put in the filter.
-    shared
-        .metrics
-        .duplicate_filter_keys
-        .set(dedupe.len() as i64);
     while !closing {
         let mut group = Vec::new();
         match rx.recv_timeout(Duration::from_millis(250)) {
@@ -752,23 +748,23 @@ fn writer_loop(
         {
             wal_failed = Some(e.to_string());
         }
-        if let Some(err) = wal_failed {
-            tracing::error!(error = %err, "WAL write failed; refusing the group");
+        if wal_failed.is_some() {
             for (_, _, inserted) in &acks {
                 dedupe.roll_back(inserted);
             }
-            shared
-                .metrics
-                .duplicate_filter_keys
-                .set(dedupe.len() as i64);
+        }
+        // Set once per loop, before any ack goes out: WAL replay's keys, this group's, the
+        // last sweep's drops.
+        shared
+            .metrics
+            .duplicate_filter_keys
+            .set(dedupe.len() as i64);
+        if let Some(err) = wal_failed {
+            tracing::error!(error = %err, "WAL write failed; refusing the group");
             for (ack, _, _) in acks {
                 let _ = ack.send(Err(StoreError::Io(err.clone())));
             }
         } else if !acks.is_empty() {
-            shared
-                .metrics
-                .duplicate_filter_keys
-                .set(dedupe.len() as i64);
             let rows: usize = fresh.iter().map(Segment::rows).sum();
             {
                 let mut s = shared.state.write();
@@ -789,12 +785,7 @@ fn writer_loop(
                 let _ = ack.send(Ok(report));
             }
         }
-        if dedupe.sweep() {
-            shared
-                .metrics
-                .duplicate_filter_keys
-                .set(dedupe.len() as i64);
-        }
+        dedupe.sweep();
         let due = {
             let s = shared.state.read();
             s.active_rows >= config.flush_max_rows
