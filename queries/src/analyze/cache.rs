@@ -244,8 +244,7 @@ pub async fn count_windows_once(
     from: Option<i64>,
     to: Option<i64>,
 ) -> Result<WindowCounts, SqlError> {
-    let lo = from.unwrap_or(i64::MIN);
-    let hi = to.map_or(i64::MAX, |t| t.saturating_sub(1));
+    let (lo, hi) = inclusive(from, to);
     let started = std::time::Instant::now();
     let snap = table.snapshot();
     let overlapping: Vec<(u64, PathBuf)> = snap
@@ -288,6 +287,15 @@ pub async fn count_windows_once(
         "window counts"
     );
     Ok(counts)
+}
+
+/// The range `from..to` (Unix ns, `to` exclusive; `None` is unbounded) as the inclusive
+/// `lo..=hi` the loads filter with.
+fn inclusive(from: Option<i64>, to: Option<i64>) -> (i64, i64) {
+    (
+        from.unwrap_or(i64::MIN),
+        to.map_or(i64::MAX, |t| t.saturating_sub(1)),
+    )
 }
 
 /// True when the hour partition of `f` holds times in `lo..=hi`.
@@ -387,8 +395,7 @@ async fn load_through(
     from: Option<i64>,
     to: Option<i64>,
 ) -> Result<Spans, SqlError> {
-    let lo = from.unwrap_or(i64::MIN);
-    let hi = to.map_or(i64::MAX, |t| t.saturating_sub(1));
+    let (lo, hi) = inclusive(from, to);
     let started = std::time::Instant::now();
     let Gathered {
         parts,
