@@ -137,7 +137,7 @@ pub struct StoreMetrics {
     pub memory_rows: Gauge,
     /// `dyeline_store_duplicate_filter_keys`: span keys the duplicate filter holds
     /// ([`dedupe`]: every key of each hour partition being written, 16 bytes each in a hash
-    /// table, about 18–37 bytes with its overhead); set by the writer thread every loop
+    /// table, about 19–39 bytes with its overhead); set by the writer thread every loop
     /// (at most 250 ms apart).
     pub duplicate_filter_keys: Gauge,
     /// `dyeline_store_parquet_files`.
