@@ -155,6 +155,9 @@ pub struct StoreSettings {
     pub queue_capacity: usize,
     /// Write nothing to disk (benchmarks only). Default false.
     pub in_memory_only: bool,
+    /// Memory for the Parquet files' trace-id indexes (8 bytes per trace per file; the
+    /// newest files keep theirs, a lookup opens the others). Default 256 MiB.
+    pub trace_index_max_bytes: ByteSize,
 }
 
 /// SQL endpoint limits.
@@ -207,6 +210,7 @@ impl Default for StoreSettings {
             retention: d.retention,
             queue_capacity: d.queue_capacity,
             in_memory_only: false,
+            trace_index_max_bytes: ByteSize::b(d.trace_index_max_bytes as u64),
         }
     }
 }

@@ -38,6 +38,8 @@ pub fn store_config(config: &Config) -> StoreConfig {
     s.retention = config.store.retention;
     s.queue_capacity = config.store.queue_capacity;
     s.persist = !config.store.in_memory_only;
+    s.trace_index_max_bytes =
+        usize::try_from(config.store.trace_index_max_bytes.as_u64()).unwrap_or(usize::MAX);
     s
 }
 

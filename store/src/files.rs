@@ -50,7 +50,8 @@ pub struct FileMeta {
     /// Size in bytes.
     pub size: u64,
     /// The file's trace ids: set when the store wrote the file, and by a background pass
-    /// for the files found at open (`None` until then: the file is never skipped).
+    /// for the files found at open; `None` until then, or once the trace-index budget
+    /// dropped it (`StoreConfig::trace_index_max_bytes`): the file is then never skipped.
     pub traces: Option<Arc<TraceIndex>>,
 }
 

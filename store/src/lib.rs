@@ -76,11 +76,18 @@ pub struct StoreConfig {
     /// Open for reading only (`dyeline sql`, `analyze` beside a running server): the WAL is
     /// replayed into memory but nothing is written, flushed or deleted; writes are refused.
     pub read_only: bool,
+    /// Bytes the Parquet files' trace-id indexes ([`trace_index`]) may take in memory, 8 per
+    /// distinct trace per file. Files ordered by hour, then write time, newest first, keep
+    /// theirs while the running total fits ([`trim_trace_indexes`]); every older file's is
+    /// dropped (not rebuilt until the next start), and a trace lookup then opens that file
+    /// instead of skipping it. Without a bound the indexes of a week of files grow with the
+    /// traffic (0.7 GB a day per 1,000 new traces per second). Default 256 MiB.
+    pub trace_index_max_bytes: usize,
 }
 
 impl StoreConfig {
     /// Defaults for `data_dir`: fsync always, flush every 60 s or 500,000 rows, 7 days
-    /// retention, 256 queued writes, zstd level 3.
+    /// retention, 256 queued writes, zstd level 3, 256 MiB of file trace indexes.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
@@ -92,6 +99,7 @@ impl StoreConfig {
             zstd_level: 3,
             persist: true,
             read_only: false,
+            trace_index_max_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -142,6 +150,9 @@ pub struct StoreMetrics {
     pub duplicate_filter_keys: Gauge,
     /// `dyeline_store_parquet_files`.
     pub parquet_files: Gauge,
+    /// `dyeline_store_trace_index_bytes`: bytes of the Parquet files' trace indexes held
+    /// (at most [`StoreConfig::trace_index_max_bytes`]).
+    pub trace_index_bytes: Gauge,
     /// `dyeline_store_parquet_bytes`.
     pub parquet_bytes: Gauge,
     /// `dyeline_store_wal_replayed_rows_total`.
@@ -162,6 +173,7 @@ impl Default for StoreMetrics {
             memory_rows: Gauge::default(),
             duplicate_filter_keys: Gauge::default(),
             parquet_files: Gauge::default(),
+            trace_index_bytes: Gauge::default(),
             parquet_bytes: Gauge::default(),
             wal_replayed_rows: Counter::default(),
             wal_torn_tails: Counter::default(),
@@ -207,6 +219,11 @@ impl StoreMetrics {
             "dyeline_store_parquet_files",
             "Parquet files",
             self.parquet_files.clone(),
+        );
+        r.register(
+            "dyeline_store_trace_index_bytes",
+            "Bytes of the Parquet files' trace-id indexes held in memory",
+            self.trace_index_bytes.clone(),
         );
         r.register(
             "dyeline_store_parquet_bytes",
@@ -275,6 +292,51 @@ pub(crate) struct Shared {
     metrics: StoreMetrics,
     spans_dir: PathBuf,
     wal_dir: PathBuf,
+    /// [`StoreConfig::trace_index_max_bytes`].
+    trace_index_max_bytes: usize,
+}
+
+impl Shared {
+    /// Applies the trace-index budget to the files of `state` and sets the file gauges (files,
+    /// bytes, trace-index bytes); called with the write lock after every change of the files.
+    fn files_changed(&self, state: &mut State) {
+        let kept = trim_trace_indexes(&mut state.files, self.trace_index_max_bytes);
+        set_file_gauges(&self.metrics, &state.files, kept);
+    }
+}
+
+/// Keeps the trace indexes of the newest files within `budget` bytes
+/// ([`StoreConfig::trace_index_max_bytes`]): files ordered by hour, then write time, then
+/// place in `files` (later is newer), newest first, keep theirs while the running total fits; from the first that does not fit on, every
+/// older file's index is dropped (a strict prefix, so the indexes held are always those of the
+/// most recent data). Files without an index are passed over. Returns the bytes kept.
+pub fn trim_trace_indexes(files: &mut [FileMeta], budget: usize) -> usize {
+    let mut order: Vec<usize> = (0..files.len()).collect();
+    order.sort_by_key(|&i| {
+        std::cmp::Reverse((files[i].hour_start_unix_nano, files[i].written_unix_ms, i))
+    });
+    let mut kept = 0usize;
+    let mut full = false;
+    for i in order {
+        let Some(bytes) = files[i].traces.as_ref().map(|t| t.bytes()) else {
+            continue;
+        };
+        if !full && kept + bytes <= budget {
+            kept += bytes;
+        } else {
+            full = true;
+            files[i].traces = None;
+        }
+    }
+    kept
+}
+
+fn set_file_gauges(metrics: &StoreMetrics, files: &[FileMeta], trace_index_bytes: usize) {
+    metrics.parquet_files.set(files.len() as i64);
+    metrics
+        .parquet_bytes
+        .set(files.iter().map(|f| f.size as i64).sum());
+    metrics.trace_index_bytes.set(trace_index_bytes as i64);
 }
 
 impl Shared {
@@ -352,10 +414,7 @@ impl Store {
             Vec::new()
         };
         let metrics = StoreMetrics::default();
-        metrics.parquet_files.set(files.len() as i64);
-        metrics
-            .parquet_bytes
-            .set(files.iter().map(|f| f.size as i64).sum());
+        set_file_gauges(&metrics, &files, 0);
         let shared = Arc::new(Shared {
             state: RwLock::new(State {
                 files,
@@ -364,6 +423,7 @@ impl Store {
             metrics,
             spans_dir,
             wal_dir: wal_dir.clone(),
+            trace_index_max_bytes: config.trace_index_max_bytes,
         });
         let mut dedupe = Dedupe::new(Duration::from_secs(3600).max(config.flush_interval * 4));
         if config.read_only {
@@ -531,8 +591,9 @@ impl Drop for Store {
 /// Builds the [`trace_index::TraceIndex`] of every file found at open (files the store writes
 /// get theirs when written), one file at a time, the newest first (recent traces are the ones
 /// looked up most); a lookup meanwhile reads the files not indexed yet as before. Stops when
-/// the store is gone. A file that cannot be read (removed by retention meanwhile, corrupt)
-/// stays unindexed, so it is never skipped.
+/// the store is gone, or when an index does not fit the budget
+/// ([`StoreConfig::trace_index_max_bytes`]; the files left are older). A file that cannot be
+/// read (removed by retention meanwhile, corrupt) stays unindexed, so it is never skipped.
 fn index_files(shared: &std::sync::Weak<Shared>) {
     let todo: Vec<PathBuf> = match shared.upgrade() {
         Some(s) => {
@@ -554,8 +615,22 @@ fn index_files(shared: &std::sync::Weak<Shared>) {
             Ok(ix) => {
                 let Some(s) = shared.upgrade() else { return };
                 let ix = Arc::new(ix);
-                for f in s.state.write().files.iter_mut().filter(|f| f.path == path) {
+                let mut state = s.state.write();
+                for f in state.files.iter_mut().filter(|f| f.path == path) {
                     f.traces = Some(Arc::clone(&ix));
+                }
+                s.files_changed(&mut state);
+                let fits = state
+                    .files
+                    .iter()
+                    .any(|f| f.path == path && f.traces.is_some());
+                drop(state);
+                if !fits {
+                    tracing::info!(
+                        budget_bytes = s.trace_index_max_bytes,
+                        "trace index budget reached; older files stay unindexed"
+                    );
+                    break;
                 }
                 indexed += 1;
             }
@@ -936,11 +1011,7 @@ fn flush_frozen(shared: &Shared, config: &StoreConfig, seq: &mut u64) -> Result<
         let mut s = shared.state.write();
         s.files.extend(new_files);
         s.frozen.drain(..n);
-        shared.metrics.parquet_files.set(s.files.len() as i64);
-        shared
-            .metrics
-            .parquet_bytes
-            .set(s.files.iter().map(|f| f.size as i64).sum());
+        shared.files_changed(&mut s);
         shared.metrics.memory_rows.set(memory_rows(&s) as i64);
     }
     if upto > 0 {
@@ -965,11 +1036,7 @@ fn apply_retention(shared: &Shared, retention: Duration) {
         let (old, keep): (Vec<_>, Vec<_>) =
             s.files.drain(..).partition(|f| f.written_unix_ms < cutoff);
         s.files = keep;
-        shared.metrics.parquet_files.set(s.files.len() as i64);
-        shared
-            .metrics
-            .parquet_bytes
-            .set(s.files.iter().map(|f| f.size as i64).sum());
+        shared.files_changed(&mut s);
         old
     };
     for f in expired {
@@ -1046,6 +1113,95 @@ mod tests {
             .collect();
         ids.sort();
         ids
+    }
+
+    fn file(hour: i64, written: i64, traces: Option<usize>) -> FileMeta {
+        FileMeta {
+            path: PathBuf::from(format!("/h{hour}/w{written}")),
+            hour_start_unix_nano: hour,
+            written_unix_ms: written,
+            size: 1,
+            traces: traces.map(|n| {
+                Arc::new(trace_index::TraceIndex::from_hashes(
+                    (0..n as u64).collect(),
+                ))
+            }),
+        }
+    }
+
+    #[test]
+    fn trace_indexes_of_the_newest_files_are_kept_within_the_budget() {
+        // 8 bytes per trace. Newest first: (3, 1) 10 traces, (2, 9) none, (2, 5) 10,
+        // (1, 7) 5, (1, 1) 1.
+        let mut files = vec![
+            file(1, 1, Some(1)),
+            file(2, 5, Some(10)),
+            file(3, 1, Some(10)),
+            file(1, 7, Some(5)),
+            file(2, 9, None),
+        ];
+        let held = |f: &[FileMeta]| -> Vec<bool> { f.iter().map(|f| f.traces.is_some()).collect() };
+        // Everything fits.
+        assert_eq!(trim_trace_indexes(&mut files, 1000), 26 * 8);
+        assert_eq!(held(&files), [true, true, true, true, false]);
+        // 20 traces fit: the two newest indexed files. The older (1, 7) and (1, 1) lose
+        // theirs, the small (1, 1) too although it alone would fit: a strict prefix.
+        assert_eq!(trim_trace_indexes(&mut files, 20 * 8 + 7), 20 * 8);
+        assert_eq!(held(&files), [false, true, true, false, false]);
+        // Budget below the newest file: no index at all.
+        assert_eq!(trim_trace_indexes(&mut files, 79), 0);
+        assert_eq!(held(&files), [false; 5]);
+        // Same hour and write time: the later in the list is the newer.
+        let mut files = vec![file(1, 1, Some(1)), file(1, 1, Some(1))];
+        assert_eq!(trim_trace_indexes(&mut files, 8), 8);
+        assert_eq!(held(&files), [false, true]);
+    }
+
+    #[tokio::test]
+    async fn file_trace_indexes_stay_within_the_budget_when_written_and_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = StoreConfig::new(dir.path());
+        config.fsync = FsyncPolicy::Never;
+        // Each write below is 100 rows of 20 traces: 160 bytes of index. Room for two files.
+        config.trace_index_max_bytes = 2 * 160 + 100;
+        let store = Store::open(config.clone()).unwrap();
+        for w in 0..4 {
+            assert_eq!(write(&store, w * 100, 100).await.stored, 100);
+            store.flush().await.unwrap();
+            // Write times in ms order the files.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let indexed = |store: &Store| -> Vec<(i64, bool)> {
+            let mut f: Vec<(i64, bool)> = store
+                .snapshot()
+                .files
+                .iter()
+                .map(|f| (f.written_unix_ms, f.traces.is_some()))
+                .collect();
+            f.sort();
+            f
+        };
+        let held: Vec<bool> = indexed(&store).iter().map(|f| f.1).collect();
+        assert_eq!(held, [false, false, true, true]);
+        assert_eq!(store.metrics().trace_index_bytes.get(), 320);
+        tokio::task::spawn_blocking(move || store.close())
+            .await
+            .unwrap();
+
+        // Reopened: the background pass indexes the newest files first and stops at the
+        // budget.
+        let store = Store::open(config).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while store.metrics().trace_index_bytes.get() < 320 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let held: Vec<bool> = indexed(&store).iter().map(|f| f.1).collect();
+        assert_eq!(held, [false, false, true, true]);
+        assert_eq!(store.metrics().trace_index_bytes.get(), 320);
+        tokio::task::spawn_blocking(move || store.close())
+            .await
+            .unwrap();
     }
 
     #[tokio::test]

@@ -6,7 +6,11 @@
 //!
 //! A hash may collide (two ids, one hash: about `n / 2⁶⁴` per lookup for `n` indexed
 //! traces), which only costs a needless read: the scan still applies the filter to every
-//! row. Memory: 8 bytes per distinct trace per segment or file.
+//! row. Memory: 8 bytes per distinct trace per segment or file. A segment's index lives as
+//! long as the segment (until its flush); files' indexes are held within a byte budget
+//! (`StoreConfig::trace_index_max_bytes`): the newest files keep theirs, an older file's is
+//! dropped and a lookup then opens that file (its Parquet bloom filter and page index still
+//! skip the row groups and pages without the id).
 
 use std::hash::BuildHasher;
 
@@ -65,6 +69,11 @@ impl TraceIndex {
     pub fn is_empty(&self) -> bool {
         self.hashes.is_empty()
     }
+
+    /// Heap bytes the index holds: 8 per distinct id.
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.hashes)
+    }
 }
 
 /// True when `index` (if any) may hold one of `ids` (if any): `None` for either means "may".
@@ -96,6 +105,12 @@ mod tests {
             distinct.dedup();
             prop_assert_eq!(ix.len(), distinct.len());
         }
+    }
+
+    #[test]
+    fn bytes_are_eight_per_distinct_id() {
+        assert_eq!(TraceIndex::from_ids(["a", "b", "a"]).bytes(), 16);
+        assert_eq!(TraceIndex::default().bytes(), 0);
     }
 
     #[test]

@@ -37,6 +37,8 @@ fn sql_api_reads_memory_and_parquet_and_refuses_writes() {
     let env = [
         ("DYELINE_STORE__FLUSH_INTERVAL", "500ms"),
         ("DYELINE_SQL__MAX_ROWS", "5"),
+        // Each file below holds one trace: 8 bytes of index. Room for the two newest.
+        ("DYELINE_STORE__TRACE_INDEX_MAX_BYTES", "16 B"),
     ];
     let mut s = Server::start(&data, &env);
     // Queryable within 1 s of the acknowledgement.
@@ -59,6 +61,16 @@ fn sql_api_reads_memory_and_parquet_and_refuses_writes() {
         metrics.contains("dyeline_store_duplicate_filter_keys 9\n"),
         "{metrics}"
     );
+    // The oldest hour's file lost its trace index to the budget; a lookup still finds the
+    // trace there (the file is read instead of skipped).
+    assert!(
+        metrics.contains("dyeline_store_trace_index_bytes 16\n"),
+        "{metrics}"
+    );
+    for trace in 1..=3u128 {
+        let q = format!("SELECT count(*) FROM spans WHERE trace_id = '{trace:032x}'");
+        assert_eq!(scalar(&s, &q), 3, "trace {trace}");
+    }
     // Time pruning keeps answers exact at partition edges.
     let q = format!(
         "SELECT count(*) FROM spans WHERE start_time_unix_nano >= {} AND start_time_unix_nano < {}",
