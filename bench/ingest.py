@@ -18,9 +18,14 @@
    purge delay (memory freed but not yet returned to the kernel counts in the first).
 4. Bytes per span on disk for the release-walk fixture, with a per-column breakdown.
 
-Usage: python3 bench/ingest.py [--requests 500] [--reps 3] [--profile bench-fast]
+Usage: python3 bench/ingest.py [--requests 500] [--warmup 0] [--reps 3] [--profile bench-fast]
 A run of 500 requests is one flush of a new server (its memory all first touched); a run of
-2,000 requests (--requests 2000) is four, closer to a collector's steady state.
+2,000 requests (--requests 2000) is four, closer to a collector's steady state. --warmup N
+sends N requests (other span ids) to each server first and waits until it is idle again;
+throughput and CPU are then measured on the --requests that follow, as a collector that has
+been running a while spends them: its allocator's pages already touched, its Parquet
+flushes already at their size (a new process pays about 0.55 s per GB it first touches on
+this VM, and the flusher's working set is several hundred MB).
 Needs: `pip install --pre rotel` (done here if missing).
 """
 
@@ -150,6 +155,11 @@ class Rotel:
         self.p.wait(timeout=60)
 
 
+# Warm-up loads use seeds from here on, so their span ids differ from the measured loads'
+# (a span sent again would be dropped as a duplicate, and cost less).
+WARMUP_SEED = 1_000_000
+
+
 def load(bins, endpoint, requests, seed, spans=1000):
     out = sh(os.path.join(bins, "loadgen"), "--endpoint", endpoint, "--requests", str(requests),
              "--seed", str(seed), "--spans", str(spans))
@@ -184,6 +194,8 @@ def memory_mb_per_million(bins, binary, requests, spans):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=500)
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="requests sent to each server before the measured ones (not measured)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--profile", default="bench-fast")
     a = ap.parse_args()
@@ -206,6 +218,9 @@ def main():
             seed += 1
             if env is None:
                 r = Rotel()
+                if a.warmup:
+                    load(bins, r.endpoint, a.warmup, WARMUP_SEED + seed)
+                    settled_cpu_seconds(r.p.pid)
                 c0 = cpu_seconds(r.p.pid)
                 res = load(bins, r.endpoint, a.requests, seed)
                 c1 = settled_cpu_seconds(r.p.pid)
@@ -213,6 +228,9 @@ def main():
                 cpu[name].append((c1 - c0) / res["spans"] * 1e6)
             else:
                 d = Dyeline(binary, env)
+                warm = load(bins, d.endpoint, a.warmup, WARMUP_SEED + seed)["spans"] if a.warmup else 0
+                if a.warmup:
+                    settled_cpu_seconds(d.p.pid)
                 c0 = cpu_seconds(d.p.pid)
                 t0 = thread_cpu(d.p.pid)
                 res = load(bins, d.endpoint, a.requests, seed)
@@ -222,8 +240,8 @@ def main():
                 stored = d.sql("SELECT count(*) FROM spans")[0][0] if name == "dyeline_wal_parquet" else None
                 d.stop()
                 cpu[name].append((c1 - c0) / res["spans"] * 1e6)
-                if stored is not None and stored != res["spans"]:
-                    raise SystemExit(f"{name}: stored {stored} of {res['spans']} spans")
+                if stored is not None and stored != warm + res["spans"]:
+                    raise SystemExit(f"{name}: stored {stored} of {warm + res['spans']} spans")
             results[name].append(res["spans_per_second"])
             print(name, rep, json.dumps(res), file=sys.stderr)
 
@@ -247,6 +265,7 @@ def main():
     report = {
         "profile": a.profile,
         "requests_per_run": a.requests,
+        "warmup_requests_per_run": a.warmup,
         "spans_per_request": 1000,
         "reps": a.reps,
         "throughput_spans_per_second_median": med,
