@@ -1,8 +1,18 @@
 //! The duplicate filter: one row per (trace_id, span_id) (domain §1: a resent span adds
-//! nothing). Keys are kept per hour partition of span start time; an hour's set is loaded from
-//! its Parquet files the first time a span of that hour arrives, and dropped once the hour has
-//! been quiet for the filter window (its rows are in Parquet by then), so memory stays bounded by
-//! the hours being written.
+//! nothing). Keys are kept per hour partition of span start time, and an hour's set is dropped
+//! once the hour has been quiet for the filter window (its rows are in Parquet by then), so
+//! memory stays bounded by the hours being written.
+//!
+//! A set made while its hour already has Parquet files (a span arriving after the hour's set
+//! was dropped: a long job's span, a backfill; or the first spans after a restart) does not
+//! load those files' keys, which at a busy hour are tens of millions read while every write
+//! waits. It keeps each such file's trace-id index (the store's own when it has one, else read
+//! from the file's `trace_id` column) and their union (8 bytes per trace of the hour), and looks
+//! a new key's trace up in the files whose index holds it, reading only the pages holding that
+//! trace ([`read_keys_of_traces`]); the keys found join the set. A trace in no file (most
+//! keys after a restart) costs one search of the union. Once those
+//! lookups have read as many rows as the files hold (a capture imported again looks up every
+//! trace), the files' keys are loaded whole, so a set never costs more than twice a load.
 //!
 //! A key is held as a 16-byte [`Fingerprint`]: the span id and a 64-bit hash of the trace id
 //! (seeded per process), instead of the 32 bytes a [`SpanKey`] takes in a table (its `u128`
@@ -14,6 +24,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{AsArray, BooleanArray, RecordBatch};
@@ -21,7 +33,10 @@ use arrow::datatypes::Int64Type;
 use dyeline_model::schema::col;
 use dyeline_model::{SpanId, SpanKey, TraceId};
 
-use crate::files::{FileMeta, hour_of, read_keys};
+use crate::files::{
+    FileMeta, hour_of, read_keys, read_keys_of_traces, read_rows, read_trace_index,
+};
+use crate::trace_index::TraceIndex;
 
 /// A key as the filter holds it: the span id in the low 64 bits, a seeded hash of the trace
 /// id in the high 64.
@@ -32,6 +47,16 @@ type Set = HashSet<Fingerprint, foldhash::fast::RandomState>;
 struct HourSet {
     keys: Set,
     touched: Instant,
+    /// Files of the hour written before the set was made, whose keys the set does not hold
+    /// (module doc); empty when the hour had no file then, or once they were loaded whole.
+    unchecked: Vec<(PathBuf, Arc<TraceIndex>)>,
+    /// The union of the `unchecked` files' indexes: one search tells a new trace (most keys
+    /// after a restart) from one a file may hold.
+    unchecked_traces: TraceIndex,
+    /// Rows of the `unchecked` files.
+    unchecked_rows: u64,
+    /// Rows read by lookups in them so far.
+    rows_read: u64,
 }
 
 /// Per-hour key sets.
@@ -69,31 +94,75 @@ impl Dedupe {
     }
 
     fn hour_set(&mut self, hour: i64, files: &dyn Fn(i64) -> Vec<FileMeta>) -> &mut HourSet {
-        let hasher = &self.trace_hasher;
         self.hours.entry(hour).or_insert_with(|| {
-            let mut keys = Set::default();
+            let mut unchecked = Vec::new();
+            let mut unchecked_rows = 0;
             for f in files(hour) {
-                match read_keys(&f.path) {
-                    Ok(pairs) => {
-                        for (t, s) in pairs {
-                            if let (Ok(trace_id), Ok(span_id)) =
-                                (TraceId::from_hex(&t), SpanId::from_hex(&s))
-                            {
-                                keys.insert(fingerprint(
-                                    hasher,
-                                    &SpanKey { trace_id, span_id },
-                                ));
-                            }
-                        }
+                let traces = match &f.traces {
+                    Some(t) => Ok(Arc::clone(t)),
+                    None => read_trace_index(&f.path).map(Arc::new),
+                };
+                match traces.and_then(|t| Ok((t, read_rows(&f.path)?))) {
+                    Ok((traces, rows)) => {
+                        unchecked_rows += rows;
+                        unchecked.push((f.path, traces));
                     }
-                    Err(e) => tracing::warn!(path = %f.path.display(), error = %e, "cannot read keys for the duplicate filter"),
+                    Err(e) => {
+                        tracing::warn!(path = %f.path.display(), error = %e, "cannot read keys for the duplicate filter");
+                    }
                 }
             }
+            let unchecked_traces = TraceIndex::union(unchecked.iter().map(|(_, t)| &**t));
             HourSet {
-                keys,
+                keys: Set::default(),
                 touched: Instant::now(),
+                unchecked,
+                unchecked_traces,
+                unchecked_rows,
+                rows_read: 0,
             }
         })
+    }
+
+    /// Looks `traces` (lower-case hex) up in the unchecked files of `hour` whose index holds
+    /// them, adding the keys found to the hour's set; loads the files whole once lookups have
+    /// read as many rows as they hold (module doc).
+    fn look_up(&mut self, hour: i64, mut traces: Vec<String>) {
+        let Self {
+            hours,
+            trace_hasher,
+            ..
+        } = self;
+        let Some(set) = hours.get_mut(&hour) else {
+            return;
+        };
+        traces.sort_unstable();
+        traces.dedup();
+        for (path, index) in &set.unchecked {
+            let wanted: Vec<String> = traces
+                .iter()
+                .filter(|t| index.may_contain(t))
+                .cloned()
+                .collect();
+            if wanted.is_empty() {
+                continue;
+            }
+            match read_keys_of_traces(path, &wanted) {
+                Ok((pairs, read)) => {
+                    set.rows_read += read as u64;
+                    insert_pairs(&mut set.keys, trace_hasher, pairs);
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot read keys for the duplicate filter");
+                }
+            }
+        }
+        if !set.unchecked.is_empty() && set.rows_read >= set.unchecked_rows {
+            for (path, _) in std::mem::take(&mut set.unchecked) {
+                load_keys(&mut set.keys, trace_hasher, &path);
+            }
+            set.unchecked_traces = TraceIndex::default();
+        }
     }
 
     /// Drops rows whose key was seen before (in this batch, in memory or in Parquet).
@@ -112,12 +181,44 @@ impl Dedupe {
             .ok_or_else(|| arrow::error::ArrowError::SchemaError("no start time".into()))?
             .as_primitive::<Int64Type>()
             .clone();
+        let hashed: Vec<(i64, Fingerprint)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| (hour_of(starts.value(i)), self.fingerprint(key)))
+            .collect();
+        // Keys of hours with files the set does not hold: look their traces up there first.
+        let mut lookups: HashMap<i64, Vec<String>> = HashMap::new();
+        let mut last: Option<(i64, bool)> = None;
+        for (key, &(hour, fp)) in keys.iter().zip(&hashed) {
+            let unchecked = match last {
+                Some((h, unchecked)) if h == hour => unchecked,
+                _ => {
+                    let unchecked = !self.hour_set(hour, files).unchecked.is_empty();
+                    last = Some((hour, unchecked));
+                    unchecked
+                }
+            };
+            if !unchecked {
+                continue;
+            }
+            let Some(set) = self.hours.get(&hour) else {
+                continue;
+            };
+            if set.keys.contains(&fp) {
+                continue;
+            }
+            let trace = key.trace_id.to_string();
+            if set.unchecked_traces.may_contain(&trace) {
+                lookups.entry(hour).or_default().push(trace);
+            }
+        }
+        for (hour, traces) in lookups {
+            self.look_up(hour, traces);
+        }
         let mut keep = Vec::with_capacity(keys.len());
         let mut inserted = Vec::with_capacity(keys.len());
         let now = Instant::now();
-        for (i, key) in keys.iter().enumerate() {
-            let hour = hour_of(starts.value(i));
-            let fp = self.fingerprint(key);
+        for &(hour, fp) in &hashed {
             let set = self.hour_set(hour, files);
             set.touched = now;
             let fresh = set.keys.insert(fp);
@@ -173,6 +274,30 @@ impl Dedupe {
     }
 }
 
+/// Adds the keys of (trace_id, span_id) hex pairs to `keys`.
+fn insert_pairs(
+    keys: &mut Set,
+    hasher: &foldhash::fast::RandomState,
+    pairs: impl IntoIterator<Item = (String, String)>,
+) {
+    for (t, s) in pairs {
+        if let (Ok(trace_id), Ok(span_id)) = (TraceId::from_hex(&t), SpanId::from_hex(&s)) {
+            keys.insert(fingerprint(hasher, &SpanKey { trace_id, span_id }));
+        }
+    }
+}
+
+/// Adds every key of the file at `path` to `keys` (a file that cannot be read is logged and
+/// passed over).
+fn load_keys(keys: &mut Set, hasher: &foldhash::fast::RandomState, path: &Path) {
+    match read_keys(path) {
+        Ok(pairs) => insert_pairs(keys, hasher, pairs),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read keys for the duplicate filter");
+        }
+    }
+}
+
 fn fingerprint(hasher: &foldhash::fast::RandomState, key: &SpanKey) -> Fingerprint {
     let trace = hasher.hash_one(key.trace_id.to_bytes());
     (u128::from(trace) << 64) | u128::from(u64::from_be_bytes(key.span_id.to_bytes()))
@@ -181,9 +306,8 @@ fn fingerprint(hasher: &foldhash::fast::RandomState, key: &SpanKey) -> Fingerpri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::Int64Array;
+    use arrow::array::{Array, Int64Array};
     use arrow::datatypes::{DataType, Field, Schema};
-    use std::sync::Arc;
 
     fn key(trace: u128, span: u64) -> SpanKey {
         SpanKey {
@@ -199,6 +323,93 @@ mod tests {
             false,
         )]));
         RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(starts.to_vec()))]).unwrap()
+    }
+
+    /// Rows of `keys` as the store holds them (ids as hex), all starting at `start`.
+    fn keyed_batch(keys: &[SpanKey], start: i64) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(col::TRACE_ID, DataType::Utf8, false),
+            Field::new(col::SPAN_ID, DataType::Utf8, false),
+            Field::new(col::START_TIME_UNIX_NANO, DataType::Int64, false),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(arrow::array::StringArray::from_iter_values(
+                    keys.iter().map(|k| k.trace_id.to_string()),
+                )),
+                Arc::new(arrow::array::StringArray::from_iter_values(
+                    keys.iter().map(|k| k.span_id.to_string()),
+                )),
+                Arc::new(Int64Array::from(vec![start; keys.len()])),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn span_ids(batch: &RecordBatch) -> Vec<String> {
+        let ids = batch.column(1).as_string::<i32>();
+        (0..ids.len()).map(|i| ids.value(i).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_set_made_after_its_hour_has_files_looks_traces_up_and_loads_them_only_when_cheaper() {
+        let dir = tempfile::tempdir().unwrap();
+        let hour = 3_600_000_000_000i64;
+        // 40,000 spans of 8,000 traces (5 each) in one file: five pages of trace ids.
+        let n = 40_000u64;
+        let keys: Vec<SpanKey> = (0..n).map(|i| key(u128::from(i / 5 + 1), i + 1)).collect();
+        let capture = keyed_batch(&keys, hour);
+        let segment = crate::segment::Segment::encode(&capture).unwrap();
+        let mut seq = 0;
+        let written =
+            crate::files::write_segments(dir.path(), &[&segment], 0, &mut seq, 3).unwrap();
+        // As found at open: no trace index yet.
+        let listed: Vec<FileMeta> = written
+            .into_iter()
+            .map(|f| FileMeta { traces: None, ..f })
+            .collect();
+        let files = move |h: i64| {
+            if h == hour {
+                listed.clone()
+            } else {
+                Vec::new()
+            }
+        };
+
+        let mut d = Dedupe::new(Duration::from_secs(60));
+        // A resent span of trace 7 (its spans are 31..=35), a new span of that trace, a new
+        // trace.
+        let probe = [key(7, 31), key(7, 1_000_000), key(999_999, 1)];
+        let f = d.filter(keyed_batch(&probe, hour), &probe, &files).unwrap();
+        assert_eq!(f.duplicates, 1);
+        assert_eq!(
+            span_ids(&f.batch.unwrap()),
+            [key(7, 1_000_000), key(999_999, 1)].map(|k| k.span_id.to_string())
+        );
+        // Only trace 7's five keys joined the set (and the two new ones), read from about one
+        // page instead of the file's 40,000 rows.
+        assert_eq!(d.len(), 5 + 2);
+        let set = &d.hours[&hour];
+        assert!(
+            set.rows_read > 0 && set.rows_read <= 10_000,
+            "{}",
+            set.rows_read
+        );
+        assert_eq!(set.unchecked_rows, n);
+        // Another resent span of trace 7 is known without a read.
+        let before = d.hours[&hour].rows_read;
+        let again = [key(7, 35)];
+        let f = d.filter(keyed_batch(&again, hour), &again, &files).unwrap();
+        assert_eq!(f.duplicates, 1);
+        assert_eq!(d.hours[&hour].rows_read, before);
+        // The whole capture again: its lookups read the file's rows, so the file is loaded
+        // whole, and every span is a duplicate.
+        let f = d.filter(capture, &keys, &files).unwrap();
+        assert_eq!(f.duplicates, n);
+        assert!(f.batch.is_none());
+        assert!(d.hours[&hour].unchecked.is_empty());
+        assert_eq!(d.len(), n as usize + 2);
     }
 
     #[test]

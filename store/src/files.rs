@@ -480,21 +480,145 @@ fn read_columns(
 /// I/O or Parquet errors.
 pub fn read_keys(path: &Path) -> io::Result<Vec<(String, String)>> {
     let mut out = Vec::new();
-    for batch in read_columns(path, &[col::TRACE_ID, col::SPAN_ID])? {
+    collect_keys(
+        read_columns(path, &[col::TRACE_ID, col::SPAN_ID])?,
+        |_| true,
+        &mut out,
+    )?;
+    Ok(out)
+}
+
+/// Appends to `out` the (trace_id, span_id) of the rows `reader` yields whose trace id passes
+/// `keep`; returns the rows read.
+fn collect_keys(
+    reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+    keep: impl Fn(&str) -> bool,
+    out: &mut Vec<(String, String)>,
+) -> io::Result<usize> {
+    let mut read = 0;
+    for batch in reader {
         let batch = batch.map_err(io::Error::other)?;
+        read += batch.num_rows();
         let t = batch
             .column_by_name(col::TRACE_ID)
-            .map(|c| c.as_string::<i32>());
+            .and_then(|c| c.as_string_opt::<i32>());
         let s = batch
             .column_by_name(col::SPAN_ID)
-            .map(|c| c.as_string::<i32>());
+            .and_then(|c| c.as_string_opt::<i32>());
         if let (Some(t), Some(s)) = (t, s) {
             for i in 0..batch.num_rows() {
-                out.push((t.value(i).to_owned(), s.value(i).to_owned()));
+                if keep(t.value(i)) {
+                    out.push((t.value(i).to_owned(), s.value(i).to_owned()));
+                }
             }
         }
     }
-    Ok(out)
+    Ok(read)
+}
+
+/// True when one of `traces` (sorted, as stored) lies in `min..=max` (raw bytes of Parquet
+/// statistics); a missing bound means "may".
+fn any_within(traces: &[String], min: Option<&[u8]>, max: Option<&[u8]>) -> bool {
+    let from = min.map_or(0, |lo| traces.partition_point(|t| t.as_bytes() < lo));
+    match (traces.get(from), max) {
+        (None, _) => false,
+        (Some(t), Some(hi)) => t.as_bytes() <= hi,
+        (Some(_), None) => true,
+    }
+}
+
+/// Reads (trace_id, span_id) of the rows of the file at `path` whose trace id is one of
+/// `traces` (sorted and distinct, lower-case hex as stored), and how many rows it read to find
+/// them. Only the row groups whose `trace_id` min/max holds one of the ids are read, and within
+/// them only such pages (the page index; files are sorted by trace id, so a trace sits in one
+/// or two pages of [`DATA_PAGE_ROWS`] rows). Exact: statistics only skip rows that cannot
+/// match, and the rows read are compared by value. A file without statistics or page index
+/// is read whole.
+///
+/// # Errors
+/// I/O or Parquet errors.
+pub fn read_keys_of_traces(
+    path: &Path,
+    traces: &[String],
+) -> io::Result<(Vec<(String, String)>, usize)> {
+    use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
+    use parquet::file::page_index::column_index::ColumnIndexMetaData;
+
+    let options = ArrowReaderOptions::new()
+        .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Optional);
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(File::open(path)?, options)
+        .map_err(io::Error::other)?;
+    let meta = Arc::clone(builder.metadata());
+    let Some(trace_col) = builder
+        .parquet_schema()
+        .columns()
+        .iter()
+        .position(|c| c.path().string() == col::TRACE_ID)
+    else {
+        return Ok((Vec::new(), 0));
+    };
+    let mut row_groups = Vec::new();
+    let mut selectors: Vec<RowSelector> = Vec::new();
+    for (g, group) in meta.row_groups().iter().enumerate() {
+        let stats = group.column(trace_col).statistics();
+        if !any_within(
+            traces,
+            stats.and_then(|s| s.min_bytes_opt()),
+            stats.and_then(|s| s.max_bytes_opt()),
+        ) {
+            continue;
+        }
+        row_groups.push(g);
+        let rows = usize::try_from(group.num_rows()).unwrap_or(0);
+        let pages = meta
+            .column_index()
+            .zip(meta.offset_index())
+            .and_then(|(ci, oi)| Some((ci.get(g)?.get(trace_col)?, oi.get(g)?.get(trace_col)?)));
+        let Some((ColumnIndexMetaData::BYTE_ARRAY(index), offsets)) = pages else {
+            selectors.push(RowSelector::select(rows));
+            continue;
+        };
+        let locations = offsets.page_locations();
+        for (p, page) in locations.iter().enumerate() {
+            let first = usize::try_from(page.first_row_index).unwrap_or(0);
+            let end = locations
+                .get(p + 1)
+                .map_or(rows, |n| usize::try_from(n.first_row_index).unwrap_or(rows));
+            let n = end.saturating_sub(first);
+            if any_within(traces, index.min_value(p), index.max_value(p)) {
+                selectors.push(RowSelector::select(n));
+            } else {
+                selectors.push(RowSelector::skip(n));
+            }
+        }
+    }
+    if row_groups.is_empty() {
+        return Ok((Vec::new(), 0));
+    }
+    let mask = ProjectionMask::columns(builder.parquet_schema(), [col::TRACE_ID, col::SPAN_ID]);
+    let reader = builder
+        .with_row_groups(row_groups)
+        .with_row_selection(RowSelection::from(selectors))
+        .with_projection(mask)
+        .build()
+        .map_err(io::Error::other)?;
+    let mut out = Vec::new();
+    let read = collect_keys(
+        reader,
+        |t| traces.binary_search_by(|x| x.as_str().cmp(t)).is_ok(),
+        &mut out,
+    )?;
+    Ok((out, read))
+}
+
+/// The rows of the file at `path` (its footer).
+///
+/// # Errors
+/// I/O or Parquet errors.
+pub fn read_rows(path: &Path) -> io::Result<u64> {
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(File::open(path)?).map_err(io::Error::other)?;
+    Ok(u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0))
 }
 
 /// The [`TraceIndex`] of the file at `path` (reads its `trace_id` column only).
@@ -529,6 +653,20 @@ pub fn start_range(batch: &RecordBatch) -> Option<(i64, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trace_ranges_hold_ids_by_byte_order() {
+        let ids = ["0b".to_owned(), "0d".to_owned()];
+        assert!(any_within(&ids, Some(b"0a"), Some(b"0b")));
+        assert!(any_within(&ids, Some(b"0c"), Some(b"0e")));
+        assert!(!any_within(&ids, Some(b"0c"), Some(b"0c")));
+        assert!(!any_within(&ids, Some(b"0e"), Some(b"0f")));
+        assert!(!any_within(&ids, Some(b"00"), Some(b"0a")));
+        assert!(any_within(&ids, None, Some(b"0b")));
+        assert!(any_within(&ids, Some(b"0d"), None));
+        assert!(!any_within(&ids, Some(b"0e"), None));
+        assert!(!any_within(&[], None, None));
+    }
 
     #[test]
     fn hour_directories_round_trip() {

@@ -46,6 +46,16 @@ impl TraceIndex {
         }
     }
 
+    /// The index of every id of `indexes`.
+    pub fn union<'a>(indexes: impl IntoIterator<Item = &'a TraceIndex>) -> Self {
+        Self::from_hashes(
+            indexes
+                .into_iter()
+                .flat_map(|ix| ix.hashes.iter().copied())
+                .collect(),
+        )
+    }
+
     /// The index of the `trace_id` column of `batch` (a `spans` batch); `None` when the batch
     /// has no string column `trace_id` (then nothing can be skipped).
     pub fn of_batch(batch: &RecordBatch) -> Option<Self> {
@@ -105,6 +115,16 @@ mod tests {
             distinct.dedup();
             prop_assert_eq!(ix.len(), distinct.len());
         }
+    }
+
+    #[test]
+    fn a_union_holds_every_id_of_its_parts_once() {
+        let u = TraceIndex::union([
+            &TraceIndex::from_ids(["a", "b"]),
+            &TraceIndex::from_ids(["b", "c"]),
+        ]);
+        assert_eq!(u, TraceIndex::from_ids(["a", "b", "c"]));
+        assert!(!u.may_contain("d"));
     }
 
     #[test]
