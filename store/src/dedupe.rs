@@ -9,8 +9,9 @@
 //! waits. It keeps each such file's trace-id index (the store's own when it has one, else read
 //! from the file's `trace_id` column) and their union (8 bytes per trace of the hour), and looks
 //! a new key's trace up in the files whose index holds it, reading only the pages holding that
-//! trace ([`read_keys_of_traces`]); the keys found join the set. A trace in no file (most
-//! keys after a restart) costs one search of the union. Once those
+//! trace ([`read_keys_of_traces`]); the keys found join the set, and the trace is marked looked
+//! up, so its later spans need no read. A trace in no file (most keys after a restart) costs one
+//! search of the union. Once those
 //! lookups have read as many rows as the files hold (a capture imported again looks up every
 //! trace), the files' keys are loaded whole, so a set never costs more than twice a load.
 //!
@@ -36,7 +37,7 @@ use dyeline_model::{SpanId, SpanKey, TraceId};
 use crate::files::{
     FileMeta, hour_of, read_keys, read_keys_of_traces, read_rows, read_trace_index,
 };
-use crate::trace_index::TraceIndex;
+use crate::trace_index::{TraceIndex, trace_hash};
 
 /// A key as the filter holds it: the span id in the low 64 bits, a seeded hash of the trace
 /// id in the high 64.
@@ -53,6 +54,9 @@ struct HourSet {
     /// The union of the `unchecked` files' indexes: one search tells a new trace (most keys
     /// after a restart) from one a file may hold.
     unchecked_traces: TraceIndex,
+    /// [`trace_hash`]es of the traces already looked up in the `unchecked` files: their keys
+    /// there are in `keys`, so a new span of such a trace needs no second lookup.
+    looked_up: HashSet<u64, foldhash::fast::RandomState>,
     /// Rows of the `unchecked` files.
     unchecked_rows: u64,
     /// Rows read by lookups in them so far.
@@ -118,6 +122,7 @@ impl Dedupe {
                 touched: Instant::now(),
                 unchecked,
                 unchecked_traces,
+                looked_up: HashSet::default(),
                 unchecked_rows,
                 rows_read: 0,
             }
@@ -138,6 +143,7 @@ impl Dedupe {
         };
         traces.sort_unstable();
         traces.dedup();
+        let mut all_read = true;
         for (path, index) in &set.unchecked {
             let wanted: Vec<String> = traces
                 .iter()
@@ -153,15 +159,21 @@ impl Dedupe {
                     insert_pairs(&mut set.keys, trace_hasher, pairs);
                 }
                 Err(e) => {
+                    all_read = false;
                     tracing::warn!(path = %path.display(), error = %e, "cannot read keys for the duplicate filter");
                 }
             }
+        }
+        // A trace is not looked up again unless a read failed (then the next span retries).
+        if all_read {
+            set.looked_up.extend(traces.iter().map(|t| trace_hash(t)));
         }
         if !set.unchecked.is_empty() && set.rows_read >= set.unchecked_rows {
             for (path, _) in std::mem::take(&mut set.unchecked) {
                 load_keys(&mut set.keys, trace_hasher, &path);
             }
             set.unchecked_traces = TraceIndex::default();
+            set.looked_up = HashSet::default();
         }
     }
 
@@ -207,9 +219,15 @@ impl Dedupe {
             if set.keys.contains(&fp) {
                 continue;
             }
-            let trace = key.trace_id.to_string();
-            if set.unchecked_traces.may_contain(&trace) {
-                lookups.entry(hour).or_default().push(trace);
+            // The id as stored (lower-case hex), formatted on the stack.
+            let mut hex = [0u8; 32];
+            let Ok(()) = hex::encode_to_slice(key.trace_id.to_bytes(), &mut hex) else {
+                continue;
+            };
+            let trace = std::str::from_utf8(&hex).unwrap_or_default();
+            let hash = trace_hash(trace);
+            if set.unchecked_traces.may_contain_hash(hash) && !set.looked_up.contains(&hash) {
+                lookups.entry(hour).or_default().push(trace.to_owned());
             }
         }
         for (hour, traces) in lookups {
@@ -397,11 +415,16 @@ mod tests {
             set.rows_read
         );
         assert_eq!(set.unchecked_rows, n);
-        // Another resent span of trace 7 is known without a read.
+        // Another resent span of trace 7 is known without a read, and so is a new one (the
+        // trace was looked up already).
         let before = d.hours[&hour].rows_read;
-        let again = [key(7, 35)];
+        let again = [key(7, 35), key(7, 2_000_000)];
         let f = d.filter(keyed_batch(&again, hour), &again, &files).unwrap();
         assert_eq!(f.duplicates, 1);
+        assert_eq!(
+            span_ids(&f.batch.unwrap()),
+            [key(7, 2_000_000).span_id.to_string()]
+        );
         assert_eq!(d.hours[&hour].rows_read, before);
         // The whole capture again: its lookups read the file's rows, so the file is loaded
         // whole, and every span is a duplicate.
@@ -409,7 +432,7 @@ mod tests {
         assert_eq!(f.duplicates, n);
         assert!(f.batch.is_none());
         assert!(d.hours[&hour].unchecked.is_empty());
-        assert_eq!(d.len(), n as usize + 2);
+        assert_eq!(d.len(), n as usize + 3);
     }
 
     #[test]

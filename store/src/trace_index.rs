@@ -67,7 +67,12 @@ impl TraceIndex {
 
     /// False only when no id of the index is `trace_id` (exact string, as stored).
     pub fn may_contain(&self, trace_id: &str) -> bool {
-        self.hashes.binary_search(&trace_hash(trace_id)).is_ok()
+        self.may_contain_hash(trace_hash(trace_id))
+    }
+
+    /// [`TraceIndex::may_contain`] of an id's [`trace_hash`].
+    pub fn may_contain_hash(&self, hash: u64) -> bool {
+        self.hashes.binary_search(&hash).is_ok()
     }
 
     /// Distinct hashes held.
