@@ -669,6 +669,64 @@ mod tests {
     }
 
     #[test]
+    fn keys_of_traces_are_read_from_their_pages_of_the_row_groups_holding_them() {
+        // 40,000 spans of 8,000 traces (5 each) in row groups of 10,000 rows, pages of
+        // DATA_PAGE_ROWS: the selection must map pages to rows across skipped row groups.
+        use arrow::array::{Int64Array, StringArray};
+        use arrow::datatypes::{DataType, Field, Schema};
+        let n = 40_000u64;
+        let trace = |i: u64| format!("{:032x}", i / 5 + 1);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new(col::TRACE_ID, DataType::Utf8, false),
+            Field::new(col::SPAN_ID, DataType::Utf8, false),
+            Field::new(col::START_TIME_UNIX_NANO, DataType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from_iter_values((0..n).map(trace))),
+                Arc::new(StringArray::from_iter_values(
+                    (0..n).map(|i| format!("{:016x}", i + 1)),
+                )),
+                Arc::new(Int64Array::from_iter_values((0..n).map(|i| i as i64))),
+            ],
+        )
+        .unwrap();
+        let segment = Segment::encode(&batch).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut seq = 0;
+        let metas = write_segments_in(dir.path(), &[&segment], 5, &mut seq, 3, 10_000).unwrap();
+        let path = &metas[0].path;
+        let groups = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+            .unwrap()
+            .metadata()
+            .num_row_groups();
+        assert_eq!(groups, 4);
+        let all = read_keys(path).unwrap();
+        // Traces in the second and fourth row groups, and one in no row group.
+        let mut wanted = vec![trace(12_345), trace(35_000), format!("{:032x}", u128::MAX)];
+        wanted.sort();
+        let (mut found, read) = read_keys_of_traces(path, &wanted).unwrap();
+        found.sort();
+        let mut expected: Vec<(String, String)> = all
+            .into_iter()
+            .filter(|(t, _)| wanted.contains(t))
+            .collect();
+        expected.sort();
+        assert_eq!(expected.len(), 10);
+        assert_eq!(found, expected);
+        assert!(
+            (10..=2 * DATA_PAGE_ROWS).contains(&read),
+            "{read} rows read"
+        );
+        // No wanted trace: nothing read.
+        assert_eq!(
+            read_keys_of_traces(path, &[format!("{:032x}", 0)]).unwrap(),
+            (Vec::new(), 0)
+        );
+    }
+
+    #[test]
     fn hour_directories_round_trip() {
         let h = hour_of(1_735_732_812_005_000_000);
         assert_eq!(h % HOUR_NS, 0);
