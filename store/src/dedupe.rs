@@ -345,22 +345,10 @@ mod tests {
 
     /// Rows of `keys` as the store holds them (ids as hex), all starting at `start`.
     fn keyed_batch(keys: &[SpanKey], start: i64) -> RecordBatch {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new(col::TRACE_ID, DataType::Utf8, false),
-            Field::new(col::SPAN_ID, DataType::Utf8, false),
-            Field::new(col::START_TIME_UNIX_NANO, DataType::Int64, false),
-        ]));
-        RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(arrow::array::StringArray::from_iter_values(
-                    keys.iter().map(|k| k.trace_id.to_string()),
-                )),
-                Arc::new(arrow::array::StringArray::from_iter_values(
-                    keys.iter().map(|k| k.span_id.to_string()),
-                )),
-                Arc::new(Int64Array::from(vec![start; keys.len()])),
-            ],
+        crate::files::key_batch(
+            keys.iter().map(|k| k.trace_id.to_string()),
+            keys.iter().map(|k| k.span_id.to_string()),
+            keys.iter().map(|_| start),
         )
         .unwrap()
     }

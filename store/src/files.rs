@@ -639,6 +639,34 @@ pub fn read_trace_index(path: &Path) -> io::Result<TraceIndex> {
     Ok(TraceIndex::from_hashes(hashes))
 }
 
+/// A batch of the `spans` key columns only: `trace_id` and `span_id` (hex, as stored) and
+/// `start_time_unix_nano` (Unix ns), row i from the i-th item of each. It is what the duplicate
+/// filter and the Parquet writer's sort read; the store's tests and benchmarks build rows with it.
+///
+/// # Errors
+/// An Arrow error when the three lengths differ.
+pub fn key_batch(
+    traces: impl IntoIterator<Item = String>,
+    spans: impl IntoIterator<Item = String>,
+    starts: impl IntoIterator<Item = i64>,
+) -> Result<RecordBatch, ArrowError> {
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    let schema = Arc::new(Schema::new(vec![
+        Field::new(col::TRACE_ID, DataType::Utf8, false),
+        Field::new(col::SPAN_ID, DataType::Utf8, false),
+        Field::new(col::START_TIME_UNIX_NANO, DataType::Int64, false),
+    ]));
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from_iter_values(traces)),
+            Arc::new(StringArray::from_iter_values(spans)),
+            Arc::new(Int64Array::from_iter_values(starts)),
+        ],
+    )
+}
+
 /// Min and max `start_time_unix_nano` of a batch (`None` when empty).
 pub fn start_range(batch: &RecordBatch) -> Option<(i64, i64)> {
     let starts = batch
@@ -672,24 +700,12 @@ mod tests {
     fn keys_of_traces_are_read_from_their_pages_of_the_row_groups_holding_them() {
         // 40,000 spans of 8,000 traces (5 each) in row groups of 10,000 rows, pages of
         // DATA_PAGE_ROWS: the selection must map pages to rows across skipped row groups.
-        use arrow::array::{Int64Array, StringArray};
-        use arrow::datatypes::{DataType, Field, Schema};
         let n = 40_000u64;
         let trace = |i: u64| format!("{:032x}", i / 5 + 1);
-        let schema = Arc::new(Schema::new(vec![
-            Field::new(col::TRACE_ID, DataType::Utf8, false),
-            Field::new(col::SPAN_ID, DataType::Utf8, false),
-            Field::new(col::START_TIME_UNIX_NANO, DataType::Int64, false),
-        ]));
-        let batch = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(StringArray::from_iter_values((0..n).map(trace))),
-                Arc::new(StringArray::from_iter_values(
-                    (0..n).map(|i| format!("{:016x}", i + 1)),
-                )),
-                Arc::new(Int64Array::from_iter_values((0..n).map(|i| i as i64))),
-            ],
+        let batch = key_batch(
+            (0..n).map(trace),
+            (0..n).map(|i| format!("{:016x}", i + 1)),
+            (0..n).map(|i| i as i64),
         )
         .unwrap();
         let segment = Segment::encode(&batch).unwrap();
@@ -739,8 +755,6 @@ mod tests {
     /// of `trace_id` but one by the page index.
     #[test]
     fn files_carry_a_trace_id_bloom_filter_and_page_index() {
-        use arrow::array::{Int64Array, StringArray};
-        use arrow::datatypes::{DataType, Field, Schema};
         use parquet::file::reader::FileReader;
         use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
 
@@ -748,24 +762,10 @@ mod tests {
         // 10 spans per trace, rows in a scrambled order (the writer sorts them).
         let trace = |t: usize| format!("{:032x}", (t as u128).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let order: Vec<usize> = (0..rows).map(|i| (i * 7919) % rows).collect();
-        let schema = Arc::new(Schema::new(vec![
-            Field::new(col::TRACE_ID, DataType::Utf8, false),
-            Field::new(col::SPAN_ID, DataType::Utf8, false),
-            Field::new(col::START_TIME_UNIX_NANO, DataType::Int64, false),
-        ]));
-        let batch = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(StringArray::from_iter_values(
-                    order.iter().map(|&i| trace(i / 10)),
-                )),
-                Arc::new(StringArray::from_iter_values(
-                    order.iter().map(|&i| format!("{i:016x}")),
-                )),
-                Arc::new(Int64Array::from_iter_values(
-                    order.iter().map(|&i| i as i64),
-                )),
-            ],
+        let batch = key_batch(
+            order.iter().map(|&i| trace(i / 10)),
+            order.iter().map(|&i| format!("{i:016x}")),
+            order.iter().map(|&i| i as i64),
         )
         .unwrap();
         let dir = tempfile::tempdir().unwrap();

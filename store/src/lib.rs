@@ -1053,18 +1053,11 @@ fn apply_retention(shared: &Shared, retention: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Array, AsArray, Int64Array, StringArray};
-    use arrow::datatypes::{DataType, Field, Schema};
-    use dyeline_model::schema::col;
+    use arrow::array::{Array, AsArray};
     use dyeline_model::{SpanId, TraceId};
 
     /// `n` rows from row `first` on: trace i / 5, span i, start time i (ns after an hour).
     fn rows(first: u64, n: u64) -> (RecordBatch, Vec<SpanKey>) {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new(col::TRACE_ID, DataType::Utf8, false),
-            Field::new(col::SPAN_ID, DataType::Utf8, false),
-            Field::new(col::START_TIME_UNIX_NANO, DataType::Int64, false),
-        ]));
         let ids: Vec<u64> = (first..first + n).collect();
         let keys: Vec<SpanKey> = ids
             .iter()
@@ -1073,19 +1066,10 @@ mod tests {
                 span_id: SpanId::from_bytes(&(i + 1).to_be_bytes()).unwrap(),
             })
             .collect();
-        let batch = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(StringArray::from_iter_values(
-                    keys.iter().map(|k| k.trace_id.to_string()),
-                )),
-                Arc::new(StringArray::from_iter_values(
-                    keys.iter().map(|k| k.span_id.to_string()),
-                )),
-                Arc::new(Int64Array::from_iter_values(
-                    ids.iter().map(|&i| 3_600_000_000_000 + i as i64),
-                )),
-            ],
+        let batch = files::key_batch(
+            keys.iter().map(|k| k.trace_id.to_string()),
+            keys.iter().map(|k| k.span_id.to_string()),
+            ids.iter().map(|&i| 3_600_000_000_000 + i as i64),
         )
         .unwrap();
         (batch, keys)

@@ -8,13 +8,10 @@
 //! before the background pass built them: each file's `trace_id` column is read), and a resent
 //! span of a stored trace (its pages are read). Medians of `--reps` runs, one JSON line.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::RecordBatch;
 use clap::Parser;
-use dyeline_model::schema::col;
 use dyeline_model::{SpanId, SpanKey, TraceId};
 use dyeline_store::dedupe::Dedupe;
 use dyeline_store::files::{self, FileMeta};
@@ -52,18 +49,10 @@ fn time(reps: usize, mut run: impl FnMut() -> usize) -> (f64, usize) {
 }
 
 fn one_span(key: SpanKey, start: i64) -> RecordBatch {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new(col::TRACE_ID, DataType::Utf8, false),
-        Field::new(col::SPAN_ID, DataType::Utf8, false),
-        Field::new(col::START_TIME_UNIX_NANO, DataType::Int64, false),
-    ]));
-    RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(StringArray::from(vec![key.trace_id.to_string()])),
-            Arc::new(StringArray::from(vec![key.span_id.to_string()])),
-            Arc::new(Int64Array::from(vec![start])),
-        ],
+    files::key_batch(
+        [key.trace_id.to_string()],
+        [key.span_id.to_string()],
+        [start],
     )
     .expect("batch")
 }
