@@ -267,6 +267,14 @@ pub const SMALL_WRITE_ROWS: usize = 512;
 /// Rows of small writes encoded into one segment (at most about 10 MB held plain meanwhile).
 pub const COALESCE_ROWS: usize = 8192;
 
+/// The duplicate filter drops an hour's key set once no span of that hour has arrived for this
+/// long, or for 4 × `flush_interval` if longer (by then the hour's rows are in Parquet, where a
+/// later span of the hour is looked up by its trace: [`dedupe`]). With spans arriving on time an
+/// hour's set lives its hour and about 11 minutes more (the sweep runs once a minute), so the
+/// filter holds at most about 71 minutes of keys. It was 1 h, and two hours of keys, while a
+/// span for a dropped hour reloaded every key of the hour.
+pub const DUPLICATE_FILTER_QUIET: Duration = Duration::from_secs(600);
+
 /// What queries see; one lock so a flush swaps memory for files atomically.
 #[derive(Default)]
 pub(crate) struct State {
@@ -425,7 +433,7 @@ impl Store {
             wal_dir: wal_dir.clone(),
             trace_index_max_bytes: config.trace_index_max_bytes,
         });
-        let mut dedupe = Dedupe::new(Duration::from_secs(3600).max(config.flush_interval * 4));
+        let mut dedupe = Dedupe::new(DUPLICATE_FILTER_QUIET.max(config.flush_interval * 4));
         if config.read_only {
             replay(&shared, &wal_dir, &mut dedupe).map_err(io)?;
             return Ok(Self {
