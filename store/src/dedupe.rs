@@ -11,9 +11,9 @@
 //! a new key's trace up in the files whose index holds it, reading only the pages holding that
 //! trace ([`read_keys_of_traces`]); the keys found join the set, and the trace is marked looked
 //! up, so its later spans need no read. A trace in no file (most keys after a restart) costs one
-//! search of the union. Once those
-//! lookups have read as many rows as the files hold (a capture imported again looks up every
-//! trace), the files' keys are loaded whole, so a set never costs more than twice a load.
+//! search of the union. Once those lookups have read as many rows as the files hold (a capture
+//! imported again looks up every trace), the files' keys are loaded whole, so a set never costs
+//! more than twice a load.
 //!
 //! A key is held as a 16-byte [`Fingerprint`]: the span id and a 64-bit hash of the trace id
 //! (seeded per process), instead of the 32 bytes a [`SpanKey`] takes in a table (its `u128`

@@ -285,6 +285,9 @@ pub(crate) struct State {
     active_rows: usize,
     frozen: Vec<Frozen>,
     files: Vec<FileMeta>,
+    /// Bytes of the trace indexes `files` hold (set by [`Shared::files_changed`], grown by
+    /// the background indexer), so the indexer checks the budget without a pass over the files.
+    trace_index_bytes: usize,
 }
 
 /// A consistent view for one query.
@@ -304,20 +307,12 @@ pub(crate) struct Shared {
     trace_index_max_bytes: usize,
 }
 
-impl Shared {
-    /// Applies the trace-index budget to the files of `state` and sets the file gauges (files,
-    /// bytes, trace-index bytes); called with the write lock after every change of the files.
-    fn files_changed(&self, state: &mut State) {
-        let kept = trim_trace_indexes(&mut state.files, self.trace_index_max_bytes);
-        set_file_gauges(&self.metrics, &state.files, kept);
-    }
-}
-
 /// Keeps the trace indexes of the newest files within `budget` bytes
 /// ([`StoreConfig::trace_index_max_bytes`]): files ordered by hour, then write time, then
-/// place in `files` (later is newer), newest first, keep theirs while the running total fits; from the first that does not fit on, every
-/// older file's index is dropped (a strict prefix, so the indexes held are always those of the
-/// most recent data). Files without an index are passed over. Returns the bytes kept.
+/// place in `files` (later is newer), newest first, keep theirs while the running total fits;
+/// from the first that does not fit on, every older file's index is dropped (a strict prefix,
+/// so the indexes held are always those of the most recent data). Files without an index are
+/// passed over. Returns the bytes kept.
 pub fn trim_trace_indexes(files: &mut [FileMeta], budget: usize) -> usize {
     let mut order: Vec<usize> = (0..files.len()).collect();
     order.sort_by_key(|&i| {
@@ -348,6 +343,13 @@ fn set_file_gauges(metrics: &StoreMetrics, files: &[FileMeta], trace_index_bytes
 }
 
 impl Shared {
+    /// Applies the trace-index budget to the files of `state` and sets the file gauges (files,
+    /// bytes, trace-index bytes); called with the write lock after every change of the files.
+    fn files_changed(&self, state: &mut State) {
+        state.trace_index_bytes = trim_trace_indexes(&mut state.files, self.trace_index_max_bytes);
+        set_file_gauges(&self.metrics, &state.files, state.trace_index_bytes);
+    }
+
     pub(crate) fn snapshot(&self) -> Snapshot {
         let s = self.state.read();
         let mut segments = s.active.clone();
@@ -624,22 +626,28 @@ fn index_files(shared: &std::sync::Weak<Shared>) {
                 let Some(s) = shared.upgrade() else { return };
                 let ix = Arc::new(ix);
                 let mut state = s.state.write();
-                for f in state.files.iter_mut().filter(|f| f.path == path) {
-                    f.traces = Some(Arc::clone(&ix));
-                }
-                s.files_changed(&mut state);
-                let fits = state
-                    .files
-                    .iter()
-                    .any(|f| f.path == path && f.traces.is_some());
-                drop(state);
-                if !fits {
+                // Files go newest first, and every file indexed so far is newer (or written
+                // since open, and trimmed then): the first that does not fit ends the pass.
+                if state.trace_index_bytes + ix.bytes() > s.trace_index_max_bytes {
+                    drop(state);
                     tracing::info!(
                         budget_bytes = s.trace_index_max_bytes,
                         "trace index budget reached; older files stay unindexed"
                     );
                     break;
                 }
+                if let Some(f) = state
+                    .files
+                    .iter_mut()
+                    .find(|f| f.path == path && f.traces.is_none())
+                {
+                    f.traces = Some(Arc::clone(&ix));
+                    state.trace_index_bytes += ix.bytes();
+                    s.metrics
+                        .trace_index_bytes
+                        .set(state.trace_index_bytes as i64);
+                }
+                drop(state);
                 indexed += 1;
             }
             Err(e) => {
@@ -1163,19 +1171,20 @@ mod tests {
             // Write times in ms order the files.
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let indexed = |store: &Store| -> Vec<(i64, bool)> {
-            let mut f: Vec<(i64, bool)> = store
+        // Files by write time: the two newest hold their indexes, 320 bytes.
+        let assert_two_newest_indexed = |store: &Store| {
+            let mut files: Vec<(i64, bool)> = store
                 .snapshot()
                 .files
                 .iter()
                 .map(|f| (f.written_unix_ms, f.traces.is_some()))
                 .collect();
-            f.sort();
-            f
+            files.sort();
+            let held: Vec<bool> = files.iter().map(|f| f.1).collect();
+            assert_eq!(held, [false, false, true, true]);
+            assert_eq!(store.metrics().trace_index_bytes.get(), 320);
         };
-        let held: Vec<bool> = indexed(&store).iter().map(|f| f.1).collect();
-        assert_eq!(held, [false, false, true, true]);
-        assert_eq!(store.metrics().trace_index_bytes.get(), 320);
+        assert_two_newest_indexed(&store);
         tokio::task::spawn_blocking(move || store.close())
             .await
             .unwrap();
@@ -1188,9 +1197,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let held: Vec<bool> = indexed(&store).iter().map(|f| f.1).collect();
-        assert_eq!(held, [false, false, true, true]);
-        assert_eq!(store.metrics().trace_index_bytes.get(), 320);
+        assert_two_newest_indexed(&store);
         tokio::task::spawn_blocking(move || store.close())
             .await
             .unwrap();
