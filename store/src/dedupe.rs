@@ -366,7 +366,7 @@ mod tests {
         let n = 40_000u64;
         let keys: Vec<SpanKey> = (0..n).map(|i| key(u128::from(i / 5 + 1), i + 1)).collect();
         let capture = keyed_batch(&keys, hour);
-        let segment = crate::segment::Segment::encode(&capture).unwrap();
+        let segment = crate::segment::Segment::plain(capture.clone());
         let mut seq = 0;
         let written =
             crate::files::write_segments(dir.path(), &[&segment], 0, &mut seq, 3).unwrap();

@@ -1,5 +1,7 @@
 //! Parquet files of the store: `spans/hour=YYYY-MM-DDTHH/part-<written_unix_ms>-<seq>.parquet`,
-//! zstd-compressed, one hour of span start times per file. Rows are sorted by
+//! zstd-compressed, one hour of span start times per file; and the same encoding in memory
+//! ([`Part`]: the store seals its newest rows so, and a flush copies their row groups into a
+//! file without decoding them, [`write_segments`]). Rows of a row group are sorted by
 //! (trace_id, start_time_unix_nano): a trace's spans sit together, so its id repeats and its times
 //! are close; ids and times are written without dictionaries (they are nearly unique) and times
 //! with delta encoding. On the release-walk fixture that took the file from 48.6 to about 28 bytes
@@ -22,6 +24,7 @@ use arrow::array::{AsArray, RecordBatch};
 use arrow::compute::interleave_record_batch;
 use arrow::datatypes::Int64Type;
 use arrow::error::ArrowError;
+use bytes::Bytes;
 use dyeline_model::schema::col;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
@@ -126,8 +129,8 @@ pub fn list_files(spans_dir: &Path, clean: bool) -> io::Result<Vec<FileMeta>> {
     Ok(out)
 }
 
-/// Rows per data page at most: with the rows sorted by trace id, a lookup by trace id reads
-/// one page of each column instead of the whole row group.
+/// Rows per data page at most: with a row group's rows sorted by trace id, a lookup by trace
+/// id reads one page of each column instead of the whole row group.
 pub const DATA_PAGE_ROWS: usize = 8 * 1024;
 
 /// False-positive rate of the trace id bloom filter.
@@ -135,11 +138,11 @@ pub const TRACE_ID_BLOOM_FPP: f64 = 0.01;
 
 /// Writer settings for a file of `traces` distinct trace ids.
 ///
-/// Rows are sorted by trace id ([`storage_order`]), so `trace_id` gets page-level min/max
-/// statistics (the column index) and a bloom filter sized for `traces` ids: a lookup by
-/// trace id skips the files and row groups whose filter says no, and within a row group
+/// A row group's rows are sorted by trace id ([`storage_order`]), so `trace_id` gets page-level
+/// min/max statistics (the column index) and a bloom filter sized for `traces` ids: a lookup
+/// by trace id skips the files and row groups whose filter says no, and within a row group
 /// reads only the pages whose range holds the id (DataFusion prunes with both). Other
-/// columns keep row-group statistics.
+/// columns keep row-group statistics, but for free text and JSON, which have none.
 fn writer_properties(zstd_level: i32, traces: u64) -> WriterProperties {
     let trace = ColumnPath::from(col::TRACE_ID);
     let mut b = WriterProperties::builder()
@@ -155,6 +158,18 @@ fn writer_properties(zstd_level: i32, traces: u64) -> WriterProperties {
         .set_max_row_group_row_count(Some(256 * 1024));
     for id in [col::TRACE_ID, col::SPAN_ID, col::PARENT_SPAN_ID] {
         b = b.set_column_dictionary_enabled(ColumnPath::from(id), false);
+    }
+    // Free text and JSON: min/max of such values prunes nothing, and comparing every value
+    // (hundreds of bytes, long shared prefixes) was a seventh of the encoding time.
+    for text in [
+        col::ATTRIBUTES,
+        col::RESOURCE_ATTRIBUTES,
+        col::EVENTS,
+        col::STATUS_MESSAGE,
+        col::DECISION_TEXT,
+        col::TRACE_STATE,
+    ] {
+        b = b.set_column_statistics_enabled(ColumnPath::from(text), EnabledStatistics::None);
     }
     for time in [
         col::START_TIME_UNIX_NANO,
@@ -254,13 +269,30 @@ fn column_groups(sample: &RecordBatch) -> Vec<Vec<usize>> {
     groups
 }
 
-/// One file being written by [`write_segments`].
-struct OpenFile {
+/// One hour's rows encoded as a whole Parquet file in memory ([`encode_parts`]): the form in
+/// which memory holds rows once sealed ([`Segment::from_part`]), and the bytes a flush copies
+/// into a file row group by row group, without decoding them ([`write_segments`]).
+#[derive(Debug, Clone)]
+pub struct Part {
+    /// Start of the hour partition of every row, Unix ns.
+    pub hour_start_unix_nano: i64,
+    /// The Parquet file: the store files' writer settings (bloom filter and page index on
+    /// `trace_id`), rows in storage order, row groups of at most [`ROW_GROUP_ROWS`] rows.
+    pub bytes: Bytes,
+    /// Rows.
+    pub rows: usize,
+    /// Min and max `start_time_unix_nano`.
+    pub start_range: (i64, i64),
+    /// The rows' trace ids.
+    pub traces: Arc<TraceIndex>,
+}
+
+/// One hour's rows being encoded by [`encode_parts`].
+struct OpenPart {
     hour: i64,
     rows: Vec<RowRef>,
-    tmp: PathBuf,
-    path: PathBuf,
-    writer: SerializedFileWriter<File>,
+    start_range: (i64, i64),
+    writer: SerializedFileWriter<Vec<u8>>,
     /// Per row group, one writer per Parquet leaf column, until its column group is written.
     columns: Vec<Vec<Option<ArrowColumnWriter>>>,
     /// Per row group, each leaf column's encoded chunk once its writer is closed.
@@ -268,8 +300,8 @@ struct OpenFile {
     traces: Arc<TraceIndex>,
 }
 
-impl OpenFile {
-    /// Encodes columns `group` of the file's rows into its column writers, taking them from
+impl OpenPart {
+    /// Encodes columns `group` of the part's rows into its column writers, taking them from
     /// `sources` (every segment decoded to those columns, in that order), [`WRITE_CHUNK_ROWS`]
     /// rows at a time. `leaves[c]` are the Parquet leaves of schema field `c`.
     ///
@@ -305,46 +337,53 @@ impl OpenFile {
         }
         Ok(())
     }
+
+    /// Writes the encoded row groups and the footer.
+    fn finish(mut self) -> Result<Part, parquet::errors::ParquetError> {
+        for chunks in self.chunks {
+            let mut row_group = self.writer.next_row_group()?;
+            for chunk in chunks {
+                chunk
+                    .ok_or_else(|| {
+                        parquet::errors::ParquetError::General(
+                            "a column group was not written".into(),
+                        )
+                    })?
+                    .append_to_row_group(&mut row_group)?;
+            }
+            row_group.close()?;
+        }
+        Ok(Part {
+            hour_start_unix_nano: self.hour,
+            bytes: Bytes::from(self.writer.into_inner()?),
+            rows: self.rows.len(),
+            start_range: self.start_range,
+            traces: self.traces,
+        })
+    }
 }
 
-/// Writes the rows of `segments` (memory segments in the `spans` schema) as new files, one
-/// per hour of `start_time_unix_nano`, rows in storage order ([`storage_order`]), row
-/// groups of [`ROW_GROUP_ROWS`]; returns their metadata, each with its [`TraceIndex`].
+/// Encodes the rows of `segments` (memory segments in the `spans` schema, any form) as one
+/// in-memory Parquet file per hour of `start_time_unix_nano` ([`Part`]), rows in storage order
+/// ([`storage_order`]), at `zstd_level`.
 ///
 /// Memory stays low: the key columns are decoded first to find the order, then the other
 /// columns are decoded a group at a time (about a quarter of the row bytes each,
-/// [`Segment::decode_columns`]) and encoded into each file's column writers,
-/// [`WRITE_CHUNK_ROWS`] rows at a time. A flush
-/// of 500,000 spans used to decode every column of every segment at once (about 550 MB, each
-/// page of it new memory the kernel had to zero).
+/// [`Segment::decode_columns`]) and encoded into each part's column writers,
+/// [`WRITE_CHUNK_ROWS`] rows at a time. A flush of 500,000 spans used to decode every column of
+/// every segment at once (about 550 MB, each page of it new memory the kernel had to zero).
 ///
 /// # Errors
-/// I/O, IPC or Parquet errors; a failed write leaves `.tmp` files that [`list_files`] removes.
-pub fn write_segments(
-    spans_dir: &Path,
-    segments: &[&Segment],
-    written_unix_ms: i64,
-    seq: &mut u64,
-    zstd_level: i32,
-) -> io::Result<Vec<FileMeta>> {
-    write_segments_in(
-        spans_dir,
-        segments,
-        written_unix_ms,
-        seq,
-        zstd_level,
-        ROW_GROUP_ROWS,
-    )
+/// IPC or Parquet errors.
+pub fn encode_parts(segments: &[&Segment], zstd_level: i32) -> io::Result<Vec<Part>> {
+    encode_parts_in(segments, zstd_level, ROW_GROUP_ROWS)
 }
 
-fn write_segments_in(
-    spans_dir: &Path,
+fn encode_parts_in(
     segments: &[&Segment],
-    written_unix_ms: i64,
-    seq: &mut u64,
     zstd_level: i32,
     row_group_rows: usize,
-) -> io::Result<Vec<FileMeta>> {
+) -> io::Result<Vec<Part>> {
     let Some(first) = segments.first() else {
         return Ok(Vec::new());
     };
@@ -373,24 +412,26 @@ fn write_segments_in(
     }
     let groups = column_groups(&sample);
     drop(sample);
-    // `key_columns` puts trace_id first.
+    // `key_columns` puts trace_id first, start time third.
     let trace_ids: Vec<_> = keys
         .iter()
         .map(|k| k.column(0).as_string::<i32>())
         .collect();
+    let starts: Vec<_> = keys
+        .iter()
+        .map(|k| k.column(2).as_primitive::<Int64Type>())
+        .collect();
     let mut open = Vec::new();
     for (hour, rows) in storage_order(&keys).map_err(io::Error::other)? {
-        *seq += 1;
-        let dir = spans_dir.join(hour_dir_name(hour));
-        fs::create_dir_all(&dir)?;
-        let name = format!("part-{written_unix_ms}-{seq:06}.parquet");
         let traces = TraceIndex::from_ids(rows.iter().map(|&(b, r)| trace_ids[b].value(r)));
+        let start_range = rows.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &(b, r)| {
+            let t = starts[b].value(r);
+            (lo.min(t), hi.max(t))
+        });
         let props = writer_properties(zstd_level, traces.len() as u64);
-        let tmp = dir.join(format!("{name}.tmp"));
-        let (writer, factory) =
-            ArrowWriter::try_new(File::create(&tmp)?, Arc::clone(&schema), Some(props))
-                .and_then(ArrowWriter::into_serialized_writer)
-                .map_err(io::Error::other)?;
+        let (writer, factory) = ArrowWriter::try_new(Vec::new(), Arc::clone(&schema), Some(props))
+            .and_then(ArrowWriter::into_serialized_writer)
+            .map_err(io::Error::other)?;
         let columns: Vec<Vec<Option<ArrowColumnWriter>>> = (0..rows.len().div_ceil(row_group_rows))
             .map(|g| {
                 factory
@@ -403,11 +444,10 @@ fn write_segments_in(
             .iter()
             .map(|w| w.iter().map(|_| None).collect())
             .collect();
-        open.push(OpenFile {
+        open.push(OpenPart {
             hour,
             rows,
-            tmp,
-            path: dir.join(name),
+            start_range,
             writer,
             columns,
             chunks,
@@ -422,39 +462,154 @@ fn write_segments_in(
             .collect::<Result<_, _>>()
             .map_err(io::Error::other)?;
         let sources: Vec<&RecordBatch> = decoded.iter().collect();
-        for file in &mut open {
-            file.encode(&sources, group, &schema, &leaves, row_group_rows)
+        for part in &mut open {
+            part.encode(&sources, group, &schema, &leaves, row_group_rows)
                 .map_err(io::Error::other)?;
         }
     }
-    let mut metas = Vec::with_capacity(open.len());
-    for mut file in open {
-        for chunks in file.chunks {
-            let mut row_group = file.writer.next_row_group().map_err(io::Error::other)?;
-            for chunk in chunks {
-                chunk
-                    .ok_or_else(|| io::Error::other("a column group was not written"))?
-                    .append_to_row_group(&mut row_group)
-                    .map_err(io::Error::other)?;
-            }
-            row_group.close().map_err(io::Error::other)?;
-        }
-        let f = file.writer.into_inner().map_err(io::Error::other)?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&file.tmp, &file.path)?;
-        if let Some(dir) = file.path.parent() {
-            File::open(dir)?.sync_all()?;
-        }
-        metas.push(FileMeta {
-            size: fs::metadata(&file.path)?.len(),
-            path: file.path,
-            hour_start_unix_nano: file.hour,
-            written_unix_ms,
-            traces: Some(file.traces),
-        });
+    open.into_iter()
+        .map(|p| p.finish().map_err(io::Error::other))
+        .collect()
+}
+
+/// Writes the rows of `segments` (memory segments in the `spans` schema) as new files, one
+/// per hour of `start_time_unix_nano`; returns their metadata, each with its [`TraceIndex`].
+///
+/// Sealed segments ([`Segment::part`]) are copied: each row group's encoded column chunks,
+/// with their bloom filters and page indexes, go into the file as they are, not decoded. The
+/// other segments are encoded first ([`encode_parts`]), then copied alike. So a file holds one
+/// or more row groups, each in storage order; a trace's spans sit together within a row group,
+/// and a trace written across two seals sits in two.
+///
+/// # Errors
+/// I/O, IPC or Parquet errors; a failed write leaves `.tmp` files that [`list_files`] removes.
+pub fn write_segments(
+    spans_dir: &Path,
+    segments: &[&Segment],
+    written_unix_ms: i64,
+    seq: &mut u64,
+    zstd_level: i32,
+) -> io::Result<Vec<FileMeta>> {
+    write_segments_in(
+        spans_dir,
+        segments,
+        written_unix_ms,
+        seq,
+        zstd_level,
+        ROW_GROUP_ROWS,
+    )
+}
+
+fn write_segments_in(
+    spans_dir: &Path,
+    segments: &[&Segment],
+    written_unix_ms: i64,
+    seq: &mut u64,
+    zstd_level: i32,
+    row_group_rows: usize,
+) -> io::Result<Vec<FileMeta>> {
+    let (sealed, other): (Vec<&Segment>, Vec<&Segment>) =
+        segments.iter().partition(|s| s.part().is_some());
+    let fresh = encode_parts_in(&other, zstd_level, row_group_rows)?;
+    let mut hours: std::collections::BTreeMap<i64, Vec<&Part>> = Default::default();
+    for part in sealed.iter().filter_map(|s| s.part()).chain(&fresh) {
+        hours
+            .entry(part.hour_start_unix_nano)
+            .or_default()
+            .push(part);
     }
-    Ok(metas)
+    hours
+        .into_iter()
+        .map(|(hour, parts)| write_file(spans_dir, hour, &parts, written_unix_ms, seq, zstd_level))
+        .collect()
+}
+
+/// Writes `parts` (all of hour `hour`) into one new file by copying their row groups.
+fn write_file(
+    spans_dir: &Path,
+    hour: i64,
+    parts: &[&Part],
+    written_unix_ms: i64,
+    seq: &mut u64,
+    zstd_level: i32,
+) -> io::Result<FileMeta> {
+    let Some(first) = parts.first() else {
+        return Err(io::Error::other("no rows to write"));
+    };
+    *seq += 1;
+    let dir = spans_dir.join(hour_dir_name(hour));
+    fs::create_dir_all(&dir)?;
+    let name = format!("part-{written_unix_ms}-{seq:06}.parquet");
+    let path = dir.join(&name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let traces = if let [one] = parts {
+        Arc::clone(&one.traces)
+    } else {
+        Arc::new(TraceIndex::union(parts.iter().map(|p| &*p.traces)))
+    };
+    let schema = ParquetRecordBatchReaderBuilder::try_new(first.bytes.clone())
+        .map_err(io::Error::other)?
+        .schema()
+        .clone();
+    let props = writer_properties(zstd_level, traces.len() as u64);
+    let (mut writer, _) = ArrowWriter::try_new(File::create(&tmp)?, schema, Some(props))
+        .and_then(ArrowWriter::into_serialized_writer)
+        .map_err(io::Error::other)?;
+    for part in parts {
+        copy_row_groups(&part.bytes, &mut writer).map_err(io::Error::other)?;
+    }
+    let f = writer.into_inner().map_err(io::Error::other)?;
+    f.sync_all()?;
+    drop(f);
+    fs::rename(&tmp, &path)?;
+    File::open(&dir)?.sync_all()?;
+    Ok(FileMeta {
+        size: fs::metadata(&path)?.len(),
+        path,
+        hour_start_unix_nano: hour,
+        written_unix_ms,
+        traces: Some(traces),
+    })
+}
+
+/// Appends every row group of the Parquet file `part` to `writer` (of the same schema) as
+/// encoded: each column chunk's bytes are copied with its statistics, bloom filter, column
+/// index and offset index (the offsets rewritten for their new place).
+fn copy_row_groups<W: io::Write + Send>(
+    part: &Bytes,
+    writer: &mut SerializedFileWriter<W>,
+) -> Result<(), parquet::errors::ParquetError> {
+    use parquet::bloom_filter::Sbbf;
+    use parquet::column::writer::ColumnCloseResult;
+    use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
+    use parquet::file::page_index::column_index::ColumnIndexMetaData;
+
+    let meta = ParquetMetaDataReader::new()
+        .with_page_index_policy(PageIndexPolicy::Optional)
+        .parse_and_finish(part)?;
+    for (g, group) in meta.row_groups().iter().enumerate() {
+        let mut row_group = writer.next_row_group()?;
+        for (c, column) in group.columns().iter().enumerate() {
+            let column_index = meta
+                .column_index()
+                .and_then(|i| i.get(g)?.get(c).cloned())
+                .filter(|i| !matches!(i, ColumnIndexMetaData::NONE));
+            let offset_index = meta.offset_index().and_then(|i| i.get(g)?.get(c).cloned());
+            row_group.append_column(
+                part,
+                ColumnCloseResult {
+                    bytes_written: u64::try_from(column.compressed_size()).unwrap_or(0),
+                    rows_written: u64::try_from(group.num_rows()).unwrap_or(0),
+                    metadata: column.clone(),
+                    bloom_filter: Sbbf::read_from_column_chunk(column, part)?,
+                    column_index,
+                    offset_index,
+                },
+            )?;
+        }
+        row_group.close()?;
+    }
+    Ok(())
 }
 
 /// The batches of columns `names` of the file at `path`.
@@ -529,9 +684,9 @@ fn any_within(traces: &[String], min: Option<&[u8]>, max: Option<&[u8]>) -> bool
 
 /// Reads (trace_id, span_id) of the rows of the file at `path` whose trace id is one of
 /// `traces` (sorted and distinct, lower-case hex as stored), and how many rows it read to find
-/// them. Only the row groups whose `trace_id` min/max holds one of the ids are read, and within
-/// them only such pages (the page index; files are sorted by trace id, so a trace sits in one
-/// or two pages of [`DATA_PAGE_ROWS`] rows). Exact: statistics only skip rows that cannot
+/// them. Only the row groups whose `trace_id` min/max and bloom filter hold one of the ids are
+/// read, and within them only such pages (the page index; a row group is sorted by trace id,
+/// so a trace sits in one or two pages of [`DATA_PAGE_ROWS`] rows). Exact: statistics only skip rows that cannot
 /// match, and the rows read are compared by value. A file without statistics or page index
 /// is read whole.
 ///
@@ -546,7 +701,8 @@ pub fn read_keys_of_traces(
 
     let options = ArrowReaderOptions::new()
         .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Optional);
-    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(File::open(path)?, options)
+    let file = File::open(path)?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file.try_clone()?, options)
         .map_err(io::Error::other)?;
     let meta = Arc::clone(builder.metadata());
     let Some(trace_col) = builder
@@ -566,6 +722,14 @@ pub fn read_keys_of_traces(
             stats.and_then(|s| s.min_bytes_opt()),
             stats.and_then(|s| s.max_bytes_opt()),
         ) {
+            continue;
+        }
+        // Row groups of several seals each span the whole id range: their bloom filters
+        // tell them apart (a row group without one is read).
+        let bloom =
+            parquet::bloom_filter::Sbbf::read_from_column_chunk(group.column(trace_col), &file)
+                .map_err(io::Error::other)?;
+        if bloom.is_some_and(|b| !traces.iter().any(|t| b.check(t.as_str()))) {
             continue;
         }
         row_groups.push(g);
@@ -708,7 +872,7 @@ mod tests {
             (0..n).map(|i| i as i64),
         )
         .unwrap();
-        let segment = Segment::encode(&batch).unwrap();
+        let segment = Segment::plain(batch.clone());
         let dir = tempfile::tempdir().unwrap();
         let mut seq = 0;
         let metas = write_segments_in(dir.path(), &[&segment], 5, &mut seq, 3, 10_000).unwrap();
@@ -769,7 +933,7 @@ mod tests {
         )
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let segment = Segment::encode(&batch).unwrap();
+        let segment = Segment::plain(batch.clone());
         let mut seq = 0;
         let meta = write_segments(dir.path(), &[&segment], 1, &mut seq, 3)
             .unwrap()
@@ -825,6 +989,101 @@ mod tests {
             parquet::file::page_index::column_index::ColumnIndexMetaData::NONE
         ));
     }
+    /// A flush copies sealed parts' row groups as encoded, beside the plain rows it encodes:
+    /// every row once, each row group in storage order, each keeping its trace_id bloom filter
+    /// and page index, so a lookup by trace still finds exactly the trace's rows.
+    #[test]
+    fn sealed_parts_are_copied_into_files_with_their_indexes() {
+        use parquet::file::page_index::column_index::ColumnIndexMetaData;
+        use parquet::file::reader::FileReader;
+        use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+
+        let rows = 2 * DATA_PAGE_ROWS;
+        let trace = |t: usize| format!("{:032x}", (t as u128).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        // 10 spans per trace, scrambled, so each trace has spans in both halves.
+        let order: Vec<usize> = (0..rows).map(|i| (i * 7919) % rows).collect();
+        let batch = key_batch(
+            order.iter().map(|&i| trace(i / 10)),
+            order.iter().map(|&i| format!("{i:016x}")),
+            order.iter().map(|&i| i as i64),
+        )
+        .unwrap();
+        let (a, b) = (batch.slice(0, rows / 2), batch.slice(rows / 2, rows / 2));
+        let part = encode_parts(&[&Segment::plain(a.clone())], 3)
+            .unwrap()
+            .remove(0);
+        let sealed = Segment::from_part(part);
+        let plain = Segment::plain(b.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let mut seq = 0;
+        let meta = write_segments(dir.path(), &[&sealed, &plain], 1, &mut seq, 3)
+            .unwrap()
+            .remove(0);
+        let sorted = |x: &RecordBatch| {
+            let by = |c: usize| arrow::compute::SortColumn {
+                values: Arc::clone(x.column(c)),
+                options: None,
+            };
+            let order = arrow::compute::lexsort_to_indices(&[by(0), by(2), by(1)], None).unwrap();
+            arrow::compute::take_record_batch(x, &order).unwrap()
+        };
+        let expected =
+            arrow::compute::concat_batches(&batch.schema(), &[sorted(&a), sorted(&b)]).unwrap();
+        let parts: Vec<RecordBatch> =
+            ParquetRecordBatchReaderBuilder::try_new(File::open(&meta.path).unwrap())
+                .unwrap()
+                .build()
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+        let got = arrow::compute::concat_batches(&parts[0].schema(), &parts).unwrap();
+        assert_eq!(got.columns(), expected.columns());
+        assert_eq!(meta.traces.as_deref().unwrap().len(), rows.div_ceil(10));
+
+        let options = ReadOptionsBuilder::new()
+            .with_page_index()
+            .with_reader_properties(
+                parquet::file::properties::ReaderProperties::builder()
+                    .set_read_bloom_filter(true)
+                    .build(),
+            )
+            .build();
+        let reader =
+            SerializedFileReader::new_with_options(File::open(&meta.path).unwrap(), options)
+                .unwrap();
+        assert_eq!(reader.metadata().num_row_groups(), 2);
+        for (g, half) in [&a, &b].into_iter().enumerate() {
+            let bloom = reader
+                .get_row_group(g)
+                .unwrap()
+                .get_column_bloom_filter(0)
+                .cloned()
+                .expect("trace_id bloom filter");
+            for id in half.column(0).as_string::<i32>().iter().flatten() {
+                assert!(bloom.check(id), "row group {g}: {id} must pass");
+            }
+            assert!(!matches!(
+                reader.metadata().column_index().unwrap()[g][0],
+                ColumnIndexMetaData::NONE
+            ));
+            let pages = reader.metadata().offset_index().unwrap()[g][0].page_locations();
+            assert_eq!(pages.len(), 1, "row group {g}");
+        }
+        let mut wanted = vec![trace(5), trace(rows / 10 - 1)];
+        wanted.sort();
+        let (mut found, _) = read_keys_of_traces(&meta.path, &wanted).unwrap();
+        found.sort();
+        let ids = batch.column(0).as_string::<i32>();
+        let spans = batch.column(1).as_string::<i32>();
+        let mut want: Vec<(String, String)> = (0..rows)
+            .filter(|&i| wanted.iter().any(|w| w == ids.value(i)))
+            .map(|i| (ids.value(i).to_owned(), spans.value(i).to_owned()))
+            .collect();
+        want.sort();
+        assert_eq!(found.len(), 20);
+        assert_eq!(found, want);
+    }
+
     /// Files written from segments a column group at a time hold every row of their hour, in
     /// the order Arrow's own sort gives, with nested columns (a map of two leaves, a list) and
     /// nulls intact, in row groups of the size asked.
@@ -890,10 +1149,7 @@ mod tests {
             .unwrap()
         };
         let batches = [make(0, 1500), make(1, 700), make(2, 2300)];
-        let segments: Vec<Segment> = batches
-            .iter()
-            .map(|b| Segment::encode(b).unwrap())
-            .collect();
+        let segments: Vec<Segment> = batches.iter().map(|b| Segment::plain(b.clone())).collect();
         let refs: Vec<&Segment> = segments.iter().collect();
         let dir = tempfile::tempdir().unwrap();
         let mut seq = 0;

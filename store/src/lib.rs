@@ -1,17 +1,20 @@
-//! The span store: write-ahead log → compressed Arrow segments in memory → hourly zstd Parquet
-//! files, and
-//! the DataFusion table `spans` over memory ∪ Parquet ([`table::SpansTable`]).
+//! The span store: write-ahead log → Arrow rows in memory, sealed as Parquet in memory →
+//! hourly zstd Parquet files, and the DataFusion table `spans` over memory ∪ Parquet
+//! ([`table::SpansTable`]).
 //!
 //! ```text
-//! write(batch, keys) ─▶ queue (bounded: full → Saturated) ─▶ writer thread:
-//!     duplicate filter ─▶ WAL append ─▶ group commit (fsync by policy) ─▶ memory ─▶ ack
-//!     (a write under SMALL_WRITE_ROWS is held plain; COALESCE_ROWS of them are then encoded
-//!     into one segment)
+//! write(batch, keys) ─▶ (caller's thread: the WAL record, zstd Arrow IPC)
+//!     ─▶ queue (bounded: full → Saturated) ─▶ writer thread:
+//!     duplicate filter ─▶ WAL append ─▶ group commit (fsync by policy) ─▶ memory, plain ─▶ ack
+//! writer: once SEAL_ROWS plain rows have gathered ─▶ flusher thread: seal them, one in-memory
+//!     Parquet file per hour (files::encode_parts: rows sorted by trace), swapped in for
+//!     the plain rows (one lock)
 //! writer: every flush interval or row cap ─▶ rotate WAL, freeze memory ─▶ flusher thread:
-//!     Parquet per hour (key columns decoded to sort by trace, then the other columns a group
-//!     at a time, files::write_segments) ─▶ register files, drop frozen memory (one lock)
+//!     a file per hour, the sealed row groups copied as encoded and the plain rest encoded
+//!     (files::write_segments) ─▶ register files, drop frozen memory (one lock)
 //!     ─▶ delete old WAL
-//! open: replay WAL segments through the duplicate filter ─▶ memory (then flushed)
+//! open: replay WAL segments through the duplicate filter ─▶ memory, sealed every SEAL_ROWS
+//!     (then flushed)
 //! ```
 //!
 //! Owns durability, the one-row-per-span rule (domain §1), retention and the table provider.
@@ -255,17 +258,13 @@ struct Frozen {
     segments: Vec<Segment>,
 }
 
-/// Writes of fewer rows than this are held plain in memory ([`Segment::into_plain`]) and encoded
-/// together once [`COALESCE_ROWS`] of them have gathered: an encoded segment costs several KB
-/// whatever its rows, so a 10-span request held as its own segment took about 1 KB per span
-/// and a 200-span one about 50 B. Their WAL records are still written one per request, as
-/// encoded by the receiver, so such rows are compressed twice (on the writer thread the second
-/// time). 512 is the OpenTelemetry SDKs' default largest export batch: full batches, and the
-/// larger requests of collectors, keep their own segment.
-pub const SMALL_WRITE_ROWS: usize = 512;
-
-/// Rows of small writes encoded into one segment (at most about 10 MB held plain meanwhile).
-pub const COALESCE_ROWS: usize = 8192;
+/// Plain rows (as writes brought them) are sealed once this many have gathered: encoded
+/// into one in-memory Parquet file per hour ([`files::encode_parts`]), rows sorted by trace,
+/// which a flush then copies into the hour's file as they are. About 50–75 MB of plain rows at
+/// most meanwhile (loadgen's spans take 760 B each as Arrow), then tens of bytes per span.
+/// Each sealed part is a row group of the files, so this is also their row-group size under
+/// steady load; a trace whose spans straddle two seals sits in two row groups.
+pub const SEAL_ROWS: usize = 64 * 1024;
 
 /// The duplicate filter drops an hour's key set once no span of that hour has arrived for this
 /// long, or for 4 × `flush_interval` if longer (by then the hour's rows are in Parquet, where a
@@ -278,10 +277,16 @@ pub const DUPLICATE_FILTER_QUIET: Duration = Duration::from_secs(600);
 /// What queries see; one lock so a flush swaps memory for files atomically.
 #[derive(Default)]
 pub(crate) struct State {
+    /// Sealed rows not yet frozen for a flush.
     active: Vec<Segment>,
-    /// Small writes held plain, oldest first, until [`COALESCE_ROWS`] of them are encoded
-    /// into one segment of `active`.
-    small: Vec<Segment>,
+    /// Writes held plain, oldest first, until [`SEAL_ROWS`] of them are sealed into `active`.
+    plain: Vec<Segment>,
+    /// Bumped each time the writer freezes `plain` for a flush, so a seal that read `plain`
+    /// before knows its rows went elsewhere.
+    plain_generation: u64,
+    /// A seal job is queued or running.
+    seal_pending: bool,
+    /// Rows of `active` and `plain`.
     active_rows: usize,
     frozen: Vec<Frozen>,
     files: Vec<FileMeta>,
@@ -353,7 +358,7 @@ impl Shared {
     pub(crate) fn snapshot(&self) -> Snapshot {
         let s = self.state.read();
         let mut segments = s.active.clone();
-        segments.extend(s.small.iter().cloned());
+        segments.extend(s.plain.iter().cloned());
         for f in &s.frozen {
             segments.extend(f.segments.iter().cloned());
         }
@@ -376,7 +381,8 @@ type PendingAck = (
 enum Msg {
     Write {
         batch: RecordBatch,
-        segment: Segment,
+        /// The WAL record ([`segment::encode_record`]); `None` when there is no WAL.
+        record: Option<Vec<u8>>,
         keys: Vec<SpanKey>,
         ack: Ack<WriteReport>,
     },
@@ -385,13 +391,18 @@ enum Msg {
     },
 }
 
-struct FlushJob {
-    acks: Vec<Ack<()>>,
+enum FlushJob {
+    /// Seal the plain rows ([`SEAL_ROWS`]).
+    Seal,
+    /// Write the frozen memory to files, then ack.
+    Flush { acks: Vec<Ack<()>> },
 }
 
 /// The span store. Cheap to share behind an `Arc`; [`Store::close`] flushes and stops it.
 pub struct Store {
     shared: Arc<Shared>,
+    /// Writes carry a WAL record (the store persists and is writable).
+    wal_records: bool,
     tx: Mutex<Option<SyncSender<Msg>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -437,15 +448,17 @@ impl Store {
         });
         let mut dedupe = Dedupe::new(DUPLICATE_FILTER_QUIET.max(config.flush_interval * 4));
         if config.read_only {
-            replay(&shared, &wal_dir, &mut dedupe).map_err(io)?;
+            replay(&shared, &wal_dir, &mut dedupe, config.zstd_level).map_err(io)?;
             return Ok(Self {
                 shared,
+                wal_records: false,
                 tx: Mutex::new(None),
                 threads: Mutex::new(Vec::new()),
             });
         }
+        let wal_records = config.persist;
         let wal = if config.persist {
-            replay(&shared, &wal_dir, &mut dedupe).map_err(io)?;
+            replay(&shared, &wal_dir, &mut dedupe, config.zstd_level).map_err(io)?;
             Some(Wal::open(&wal_dir).map_err(io)?)
         } else {
             None
@@ -481,6 +494,7 @@ impl Store {
         }
         let store = Self {
             shared,
+            wal_records,
             tx: Mutex::new(Some(tx)),
             threads: Mutex::new(threads),
         };
@@ -504,7 +518,7 @@ impl Store {
 
     /// Queues a write of `batch` (rows in the `spans` schema; `keys[i]` is row i's key) and
     /// returns a receiver that resolves once it is durable by the fsync policy and visible to
-    /// queries. The batch is compressed here, on the caller's thread, not on the writer's.
+    /// queries. The WAL record is encoded here, on the caller's thread, not on the writer's.
     ///
     /// # Errors
     /// [`StoreError::Saturated`] at once when the queue is full, [`StoreError::Closed`],
@@ -518,12 +532,12 @@ impl Store {
         if self.tx.lock().is_none() {
             return Err(StoreError::Closed);
         }
-        let segment = Segment::encode(&batch).map_err(|e| StoreError::Io(e.to_string()))?;
+        let record = self.record(&batch)?;
         let guard = self.tx.lock();
         let tx = guard.as_ref().ok_or(StoreError::Closed)?;
         match tx.try_send(Msg::Write {
             batch,
-            segment,
+            record,
             keys,
             ack,
         }) {
@@ -544,11 +558,11 @@ impl Store {
     ) -> Result<WriteReport, StoreError> {
         let (ack, rx) = oneshot::channel();
         let tx = self.tx.lock().clone().ok_or(StoreError::Closed)?;
-        let segment = Segment::encode(&batch).map_err(|e| StoreError::Io(e.to_string()))?;
+        let record = self.record(&batch)?;
         tokio::task::spawn_blocking(move || {
             tx.send(Msg::Write {
                 batch,
-                segment,
+                record,
                 keys,
                 ack,
             })
@@ -559,6 +573,14 @@ impl Store {
         .map_err(|e| StoreError::Io(e.to_string()))?
         .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// The WAL record of `batch`, when the store keeps a WAL.
+    fn record(&self, batch: &RecordBatch) -> Result<Option<Vec<u8>>, StoreError> {
+        self.wal_records
+            .then(|| segment::encode_record(batch))
+            .transpose()
+            .map_err(|e| StoreError::Io(e.to_string()))
     }
 
     /// Flushes memory to Parquet now and waits for it.
@@ -677,7 +699,12 @@ fn files_of_hour(shared: &Shared) -> impl Fn(i64) -> Vec<FileMeta> + '_ {
 
 /// Replays WAL segments into memory (through the duplicate filter, so rows already flushed
 /// before a crash are not doubled) and freezes them for the flusher.
-fn replay(shared: &Shared, wal_dir: &Path, dedupe: &mut Dedupe) -> std::io::Result<()> {
+fn replay(
+    shared: &Shared,
+    wal_dir: &Path,
+    dedupe: &mut Dedupe,
+    zstd_level: i32,
+) -> std::io::Result<()> {
     if !wal_dir.exists() {
         return Ok(());
     }
@@ -687,6 +714,7 @@ fn replay(shared: &Shared, wal_dir: &Path, dedupe: &mut Dedupe) -> std::io::Resu
     };
     let files = files_of_hour(shared);
     let mut kept = Vec::new();
+    let mut plain: Vec<Segment> = Vec::new();
     let mut rows = 0usize;
     for id in segments {
         let r = wal::replay_segment(wal_dir, id)?;
@@ -697,22 +725,25 @@ fn replay(shared: &Shared, wal_dir: &Path, dedupe: &mut Dedupe) -> std::io::Resu
                 "WAL segment ends in a torn record; replayed up to it"
             );
         }
-        for (payload, batch) in r.records {
+        for (_, batch) in r.records {
             let keys = keys_of(&batch);
-            let n = batch.num_rows();
             let f = dedupe
                 .filter(batch, &keys, &files)
                 .map_err(std::io::Error::other)?;
             if let Some(b) = f.batch {
                 rows += b.num_rows();
-                kept.push(if b.num_rows() == n {
-                    Segment::from_parts(payload, &b)
-                } else {
-                    Segment::encode(&b).map_err(std::io::Error::other)?
-                });
+                plain.push(Segment::plain(b));
+            }
+            // Sealed as the writer would, so replay holds no more than SEAL_ROWS plain rows.
+            if plain.iter().map(Segment::rows).sum::<usize>() >= SEAL_ROWS {
+                let refs: Vec<&Segment> = plain.iter().collect();
+                let parts = files::encode_parts(&refs, zstd_level)?;
+                kept.extend(parts.into_iter().map(Segment::from_part));
+                plain.clear();
             }
         }
     }
+    kept.append(&mut plain);
     shared.metrics.wal_replayed_rows.inc_by(rows as u64);
     shared.metrics.memory_rows.set(rows as i64);
     tracing::info!(rows, last_segment = last, "replayed the WAL");
@@ -778,7 +809,7 @@ fn writer_loop(
             match msg {
                 Msg::Write {
                     batch,
-                    segment,
+                    record,
                     keys,
                     ack,
                 } => {
@@ -795,25 +826,14 @@ fn writer_loop(
                         duplicates: f.duplicates,
                         kept: f.batch.clone(),
                     };
-                    // Re-encode only when duplicates were dropped (rare).
-                    let segment = match f.batch {
-                        Some(b) if b.num_rows() == n => Some(Ok(segment)),
-                        Some(b) => Some(Segment::encode(&b)),
-                        None => None,
-                    };
-                    let segment = match segment.transpose() {
-                        Ok(s) => s,
-                        Err(e) => {
-                            dedupe.roll_back(&f.inserted);
-                            let _ = ack.send(Err(StoreError::Io(e.to_string())));
-                            continue;
-                        }
-                    };
-                    if let Some(seg) = segment {
+                    if let Some(kept) = f.batch {
                         if let Some(w) = wal.as_mut().filter(|_| wal_failed.is_none()) {
-                            let appended = match seg.bytes() {
-                                Some(bytes) => w.append(bytes),
-                                None => Err(std::io::Error::other("a plain segment has no record")),
+                            // Re-encode only when duplicates were dropped (rare).
+                            let appended = match record {
+                                Some(r) if kept.num_rows() == n => w.append(&r),
+                                _ => segment::encode_record(&kept)
+                                    .map_err(std::io::Error::other)
+                                    .and_then(|r| w.append(&r)),
                             };
                             match appended {
                                 Ok(n) => {
@@ -822,12 +842,7 @@ fn writer_loop(
                                 Err(e) => wal_failed = Some(e.to_string()),
                             }
                         }
-                        fresh.push(match &report.kept {
-                            Some(kept) if kept.num_rows() < SMALL_WRITE_ROWS => {
-                                seg.into_plain(kept.clone())
-                            }
-                            _ => seg,
-                        });
+                        fresh.push(Segment::plain(kept));
                     }
                     acks.push((ack, report, f.inserted));
                 }
@@ -859,17 +874,15 @@ fn writer_loop(
             let rows: usize = fresh.iter().map(Segment::rows).sum();
             {
                 let mut s = shared.state.write();
-                for seg in fresh {
-                    if seg.is_plain() {
-                        s.small.push(seg);
-                    } else {
-                        s.active.push(seg);
-                    }
-                }
+                s.plain.extend(fresh);
                 s.active_rows += rows;
                 shared.metrics.memory_rows.set(memory_rows(&s) as i64);
+                if !s.seal_pending && s.plain.iter().map(Segment::rows).sum::<usize>() >= SEAL_ROWS
+                {
+                    s.seal_pending = true;
+                    let _ = flush_tx.send(FlushJob::Seal);
+                }
             }
-            coalesce_small(shared);
             for (ack, report, _) in acks {
                 shared.metrics.rows_written.inc_by(report.stored);
                 shared.metrics.duplicate_rows.inc_by(report.duplicates);
@@ -890,7 +903,8 @@ fn writer_loop(
                 let mut s = shared.state.write();
                 if s.active_rows >= config.flush_max_rows {
                     s.active.clear();
-                    s.small.clear();
+                    s.plain.clear();
+                    s.plain_generation += 1;
                     s.active_rows = 0;
                 }
                 for a in flush_acks {
@@ -912,7 +926,8 @@ fn writer_loop(
             {
                 let mut s = shared.state.write();
                 let mut segments = std::mem::take(&mut s.active);
-                segments.append(&mut s.small);
+                segments.append(&mut s.plain);
+                s.plain_generation += 1;
                 s.active_rows = 0;
                 if !segments.is_empty() {
                     s.frozen.push(Frozen {
@@ -921,44 +936,33 @@ fn writer_loop(
                     });
                 }
             }
-            let _ = flush_tx.send(FlushJob { acks: flush_acks });
+            let _ = flush_tx.send(FlushJob::Flush { acks: flush_acks });
         }
     }
 }
 
-/// Encodes the small writes held plain into one segment once [`COALESCE_ROWS`] rows have
-/// gathered. The encoding runs outside the lock and the plain segments stay visible until the
-/// encoded one replaces them (only the writer thread changes `small` and `active`). On an
+/// Seals the plain rows into `active` (a [`FlushJob::Seal`], on the flusher thread). The
+/// encoding runs outside the lock and the plain rows stay visible until the sealed parts
+/// replace them. Only the writer adds to `plain` (at its end) or takes it whole for a flush
+/// (bumping `plain_generation`), so if the generation is unchanged the rows sealed are still
+/// the first of `plain`; otherwise they were frozen meanwhile and the flush writes them. On an
 /// encoding error (a bug) the rows stay plain and visible, and the next flush writes them.
-fn coalesce_small(shared: &Shared) {
-    let small: Vec<Segment> = {
+fn seal_plain(shared: &Shared, zstd_level: i32) {
+    let (plain, generation): (Vec<Segment>, u64) = {
         let s = shared.state.read();
-        if s.small.iter().map(Segment::rows).sum::<usize>() < COALESCE_ROWS {
-            return;
-        }
-        s.small.clone()
+        (s.plain.clone(), s.plain_generation)
     };
-    let encoded = small
-        .iter()
-        .map(Segment::decode)
-        .collect::<Result<Vec<_>, _>>()
-        .and_then(|batches| {
-            let schema = batches
-                .first()
-                .map(RecordBatch::schema)
-                .ok_or_else(|| arrow::error::ArrowError::SchemaError("no rows".into()))?;
-            arrow::compute::concat_batches(&schema, &batches)
-        })
-        .and_then(|batch| Segment::encode(&batch));
-    match encoded {
-        Ok(segment) => {
-            let mut s = shared.state.write();
-            s.small.drain(..small.len());
-            s.active.push(segment);
+    let refs: Vec<&Segment> = plain.iter().collect();
+    let sealed = files::encode_parts(&refs, zstd_level);
+    let mut s = shared.state.write();
+    s.seal_pending = false;
+    match sealed {
+        Ok(parts) if s.plain_generation == generation => {
+            s.plain.drain(..plain.len());
+            s.active.extend(parts.into_iter().map(Segment::from_part));
         }
-        Err(e) => {
-            tracing::error!(error = %e, "cannot encode the small writes together; they stay plain")
-        }
+        Ok(_) => {}
+        Err(e) => tracing::error!(error = %e, "cannot seal the plain rows; they stay plain"),
     }
 }
 
@@ -990,7 +994,14 @@ fn flusher_loop(shared: &Shared, config: &StoreConfig, rx: &Receiver<FlushJob>) 
             last_retention = Instant::now();
             apply_retention(shared, config.retention);
         }
-        let Some(job) = job else { continue };
+        let acks = match job {
+            None => continue,
+            Some(FlushJob::Seal) => {
+                seal_plain(shared, config.zstd_level);
+                continue;
+            }
+            Some(FlushJob::Flush { acks }) => acks,
+        };
         let result = if config.persist {
             flush_frozen(shared, config, &mut seq)
         } else {
@@ -1000,7 +1011,7 @@ fn flusher_loop(shared: &Shared, config: &StoreConfig, rx: &Receiver<FlushJob>) 
             shared.metrics.flush_errors.inc();
             tracing::error!(error = %e, "flush to Parquet failed; the rows stay in memory and the WAL");
         }
-        for a in job.acks {
+        for a in acks {
             let _ = a.send(result.clone().map_err(|e| StoreError::Io(e.clone())));
         }
     }
@@ -1204,38 +1215,39 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn small_writes_are_encoded_together_and_all_stay_visible_and_durable() {
+    async fn plain_rows_are_sealed_once_enough_gather_and_all_stay_visible_and_durable() {
         let dir = tempfile::tempdir().unwrap();
         let mut config = StoreConfig::new(dir.path());
         config.fsync = FsyncPolicy::Never;
         let store = Store::open(config).unwrap();
-        let writes = 1000u64;
+        let (writes, n) = (70u64, 1000u64);
         for w in 0..writes {
-            assert_eq!(write(&store, w * 10, 10).await.stored, 10);
+            assert_eq!(write(&store, w * n, n).await.stored, n);
         }
-        // A resent small write is still a duplicate.
-        let r = write(&store, 0, 10).await;
-        assert_eq!((r.stored, r.duplicates), (0, 10));
-        // The filter holds each distinct key once, the resent ones included.
-        assert_eq!(
-            store.metrics().duplicate_filter_keys.get(),
-            (writes * 10) as i64
-        );
+        let total = (writes * n) as usize;
+        // The seal runs on the flusher thread: wait for it.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while store.snapshot().segments.iter().all(Segment::is_plain) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // A resent write is still a duplicate, its rows sealed or not.
+        let r = write(&store, 0, n).await;
+        assert_eq!((r.stored, r.duplicates), (0, n));
+        assert_eq!(store.metrics().duplicate_filter_keys.get(), total as i64);
 
         let snap = store.snapshot();
-        let encoded: Vec<&Segment> = snap.segments.iter().filter(|s| !s.is_plain()).collect();
-        let plain_rows: usize = snap
-            .segments
-            .iter()
-            .filter(|s| s.is_plain())
-            .map(Segment::rows)
-            .sum();
-        // 820 writes of 10 rows reach COALESCE_ROWS; the other 180 wait plain.
-        assert_eq!(encoded.len(), 1);
-        assert_eq!(encoded[0].rows(), 8200);
-        assert_eq!(plain_rows, 1800);
+        let sealed: Vec<&Segment> = snap.segments.iter().filter(|s| !s.is_plain()).collect();
+        let plain: Vec<&Segment> = snap.segments.iter().filter(|s| s.is_plain()).collect();
+        let sealed_rows: usize = sealed.iter().map(|s| s.rows()).sum();
+        let plain_rows: usize = plain.iter().map(|s| s.rows()).sum();
+        // One hour of rows: one part, holding every write up to the one that reached
+        // SEAL_ROWS (or a few more, written before the seal ran).
+        assert_eq!(sealed.len(), 1);
+        assert!(sealed_rows >= SEAL_ROWS, "{sealed_rows} rows sealed");
+        assert_eq!(sealed_rows % n as usize, 0, "whole writes are sealed");
+        assert_eq!(sealed_rows + plain_rows, total);
         let expected: Vec<String> = {
-            let mut v: Vec<String> = rows(0, writes * 10)
+            let mut v: Vec<String> = rows(0, writes * n)
                 .1
                 .iter()
                 .map(|k| k.span_id.to_string())
@@ -1244,23 +1256,32 @@ mod tests {
             v
         };
         assert_eq!(span_ids(&snap.segments), expected);
-        // Encoded together, a row costs a fraction of what a 10-row segment of its own costs.
-        let together = encoded[0].bytes().unwrap().len() / 8200;
-        let alone = Segment::encode(&rows(0, 10).0)
-            .unwrap()
-            .bytes()
-            .unwrap()
-            .len()
-            / 10;
+        // Sealed, a row costs a fraction of its plain Arrow bytes.
+        let sealed_bytes = sealed[0].part().unwrap().bytes.len();
+        let plain_bytes: usize = snap
+            .segments
+            .iter()
+            .map(|s| s.decode().unwrap().get_array_memory_size())
+            .sum();
         assert!(
-            together * 10 < alone,
-            "{together} B/row together, {alone} alone"
+            sealed_bytes * 4 < plain_bytes * sealed_rows / total,
+            "{sealed_bytes} B sealed of {sealed_rows} rows; {plain_bytes} B plain of {total}"
         );
 
-        // Every row reaches Parquet once.
+        // Every row reaches Parquet once: the sealed part copied, the plain rows encoded, a
+        // row group each.
         store.flush().await.unwrap();
         let snap = store.snapshot();
         assert!(snap.segments.is_empty());
+        assert_eq!(snap.files.len(), 1);
+        let groups = parquet::file::reader::FileReader::metadata(
+            &parquet::file::serialized_reader::SerializedFileReader::new(
+                std::fs::File::open(&snap.files[0].path).unwrap(),
+            )
+            .unwrap(),
+        )
+        .num_row_groups();
+        assert_eq!(groups, if plain_rows > 0 { 2 } else { 1 });
         let mut stored: Vec<String> = snap
             .files
             .iter()

@@ -1,14 +1,13 @@
-//! In-memory segments: a batch of `spans` rows held as one zstd-compressed Arrow IPC stream,
-//! with its row count and start-time range. The same bytes are the WAL record, so a write is
-//! encoded once (by the caller, off the writer thread) and memory holds a few tens of bytes per
-//! span instead of the uncompressed Arrow buffers. Scans decode segments one at a time. Each
-//! segment keeps the [`TraceIndex`] of its rows, so a trace lookup decodes only the segments
-//! holding the trace.
+//! In-memory segments: a batch of `spans` rows with its row count, start-time range and
+//! [`TraceIndex`] (so a trace lookup decodes only the segments holding the trace). A segment
+//! holds its rows plain (the batch a write brought, as it came) or sealed: one hour's rows
+//! encoded as an in-memory Parquet file ([`Part`]), the bytes a flush later copies into a
+//! file without decoding them. The store seals plain rows once enough have gathered, so
+//! memory holds about what the files will (tens of bytes per span), and each row is encoded
+//! once, not once for memory and again for the file.
 //!
-//! A segment may also hold its rows uncompressed ([`Segment::into_plain`]): the store keeps small
-//! writes that way until it has enough of them to encode together, because an IPC stream
-//! costs several KB whatever its rows (its schema message, its batch header, and each of about
-//! a hundred buffers padded to 64 bytes).
+//! Also the WAL record codec: a batch as one zstd-compressed Arrow IPC stream
+//! ([`encode_record`], [`decode`]).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -21,12 +20,13 @@ use arrow::ipc::writer::{
     DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions, write_message,
 };
 use arrow::ipc::{CompressionType, MetadataVersion};
-use bytes::Bytes;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::files::start_range;
+use crate::files::{Part, start_range};
 use crate::trace_index::TraceIndex;
 
-/// One batch of rows: compressed, or plain (see the module doc).
+/// One batch of rows: plain or sealed (see the module doc).
 #[derive(Clone, Debug)]
 pub struct Segment {
     body: Body,
@@ -36,89 +36,74 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// Encodes `batch` (zstd-compressed Arrow IPC stream).
-    ///
-    /// # Errors
-    /// Arrow IPC errors.
-    pub fn encode(batch: &RecordBatch) -> Result<Self, ArrowError> {
-        let buf = ENCODER.with_borrow_mut(|e| e.stream(batch))?;
-        Ok(Self {
-            body: Body::Ipc(Bytes::from(buf)),
-            rows: batch.num_rows(),
-            start_range: start_range(batch),
-            traces: TraceIndex::of_batch(batch).map(Arc::new),
-        })
-    }
-
-    /// A segment from IPC bytes written by [`Segment::encode`] (WAL replay) and the batch they
-    /// hold (already decoded by the caller).
-    pub fn from_parts(ipc: Bytes, batch: &RecordBatch) -> Self {
+    /// The rows of `batch` held as they are (no copy: its buffers are shared); computes the
+    /// start-time range and trace index.
+    pub fn plain(batch: RecordBatch) -> Self {
         Self {
-            body: Body::Ipc(ipc),
             rows: batch.num_rows(),
-            start_range: start_range(batch),
-            traces: TraceIndex::of_batch(batch).map(Arc::new),
-        }
-    }
-
-    /// The same rows held uncompressed: `batch` is the batch this segment was encoded from
-    /// (no copy: its buffers are shared). The trace index and time range already computed are
-    /// kept. A batch of another row count is not this segment's: the segment is returned as it
-    /// is.
-    pub fn into_plain(self, batch: RecordBatch) -> Self {
-        if batch.num_rows() != self.rows {
-            return self;
-        }
-        Self {
+            start_range: start_range(&batch),
+            traces: TraceIndex::of_batch(&batch).map(Arc::new),
             body: Body::Plain(batch),
-            ..self
         }
     }
 
-    /// True when the rows are held uncompressed ([`Segment::into_plain`]).
+    /// One hour's rows sealed as Parquet ([`crate::files::encode_parts`]).
+    pub fn from_part(part: Part) -> Self {
+        Self {
+            rows: part.rows,
+            start_range: Some(part.start_range),
+            traces: Some(Arc::clone(&part.traces)),
+            body: Body::Parquet(part),
+        }
+    }
+
+    /// True when the rows are held plain ([`Segment::plain`]).
     pub fn is_plain(&self) -> bool {
         matches!(self.body, Body::Plain(_))
+    }
+
+    /// The sealed rows (`None` for plain rows).
+    pub fn part(&self) -> Option<&Part> {
+        match &self.body {
+            Body::Parquet(part) => Some(part),
+            Body::Plain(_) => None,
+        }
     }
 
     /// Decodes the rows.
     ///
     /// # Errors
-    /// Arrow IPC errors (corrupt bytes).
+    /// Parquet errors (as [`ArrowError::ExternalError`]) for sealed rows.
     pub fn decode(&self) -> Result<RecordBatch, ArrowError> {
         match &self.body {
-            Body::Ipc(ipc) => decode(ipc),
+            Body::Parquet(part) => decode_part(part, None),
             Body::Plain(batch) => Ok(batch.clone()),
         }
     }
 
     /// Decodes only the columns at `projection` (schema order of the result follows
-    /// `projection`); the other columns' buffers are skipped, not decompressed.
+    /// `projection`); the other columns are not read.
     ///
     /// # Errors
-    /// Arrow IPC errors (corrupt bytes, an index out of the schema).
+    /// Parquet errors, an index out of the schema.
     pub fn decode_columns(&self, projection: &[usize]) -> Result<RecordBatch, ArrowError> {
         match &self.body {
-            Body::Ipc(ipc) => decode_projected(ipc, Some(projection.to_vec())),
+            Body::Parquet(part) => decode_part(part, Some(projection)),
             Body::Plain(batch) => batch.project(projection),
         }
     }
 
-    /// The schema of the rows (read from the stream's first message, no row decoded).
+    /// The schema of the rows (for sealed rows, read from the Parquet footer).
     ///
     /// # Errors
-    /// Arrow IPC errors (corrupt bytes).
-    pub fn schema(&self) -> Result<arrow::datatypes::SchemaRef, ArrowError> {
+    /// Parquet errors.
+    pub fn schema(&self) -> Result<SchemaRef, ArrowError> {
         match &self.body {
-            Body::Ipc(ipc) => Ok(StreamReader::try_new(&ipc[..], None)?.schema()),
+            Body::Parquet(part) => Ok(ParquetRecordBatchReaderBuilder::try_new(part.bytes.clone())
+                .map_err(external)?
+                .schema()
+                .clone()),
             Body::Plain(batch) => Ok(batch.schema()),
-        }
-    }
-
-    /// The encoded bytes (the WAL record payload); `None` for a plain segment.
-    pub fn bytes(&self) -> Option<&[u8]> {
-        match &self.body {
-            Body::Ipc(ipc) => Some(ipc),
-            Body::Plain(_) => None,
         }
     }
 
@@ -138,16 +123,67 @@ impl Segment {
     }
 }
 
+fn external(e: parquet::errors::ParquetError) -> ArrowError {
+    ArrowError::ExternalError(Box::new(e))
+}
+
+/// The rows of a sealed part, whole or the columns at `projection` (in that order).
+fn decode_part(part: &Part, projection: Option<&[usize]>) -> Result<RecordBatch, ArrowError> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(part.bytes.clone())
+        .map_err(external)?
+        .with_batch_size(part.rows.max(1));
+    let (builder, order) = match projection {
+        None => (builder, None),
+        Some(projection) => {
+            // The reader yields columns in schema order; put them back in the order asked.
+            let mut sorted = projection.to_vec();
+            sorted.sort_unstable();
+            sorted.dedup();
+            let order: Vec<usize> = projection
+                .iter()
+                .map(|c| sorted.binary_search(c).unwrap_or_default())
+                .collect();
+            if let Some(&c) = sorted.last()
+                && c >= builder.schema().fields().len()
+            {
+                return Err(ArrowError::SchemaError(format!("no column {c}")));
+            }
+            let mask = ProjectionMask::roots(builder.parquet_schema(), sorted);
+            (builder.with_projection(mask), Some(order))
+        }
+    };
+    let reader = builder.build().map_err(external)?;
+    let schema = arrow::array::RecordBatchReader::schema(&reader);
+    let batches = reader.collect::<Result<Vec<_>, _>>()?;
+    let batch = match batches.len() {
+        1 => batches.into_iter().next().expect("one batch"),
+        _ => arrow::compute::concat_batches(&schema, &batches)?,
+    };
+    match order {
+        Some(order) => batch.project(&order),
+        None => Ok(batch),
+    }
+}
+
+/// Encodes `batch` as a WAL record: one zstd-compressed Arrow IPC stream (schema message,
+/// batch message, end-of-stream marker), read back by [`decode`].
+///
+/// # Errors
+/// Arrow IPC errors.
+pub fn encode_record(batch: &RecordBatch) -> Result<Vec<u8>, ArrowError> {
+    ENCODER.with_borrow_mut(|e| e.stream(batch))
+}
+
 /// Buffer alignment of the IPC messages (arrow's default, as `StreamWriter` writes).
 const ALIGNMENT: usize = 64;
 
-/// zstd level of segment buffers. Level 1 (zstd's "fast" strategy) instead of arrow's
+/// zstd level of WAL records. Level 1 (zstd's "fast" strategy) instead of arrow's
 /// default 3: a request's buffers are small (about a thousand rows), where level 3 spent a
 /// fifth of the receiving threads' time and compressed no better (measured on loadgen
 /// requests: 101.6 against 102.3 bytes per span).
 const ZSTD_LEVEL: i32 = 1;
 
-/// The IPC options of segments: V5, 64-byte alignment, zstd at [`ZSTD_LEVEL`].
+/// The IPC options of WAL records: V5, 64-byte alignment, zstd at [`ZSTD_LEVEL`].
 fn ipc_options() -> Result<IpcWriteOptions, ArrowError> {
     IpcWriteOptions::try_new(ALIGNMENT, false, MetadataVersion::V5)?
         .try_with_compression(Some(CompressionType::ZSTD))?
@@ -157,20 +193,20 @@ fn ipc_options() -> Result<IpcWriteOptions, ArrowError> {
 /// How a segment holds its rows.
 #[derive(Clone, Debug)]
 enum Body {
-    /// A zstd-compressed IPC stream ([`Segment::encode`]).
-    Ipc(Bytes),
-    /// The batch itself ([`Segment::into_plain`]).
+    /// The batch itself ([`Segment::plain`]).
     Plain(RecordBatch),
+    /// Sealed as Parquet ([`Segment::from_part`]).
+    Parquet(Part),
 }
 
 thread_local! {
-    /// Each thread's segment encoder, kept between segments (see [`Encoder`]).
+    /// Each thread's record encoder, kept between records (see [`Encoder`]).
     static ENCODER: RefCell<Encoder> = RefCell::new(Encoder::default());
 }
 
 /// Writes one batch as a whole IPC stream (schema message, batch message, end-of-stream
 /// marker: what `StreamWriter` writes), reusing what a `StreamWriter` would build anew for
-/// each segment: the zstd compression context (its tables are megabytes, allocated and
+/// each record: the zstd compression context (its tables are megabytes, allocated and
 /// zeroed per context) and the encoded schema message of the last schema seen.
 #[derive(Default)]
 struct Encoder {
@@ -195,8 +231,7 @@ impl Encoder {
         let mut tracker = DictionaryTracker::new(false);
         let (dictionaries, message) =
             generator.encode(batch, &mut tracker, &options, &mut self.context)?;
-        // Sized up front: a segment lives in memory until it is flushed, and a grown `Vec`
-        // would keep up to twice its bytes. A message is an 8-byte prefix and its header,
+        // Sized up front: a grown `Vec` would copy the record as it grows. A message is an 8-byte prefix and its header,
         // padded to the alignment, then its body, padded likewise (arrow's IPC writer).
         let padded = |n: usize| n.div_ceil(ALIGNMENT) * ALIGNMENT;
         let message_len = |m: &arrow::ipc::writer::EncodedData| {
@@ -243,7 +278,7 @@ pub type Segments = Arc<Vec<Segment>>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int64Array, StringArray};
+    use arrow::array::{AsArray, Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
 
     /// What `StreamWriter` writes for `batch` alone, with the segments' options.
@@ -288,67 +323,72 @@ mod tests {
         // Twice over: the second round reuses the context and the schema messages.
         for round in 0..2 {
             for (i, batch) in batches.iter().enumerate() {
-                let seg = Segment::encode(batch).unwrap();
+                let record = encode_record(batch).unwrap();
                 assert_eq!(
-                    seg.bytes(),
-                    Some(&stream_writer_bytes(batch)[..]),
+                    record,
+                    stream_writer_bytes(batch),
                     "round {round}, batch {i}"
                 );
-                assert_eq!(&seg.decode().unwrap(), batch);
-                let buf = ENCODER.with_borrow_mut(|e| e.stream(batch)).unwrap();
+                assert_eq!(&decode(&record).unwrap(), batch);
                 assert!(
-                    buf.capacity() - buf.len() < 16,
+                    record.capacity() - record.len() < 16,
                     "spare capacity held: {} of {}",
-                    buf.len(),
-                    buf.capacity()
+                    record.len(),
+                    record.capacity()
                 );
             }
         }
     }
 
     #[test]
-    fn segments_round_trip_smaller_than_the_batch() {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("start_time_unix_nano", DataType::Int64, false),
-            Field::new("name", DataType::Utf8, false),
-        ]));
-        let starts: Vec<i64> = (0..10_000).map(|i| 1_000 + i * 7).collect();
-        let names: Vec<String> = (0..10_000)
-            .map(|i| format!("GET /items/{}", i % 50))
-            .collect();
-        let batch = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(Int64Array::from(starts)),
-                Arc::new(StringArray::from(names)),
-            ],
-        )
-        .unwrap();
-        let seg = Segment::encode(&batch).unwrap();
-        assert_eq!(seg.rows(), 10_000);
-        assert_eq!(seg.start_range(), Some((1_000, 1_000 + 9_999 * 7)));
-        assert_eq!(seg.decode().unwrap(), batch);
-        let bytes = seg.bytes().unwrap();
-        assert!(
-            bytes.len() * 4 < batch.get_array_memory_size(),
-            "{}",
-            bytes.len()
-        );
-        let again = Segment::from_parts(Bytes::copy_from_slice(bytes), &batch);
-        assert_eq!(again.decode().unwrap(), batch);
-        assert_eq!(seg.schema().unwrap(), batch.schema());
-        let names = seg.decode_columns(&[1]).unwrap();
-        assert_eq!(names.num_columns(), 1);
-        assert_eq!(names.column(0), batch.column(1));
-        // The same rows held plain answer alike, and have no WAL bytes.
-        let plain = seg.clone().into_plain(batch.clone());
-        assert!(plain.is_plain() && !seg.is_plain());
-        assert!(!seg.clone().into_plain(batch.slice(0, 3)).is_plain());
-        assert_eq!(plain.rows(), seg.rows());
-        assert_eq!(plain.start_range(), seg.start_range());
+    fn sealed_rows_answer_as_the_plain_rows_in_storage_order_and_smaller() {
+        let n = 10_000usize;
+        // Trace ids out of order, so sealing must sort them.
+        let traces: Vec<String> = (0..n).map(|i| format!("{:032x}", (i * 7919) % n)).collect();
+        let spans: Vec<String> = (0..n).map(|i| format!("{i:016x}")).collect();
+        let starts: Vec<i64> = (0..n as i64).map(|i| 1_000 + i * 7).collect();
+        let keys = crate::files::key_batch(traces, spans, starts).unwrap();
+        let names: Vec<String> = (0..n).map(|i| format!("GET /items/{}", i % 50)).collect();
+        let mut fields = keys.schema().fields().to_vec();
+        fields.push(Arc::new(Field::new("name", DataType::Utf8, false)));
+        let mut columns = keys.columns().to_vec();
+        columns.push(Arc::new(StringArray::from(names)));
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+
+        let plain = Segment::plain(batch.clone());
+        assert!(plain.is_plain() && plain.part().is_none());
+        assert_eq!(plain.rows(), n);
+        assert_eq!(plain.start_range(), Some((1_000, 1_000 + 9_999 * 7)));
         assert_eq!(plain.decode().unwrap(), batch);
-        assert_eq!(plain.decode_columns(&[1]).unwrap(), names);
-        assert_eq!(plain.schema().unwrap(), batch.schema());
-        assert_eq!(plain.bytes(), None);
+        assert_eq!(
+            plain.decode_columns(&[3, 0]).unwrap(),
+            batch.project(&[3, 0]).unwrap()
+        );
+
+        let parts = crate::files::encode_parts(&[&plain], 3).unwrap();
+        assert_eq!(parts.len(), 1, "one hour");
+        let sealed = Segment::from_part(parts.into_iter().next().unwrap());
+        assert!(!sealed.is_plain());
+        assert_eq!(sealed.rows(), n);
+        assert_eq!(sealed.start_range(), plain.start_range());
+        assert_eq!(sealed.schema().unwrap(), batch.schema());
+        let part = sealed.part().unwrap();
+        assert!(
+            part.bytes.len() * 4 < batch.get_array_memory_size(),
+            "{} bytes sealed",
+            part.bytes.len()
+        );
+        // The same rows, sorted by trace id; projections in the order asked.
+        let back = sealed.decode().unwrap();
+        let order = arrow::compute::sort_to_indices(batch.column(0), None, None).unwrap();
+        let sorted = arrow::compute::take_record_batch(&batch, &order).unwrap();
+        assert_eq!(back, sorted);
+        assert_eq!(
+            sealed.decode_columns(&[3, 0]).unwrap(),
+            sorted.project(&[3, 0]).unwrap()
+        );
+        assert!(sealed.decode_columns(&[9]).is_err());
+        let t = batch.column(0).as_string::<i32>().value(17);
+        assert!(sealed.traces().unwrap().may_contain(t));
     }
 }

@@ -2,10 +2,11 @@
 //! one core. Also times the OTLP → Arrow conversion (`convert_request`, in process, no I/O) and
 //! sums the Arrow memory of the converted rows; then the receivers' own path: the wire reader
 //! (`view::RequestView::decode`, no prost message) and conversion, and that plus the store's
-//! segment encoding (`Segment::encode`: the zstd IPC bytes that are both the WAL record and
-//! the in-memory copy), and its bytes per span; and the flusher's part: those segments written
-//! as Parquet files (`files::write_segments`, wall time of one thread). Prints one JSON line. Uses the server's
-//! allocator (mimalloc), so the floor and the full path allocate alike.
+//! WAL record encoding (`segment::encode_record`: zstd Arrow IPC), and its bytes per span; and
+//! the flusher thread's part: the rows sealed as in-memory Parquet, `SEAL_ROWS` at a time
+//! (`files::encode_parts`), then those parts written as files (`files::write_segments`, which
+//! copies their row groups), wall time of one thread each. Prints one JSON line. Uses the
+//! server's allocator (mimalloc), so the floor and the full path allocate alike.
 
 use std::time::Instant;
 
@@ -28,6 +29,12 @@ struct Args {
     /// Repetitions; the median is reported.
     #[arg(long, default_value_t = 5)]
     reps: usize,
+    /// zstd level of the sealed Parquet (the store's default is 3).
+    #[arg(long, default_value_t = 3)]
+    zstd_level: i32,
+    /// Time only the flusher's part (for profiling it); the other figures are left out.
+    #[arg(long)]
+    flush_only: bool,
 }
 
 /// The wire reader's views of one request body.
@@ -36,7 +43,7 @@ fn wire(body: &[u8]) -> dyeline_collector::view::RequestView<'_> {
 }
 
 /// Median wall seconds of `reps` runs of `pass` (one pass over every request); its argument
-/// is true on the first run, for what is measured once.
+/// is true on the first run, for what is measured once. NaN (JSON null) for no run.
 fn median_seconds(reps: usize, mut pass: impl FnMut(bool)) -> f64 {
     let mut runs: Vec<f64> = (0..reps)
         .map(|rep| {
@@ -46,7 +53,7 @@ fn median_seconds(reps: usize, mut pass: impl FnMut(bool)) -> f64 {
         })
         .collect();
     runs.sort_by(f64::total_cmp);
-    runs[runs.len() / 2]
+    runs.get(runs.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn main() {
@@ -56,65 +63,100 @@ fn main() {
         .collect();
     let spans = args.requests as f64 * args.spans as f64;
     let bytes: usize = bodies.iter().map(Vec::len).sum();
-    let decode = median_seconds(args.reps, |_| {
+    // With --flush-only the stages before the flush are not timed.
+    let stage_reps = if args.flush_only { 0 } else { args.reps };
+    let decode = median_seconds(stage_reps, |_| {
         for b in &bodies {
             std::hint::black_box(ExportTraceServiceRequest::decode(&b[..]).expect("decode"));
         }
     });
     let options = ConvertOptions::default();
     let mut arrow_bytes = 0usize;
-    let full = median_seconds(args.reps, |first| {
+    let mut column_bytes: std::collections::BTreeMap<String, usize> = Default::default();
+    let full = median_seconds(stage_reps, |first| {
         for b in &bodies {
             let r = ExportTraceServiceRequest::decode(&b[..]).expect("decode");
             let rows = convert_request(&r, &options).expect("convert");
             if first {
                 arrow_bytes += rows.batch.as_ref().map_or(0, |b| b.get_array_memory_size());
+                if let Some(batch) = &rows.batch {
+                    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+                        let used = column.to_data().get_slice_memory_size().unwrap_or(0);
+                        *column_bytes.entry(field.name().clone()).or_default() += used;
+                    }
+                }
             }
             std::hint::black_box(rows);
         }
     });
     // The receivers' path: the wire reader's views alone, with conversion, with encoding.
-    let wire_only = median_seconds(args.reps, |_| {
+    let wire_only = median_seconds(stage_reps, |_| {
         for b in &bodies {
             std::hint::black_box(wire(b));
         }
     });
-    let wire_convert = median_seconds(args.reps, |_| {
+    let wire_convert = median_seconds(stage_reps, |_| {
         for b in &bodies {
             let rows = dyeline_collector::convert_view(&wire(b), &options).expect("convert");
             std::hint::black_box(rows);
         }
     });
-    let mut segment_bytes = 0usize;
-    let encoded = median_seconds(args.reps, |first| {
+    let mut record_bytes = 0usize;
+    let encoded = median_seconds(stage_reps, |first| {
         for b in &bodies {
             let rows = dyeline_collector::convert_view(&wire(b), &options).expect("convert");
             let batch = rows.batch.expect("rows");
-            let segment = dyeline_store::segment::Segment::encode(&batch).expect("encode");
+            let record = dyeline_store::segment::encode_record(&batch).expect("encode");
             if first {
-                segment_bytes += segment.bytes().map_or(0, <[u8]>::len);
+                record_bytes += record.len();
             }
-            std::hint::black_box(segment);
+            std::hint::black_box(record);
         }
     });
-    // The flusher's path: the segments of every request written as Parquet files, as one
-    // flush of the store writes them (`files::write_segments`, zstd level 3 as the store's
-    // default), into a scratch directory removed after each run.
-    let segments: Vec<dyeline_store::segment::Segment> = bodies
+    // The flusher thread's path: the plain rows sealed SEAL_ROWS at a time, as the store seals
+    // them (zstd level 3, the store's default), then the parts written as files by one flush,
+    // into a scratch directory removed after each run.
+    use dyeline_store::segment::Segment;
+    let plain: Vec<Segment> = bodies
         .iter()
         .map(|b| {
             let rows = dyeline_collector::convert_view(&wire(b), &options).expect("convert");
-            dyeline_store::segment::Segment::encode(&rows.batch.expect("rows")).expect("encode")
+            Segment::plain(rows.batch.expect("rows"))
         })
         .collect();
-    let refs: Vec<&dyeline_store::segment::Segment> = segments.iter().collect();
+    let mut chunks: Vec<Vec<&Segment>> = vec![Vec::new()];
+    let mut gathered = 0;
+    for segment in &plain {
+        if gathered >= dyeline_store::SEAL_ROWS {
+            chunks.push(Vec::new());
+            gathered = 0;
+        }
+        gathered += segment.rows();
+        chunks.last_mut().expect("one").push(segment);
+    }
+    let mut sealed: Vec<Segment> = Vec::new();
+    let seal = median_seconds(args.reps, |_| {
+        sealed = chunks
+            .iter()
+            .flat_map(|c| dyeline_store::files::encode_parts(c, args.zstd_level).expect("seal"))
+            .map(Segment::from_part)
+            .collect();
+    });
+    let sealed_bytes: usize = sealed
+        .iter()
+        .filter_map(Segment::part)
+        .map(|p| p.bytes.len())
+        .sum();
+    drop(plain);
+    let refs: Vec<&Segment> = sealed.iter().collect();
     let scratch = std::env::temp_dir().join(format!("dyeline-decode-floor-{}", std::process::id()));
     let mut parquet_bytes = 0u64;
     let flush = median_seconds(args.reps, |first| {
         std::fs::create_dir_all(&scratch).expect("scratch dir");
         let mut seq = 0;
         let files =
-            dyeline_store::files::write_segments(&scratch, &refs, 0, &mut seq, 3).expect("flush");
+            dyeline_store::files::write_segments(&scratch, &refs, 0, &mut seq, args.zstd_level)
+                .expect("flush");
         if first {
             parquet_bytes = files.iter().map(|f| f.size).sum();
         }
@@ -129,10 +171,16 @@ fn main() {
             "prost_decode_spans_per_second": spans / decode,
             "decode_and_convert_cpu_s_per_million": full / spans * 1e6,
             "arrow_bytes_per_span": arrow_bytes as f64 / spans,
+            "arrow_used_bytes_per_span_by_column": column_bytes
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::json!(*v as f64 / spans)))
+                .collect::<serde_json::Map<_, _>>(),
             "wire_decode_cpu_s_per_million": wire_only / spans * 1e6,
             "wire_decode_and_convert_cpu_s_per_million": wire_convert / spans * 1e6,
-            "wire_decode_convert_and_segment_encode_cpu_s_per_million": encoded / spans * 1e6,
-            "segment_bytes_per_span": segment_bytes as f64 / spans,
+            "wire_decode_convert_and_record_encode_cpu_s_per_million": encoded / spans * 1e6,
+            "wal_record_bytes_per_span": record_bytes as f64 / spans,
+            "seal_cpu_s_per_million": seal / spans * 1e6,
+            "sealed_bytes_per_span": sealed_bytes as f64 / spans,
             "flush_cpu_s_per_million": flush / spans * 1e6,
             "parquet_bytes_per_span": parquet_bytes as f64 / spans,
         })

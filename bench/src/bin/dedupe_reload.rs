@@ -76,7 +76,7 @@ fn main() {
                     .batch
                     .expect("rows");
                 start = files::start_range(&batch).expect("rows").0;
-                Segment::encode(&batch).expect("encode")
+                Segment::plain(batch)
             })
             .collect();
         let refs: Vec<&Segment> = segments.iter().collect();
