@@ -353,9 +353,12 @@ impl OpenPart {
             }
             row_group.close()?;
         }
+        // Copied to its exact size: the writer's buffer grew by doubling, and the part is
+        // held until it is flushed.
+        let buf = self.writer.into_inner()?;
         Ok(Part {
             hour_start_unix_nano: self.hour,
-            bytes: Bytes::from(self.writer.into_inner()?),
+            bytes: Bytes::copy_from_slice(&buf),
             rows: self.rows.len(),
             start_range: self.start_range,
             traces: self.traces,

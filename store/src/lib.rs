@@ -146,6 +146,9 @@ pub struct StoreMetrics {
     pub flush_seconds: Histogram,
     /// `dyeline_store_memory_rows`.
     pub memory_rows: Gauge,
+    /// `dyeline_store_memory_bytes`: bytes the rows held in memory take
+    /// ([`Segment::memory_bytes`]: plain Arrow buffers as allocated, sealed Parquet bytes).
+    pub memory_bytes: Gauge,
     /// `dyeline_store_duplicate_filter_keys`: span keys the duplicate filter holds
     /// ([`dedupe`]: every key of each hour partition being written, 16 bytes each in a hash
     /// table, about 19–39 bytes with its overhead); set by the writer thread every loop
@@ -174,6 +177,7 @@ impl Default for StoreMetrics {
             duplicate_rows: Counter::default(),
             flush_seconds: Histogram::new([0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
             memory_rows: Gauge::default(),
+            memory_bytes: Gauge::default(),
             duplicate_filter_keys: Gauge::default(),
             parquet_files: Gauge::default(),
             trace_index_bytes: Gauge::default(),
@@ -212,6 +216,11 @@ impl StoreMetrics {
             "dyeline_store_memory_rows",
             "Rows held in memory",
             self.memory_rows.clone(),
+        );
+        r.register(
+            "dyeline_store_memory_bytes",
+            "Bytes the rows held in memory take (plain Arrow buffers, sealed Parquet)",
+            self.memory_bytes.clone(),
         );
         r.register(
             "dyeline_store_duplicate_filter_keys",
@@ -266,6 +275,11 @@ struct Frozen {
 /// steady load; a trace whose spans straddle two seals sits in two row groups.
 pub const SEAL_ROWS: usize = 64 * 1024;
 
+/// … or once the plain rows take this many bytes, whichever comes first: small writes carry
+/// a batch's fixed costs for few rows (a 20-span request took about 3 KB per span plain), so
+/// rows alone would not bound the memory they hold before a seal.
+pub const SEAL_BYTES: usize = 32 * 1024 * 1024;
+
 /// The duplicate filter drops an hour's key set once no span of that hour has arrived for this
 /// long, or for 4 × `flush_interval` if longer (by then the hour's rows are in Parquet, where a
 /// later span of the hour is looked up by its trace: [`dedupe`]). With spans arriving on time an
@@ -279,8 +293,11 @@ pub const DUPLICATE_FILTER_QUIET: Duration = Duration::from_secs(600);
 pub(crate) struct State {
     /// Sealed rows not yet frozen for a flush.
     active: Vec<Segment>,
-    /// Writes held plain, oldest first, until [`SEAL_ROWS`] of them are sealed into `active`.
+    /// Writes held plain, oldest first, until [`SEAL_ROWS`] of them (or [`SEAL_BYTES`]) are
+    /// sealed into `active`.
     plain: Vec<Segment>,
+    /// [`Segment::memory_bytes`] of `plain`.
+    plain_bytes: usize,
     /// Bumped each time the writer freezes `plain` for a flush, so a seal that read `plain`
     /// before knows its rows went elsewhere.
     plain_generation: u64,
@@ -734,8 +751,10 @@ fn replay(
                 rows += b.num_rows();
                 plain.push(Segment::plain(b));
             }
-            // Sealed as the writer would, so replay holds no more than SEAL_ROWS plain rows.
-            if plain.iter().map(Segment::rows).sum::<usize>() >= SEAL_ROWS {
+            // Sealed as the writer would, so replay holds no more plain rows than it does.
+            if plain.iter().map(Segment::rows).sum::<usize>() >= SEAL_ROWS
+                || plain.iter().map(Segment::memory_bytes).sum::<usize>() >= SEAL_BYTES
+            {
                 let refs: Vec<&Segment> = plain.iter().collect();
                 let parts = files::encode_parts(&refs, zstd_level)?;
                 kept.extend(parts.into_iter().map(Segment::from_part));
@@ -745,12 +764,13 @@ fn replay(
     }
     kept.append(&mut plain);
     shared.metrics.wal_replayed_rows.inc_by(rows as u64);
-    shared.metrics.memory_rows.set(rows as i64);
     tracing::info!(rows, last_segment = last, "replayed the WAL");
-    shared.state.write().frozen.push(Frozen {
+    let mut s = shared.state.write();
+    s.frozen.push(Frozen {
         wal_segment: last,
         segments: kept,
     });
+    set_memory_gauges(&shared.metrics, &s);
     Ok(())
 }
 
@@ -874,11 +894,12 @@ fn writer_loop(
             let rows: usize = fresh.iter().map(Segment::rows).sum();
             {
                 let mut s = shared.state.write();
+                s.plain_bytes += fresh.iter().map(Segment::memory_bytes).sum::<usize>();
                 s.plain.extend(fresh);
                 s.active_rows += rows;
-                shared.metrics.memory_rows.set(memory_rows(&s) as i64);
-                if !s.seal_pending && s.plain.iter().map(Segment::rows).sum::<usize>() >= SEAL_ROWS
-                {
+                set_memory_gauges(&shared.metrics, &s);
+                let plain_rows: usize = s.plain.iter().map(Segment::rows).sum();
+                if !s.seal_pending && (plain_rows >= SEAL_ROWS || s.plain_bytes >= SEAL_BYTES) {
                     s.seal_pending = true;
                     let _ = flush_tx.send(FlushJob::Seal);
                 }
@@ -904,6 +925,7 @@ fn writer_loop(
                 if s.active_rows >= config.flush_max_rows {
                     s.active.clear();
                     s.plain.clear();
+                    s.plain_bytes = 0;
                     s.plain_generation += 1;
                     s.active_rows = 0;
                 }
@@ -927,6 +949,7 @@ fn writer_loop(
                 let mut s = shared.state.write();
                 let mut segments = std::mem::take(&mut s.active);
                 segments.append(&mut s.plain);
+                s.plain_bytes = 0;
                 s.plain_generation += 1;
                 s.active_rows = 0;
                 if !segments.is_empty() {
@@ -959,20 +982,29 @@ fn seal_plain(shared: &Shared, zstd_level: i32) {
     match sealed {
         Ok(parts) if s.plain_generation == generation => {
             s.plain.drain(..plain.len());
+            s.plain_bytes -= plain.iter().map(Segment::memory_bytes).sum::<usize>();
             s.active.extend(parts.into_iter().map(Segment::from_part));
+            set_memory_gauges(&shared.metrics, &s);
         }
         Ok(_) => {}
         Err(e) => tracing::error!(error = %e, "cannot seal the plain rows; they stay plain"),
     }
 }
 
-fn memory_rows(s: &State) -> usize {
-    s.active_rows
-        + s.frozen
+/// Sets `dyeline_store_memory_rows` and `dyeline_store_memory_bytes` from `s`.
+fn set_memory_gauges(metrics: &StoreMetrics, s: &State) {
+    let segments = || {
+        s.active
             .iter()
-            .flat_map(|f| &f.segments)
-            .map(Segment::rows)
-            .sum::<usize>()
+            .chain(&s.plain)
+            .chain(s.frozen.iter().flat_map(|f| &f.segments))
+    };
+    metrics
+        .memory_rows
+        .set(segments().map(Segment::rows).sum::<usize>() as i64);
+    metrics
+        .memory_bytes
+        .set(segments().map(Segment::memory_bytes).sum::<usize>() as i64);
 }
 
 fn now_unix_ms() -> i64 {
@@ -1039,7 +1071,7 @@ fn flush_frozen(shared: &Shared, config: &StoreConfig, seq: &mut u64) -> Result<
         s.files.extend(new_files);
         s.frozen.drain(..n);
         shared.files_changed(&mut s);
-        shared.metrics.memory_rows.set(memory_rows(&s) as i64);
+        set_memory_gauges(&shared.metrics, &s);
     }
     if upto > 0 {
         Wal::delete_through(&shared.wal_dir, upto).map_err(|e| e.to_string())?;
@@ -1340,5 +1372,62 @@ mod tests {
             v
         };
         assert_eq!(span_ids(&snap.segments), expected);
+    }
+
+    #[tokio::test]
+    async fn plain_rows_are_sealed_once_their_bytes_reach_seal_bytes() {
+        use arrow::datatypes::{DataType, Field, Schema};
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = StoreConfig::new(dir.path());
+        config.fsync = FsyncPolicy::Never;
+        let store = Store::open(config).unwrap();
+        // 100-row writes of 10 KB attribute strings: about 1 MB each, so SEAL_BYTES is
+        // reached after about 33 writes, long before SEAL_ROWS rows.
+        let (writes, n) = (40u64, 100u64);
+        for w in 0..writes {
+            let (keys_only, keys) = rows(w * n, n);
+            let mut fields = keys_only.schema().fields().to_vec();
+            fields.push(Arc::new(Field::new("attributes", DataType::Utf8, false)));
+            let mut columns = keys_only.columns().to_vec();
+            columns.push(Arc::new(arrow::array::StringArray::from_iter_values(
+                (0..n).map(|i| format!("{i:0>10000}")),
+            )));
+            let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+            let r = store
+                .try_write(batch, keys)
+                .unwrap()
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(r.stored, n);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while store.snapshot().segments.iter().all(Segment::is_plain) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let snap = store.snapshot();
+        let sealed: usize = snap
+            .segments
+            .iter()
+            .filter(|s| !s.is_plain())
+            .map(Segment::rows)
+            .sum();
+        let per_write = snap
+            .segments
+            .iter()
+            .find(|s| s.is_plain())
+            .map_or(1_000_000, Segment::memory_bytes);
+        let first = SEAL_BYTES.div_ceil(per_write) * n as usize;
+        assert!(
+            (first..(writes * n) as usize).contains(&sealed),
+            "{sealed} rows sealed; SEAL_BYTES is reached at {first}"
+        );
+        // The gauge counts the sealed bytes and the plain ones.
+        let bytes: usize = snap.segments.iter().map(Segment::memory_bytes).sum();
+        assert_eq!(store.metrics().memory_bytes.get(), bytes as i64);
+        assert!(bytes < SEAL_BYTES, "{bytes} B held after the seal");
+        tokio::task::spawn_blocking(move || store.close())
+            .await
+            .unwrap();
     }
 }

@@ -31,6 +31,7 @@ use crate::trace_index::TraceIndex;
 pub struct Segment {
     body: Body,
     rows: usize,
+    bytes: usize,
     start_range: Option<(i64, i64)>,
     traces: Option<Arc<TraceIndex>>,
 }
@@ -41,6 +42,7 @@ impl Segment {
     pub fn plain(batch: RecordBatch) -> Self {
         Self {
             rows: batch.num_rows(),
+            bytes: batch.get_array_memory_size(),
             start_range: start_range(&batch),
             traces: TraceIndex::of_batch(&batch).map(Arc::new),
             body: Body::Plain(batch),
@@ -51,6 +53,7 @@ impl Segment {
     pub fn from_part(part: Part) -> Self {
         Self {
             rows: part.rows,
+            bytes: part.bytes.len(),
             start_range: Some(part.start_range),
             traces: Some(Arc::clone(&part.traces)),
             body: Body::Parquet(part),
@@ -110,6 +113,12 @@ impl Segment {
     /// Rows held.
     pub fn rows(&self) -> usize {
         self.rows
+    }
+
+    /// Bytes the rows take in memory: the batch's buffers as allocated (plain), the Parquet
+    /// bytes (sealed).
+    pub fn memory_bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Min and max `start_time_unix_nano` (`None` when empty).
