@@ -167,9 +167,9 @@ def load(bins, endpoint, requests, seed, spans=1000):
 
 
 # The server keeps freed memory this long before its allocator returns it to the kernel
-# (server/src/allocator.rs, PURGE_DELAY_MS: 10 s unless MIMALLOC_PURGE_DELAY, in ms, is set;
-# -1 never returns it, so the second reading then waits the default).
-_purge_ms = int(os.environ.get("MIMALLOC_PURGE_DELAY", "10000"))
+# (mimalloc's default, 1 s, unless MIMALLOC_PURGE_DELAY, in ms, is set; -1 never returns it,
+# so the second reading then waits 10 s).
+_purge_ms = int(os.environ.get("MIMALLOC_PURGE_DELAY", "1000"))
 PURGE_DELAY_S = _purge_ms / 1000 if _purge_ms >= 0 else 10
 
 
