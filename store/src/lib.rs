@@ -72,7 +72,9 @@ pub struct StoreConfig {
     pub retention: Duration,
     /// Writes waiting for the writer thread before new ones are refused as saturated.
     pub queue_capacity: usize,
-    /// zstd level of Parquet files.
+    /// zstd level of Parquet (sealed memory and files). Default 1: on release-walk it wrote
+    /// 29.3 bytes per span against 32.5 at level 3, and sealed loadgen rows about a quarter
+    /// faster (`decode_floor --zstd-level`).
     pub zstd_level: i32,
     /// When false, nothing is written to disk (WAL and Parquet off; for benchmarks only).
     pub persist: bool,
@@ -90,7 +92,7 @@ pub struct StoreConfig {
 
 impl StoreConfig {
     /// Defaults for `data_dir`: fsync always, flush every 60 s or 500,000 rows, 7 days
-    /// retention, 256 queued writes, zstd level 3, 256 MiB of file trace indexes.
+    /// retention, 256 queued writes, zstd level 1, 256 MiB of file trace indexes.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
@@ -99,7 +101,7 @@ impl StoreConfig {
             flush_max_rows: 500_000,
             retention: Duration::from_secs(7 * 24 * 3600),
             queue_capacity: 256,
-            zstd_level: 3,
+            zstd_level: 1,
             persist: true,
             read_only: false,
             trace_index_max_bytes: 256 * 1024 * 1024,
