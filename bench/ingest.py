@@ -11,7 +11,8 @@
    requests trigger is counted) against raw prost decode of the same requests
    (`decode_floor`, one core), split by thread (receivers, WAL writer, Parquet flusher), and
    Rotel's process CPU per million spans on the same load. `decode_floor` also times the
-   receivers' stages in process: prost decode, + conversion to Arrow, + segment encoding.
+   receivers' stages in process: prost decode, + conversion to Arrow, + WAL record encoding;
+   and the flusher thread's: sealing rows as in-memory Parquet, and the flush copying them.
 3. Memory per million spans held in memory: server RSS growth while 1M spans sit in memory
    (flush deferred), also for 500k spans sent in 20-span requests, and the Arrow bytes of the
    converted rows. Each is read 1 s after the last request and again after the allocator's
@@ -60,8 +61,8 @@ THREAD_GROUPS = {"tokio-rt-worker": "receivers", "dyeline-writer": "wal_writer",
 
 def by_group(cpu):
     """Per-thread-name CPU seconds summed by group: the receivers (tokio workers: decode,
-    convert, segment encoding), the store's WAL writer thread, its Parquet flusher thread, the
-    rest."""
+    convert, WAL record encoding), the store's WAL writer thread, its flusher thread (seals
+    and Parquet files), the rest."""
     out = {}
     for name, seconds in cpu.items():
         group = THREAD_GROUPS.get(name, "other")

@@ -3,7 +3,7 @@
 //! ([`table::SpansTable`]).
 //!
 //! ```text
-//! write(batch, keys) ─▶ (caller's thread: the WAL record, zstd Arrow IPC)
+//! write(batch, keys) ─▶ (caller's thread: the WAL record, LZ4 Arrow IPC)
 //!     ─▶ queue (bounded: full → Saturated) ─▶ writer thread:
 //!     duplicate filter ─▶ WAL append ─▶ group commit (fsync by policy) ─▶ memory, plain ─▶ ack
 //! writer: once SEAL_ROWS plain rows have gathered ─▶ flusher thread: seal them, one in-memory

@@ -1,6 +1,7 @@
 //! The write-ahead log: numbered segment files `wal/NNNNNNNNNNNNNNNNNNNN.wal`, each a sequence
 //! of records `[len: u32 LE][crc32: u32 LE][payload: len bytes]` whose payload is one
-//! zstd-compressed Arrow IPC stream holding one `spans` batch (a [`crate::segment::Segment`]).
+//! LZ4-compressed Arrow IPC stream holding one `spans` batch ([`crate::segment::encode_record`];
+//! records written by earlier versions, zstd-compressed, read alike).
 //!
 //! A request is acknowledged only after its record is written (and, by policy, fsynced — group
 //! commit: one fsync covers every record of a group). On start every segment is replayed in
