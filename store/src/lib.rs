@@ -402,6 +402,9 @@ enum Msg {
         batch: RecordBatch,
         /// The WAL record ([`segment::encode_record`]); `None` when there is no WAL.
         record: Option<Vec<u8>>,
+        /// The rows as memory will hold them (their trace index and time range computed on
+        /// the caller's thread).
+        segment: Segment,
         keys: Vec<SpanKey>,
         ack: Ack<WriteReport>,
     },
@@ -537,7 +540,8 @@ impl Store {
 
     /// Queues a write of `batch` (rows in the `spans` schema; `keys[i]` is row i's key) and
     /// returns a receiver that resolves once it is durable by the fsync policy and visible to
-    /// queries. The WAL record is encoded here, on the caller's thread, not on the writer's.
+    /// queries. The WAL record is encoded and the rows' trace index built here, on the
+    /// caller's thread, not on the writer's.
     ///
     /// # Errors
     /// [`StoreError::Saturated`] at once when the queue is full, [`StoreError::Closed`],
@@ -552,11 +556,13 @@ impl Store {
             return Err(StoreError::Closed);
         }
         let record = self.record(&batch)?;
+        let segment = Segment::plain(batch.clone());
         let guard = self.tx.lock();
         let tx = guard.as_ref().ok_or(StoreError::Closed)?;
         match tx.try_send(Msg::Write {
             batch,
             record,
+            segment,
             keys,
             ack,
         }) {
@@ -578,10 +584,12 @@ impl Store {
         let (ack, rx) = oneshot::channel();
         let tx = self.tx.lock().clone().ok_or(StoreError::Closed)?;
         let record = self.record(&batch)?;
+        let segment = Segment::plain(batch.clone());
         tokio::task::spawn_blocking(move || {
             tx.send(Msg::Write {
                 batch,
                 record,
+                segment,
                 keys,
                 ack,
             })
@@ -832,6 +840,7 @@ fn writer_loop(
                 Msg::Write {
                     batch,
                     record,
+                    segment,
                     keys,
                     ack,
                 } => {
@@ -864,7 +873,11 @@ fn writer_loop(
                                 Err(e) => wal_failed = Some(e.to_string()),
                             }
                         }
-                        fresh.push(Segment::plain(kept));
+                        fresh.push(if kept.num_rows() == n {
+                            segment
+                        } else {
+                            Segment::plain(kept)
+                        });
                     }
                     acks.push((ack, report, f.inserted));
                 }
