@@ -404,7 +404,7 @@ enum Msg {
         record: Option<Vec<u8>>,
         /// The rows as memory will hold them (their trace index and time range computed on
         /// the caller's thread).
-        segment: Segment,
+        segment: Box<Segment>,
         keys: Vec<SpanKey>,
         ack: Ack<WriteReport>,
     },
@@ -556,7 +556,7 @@ impl Store {
             return Err(StoreError::Closed);
         }
         let record = self.record(&batch)?;
-        let segment = Segment::plain(batch.clone());
+        let segment = Box::new(Segment::plain(batch.clone()));
         let guard = self.tx.lock();
         let tx = guard.as_ref().ok_or(StoreError::Closed)?;
         match tx.try_send(Msg::Write {
@@ -584,7 +584,7 @@ impl Store {
         let (ack, rx) = oneshot::channel();
         let tx = self.tx.lock().clone().ok_or(StoreError::Closed)?;
         let record = self.record(&batch)?;
-        let segment = Segment::plain(batch.clone());
+        let segment = Box::new(Segment::plain(batch.clone()));
         tokio::task::spawn_blocking(move || {
             tx.send(Msg::Write {
                 batch,
@@ -874,7 +874,7 @@ fn writer_loop(
                             }
                         }
                         fresh.push(if kept.num_rows() == n {
-                            segment
+                            *segment
                         } else {
                             Segment::plain(kept)
                         });
