@@ -282,6 +282,13 @@ pub const SEAL_ROWS: usize = 64 * 1024;
 /// rows alone would not bound the memory they hold before a seal.
 pub const SEAL_BYTES: usize = 32 * 1024 * 1024;
 
+/// True when the plain rows `plain` are due to be sealed ([`SEAL_ROWS`] or [`SEAL_BYTES`]);
+/// the writer and WAL replay seal by the same rule.
+fn seal_due(plain: &[Segment]) -> bool {
+    plain.iter().map(Segment::rows).sum::<usize>() >= SEAL_ROWS
+        || plain.iter().map(Segment::memory_bytes).sum::<usize>() >= SEAL_BYTES
+}
+
 /// The duplicate filter drops an hour's key set once no span of that hour has arrived for this
 /// long, or for 4 × `flush_interval` if longer (by then the hour's rows are in Parquet, where a
 /// later span of the hour is looked up by its trace: [`dedupe`]). With spans arriving on time an
@@ -298,8 +305,6 @@ pub(crate) struct State {
     /// Writes held plain, oldest first, until [`SEAL_ROWS`] of them (or [`SEAL_BYTES`]) are
     /// sealed into `active`.
     plain: Vec<Segment>,
-    /// [`Segment::memory_bytes`] of `plain`.
-    plain_bytes: usize,
     /// Bumped each time the writer freezes `plain` for a flush, so a seal that read `plain`
     /// before knows its rows went elsewhere.
     plain_generation: u64,
@@ -762,9 +767,7 @@ fn replay(
                 plain.push(Segment::plain(b));
             }
             // Sealed as the writer would, so replay holds no more plain rows than it does.
-            if plain.iter().map(Segment::rows).sum::<usize>() >= SEAL_ROWS
-                || plain.iter().map(Segment::memory_bytes).sum::<usize>() >= SEAL_BYTES
-            {
+            if seal_due(&plain) {
                 let refs: Vec<&Segment> = plain.iter().collect();
                 let parts = files::encode_parts(&refs, zstd_level)?;
                 kept.extend(parts.into_iter().map(Segment::from_part));
@@ -909,12 +912,10 @@ fn writer_loop(
             let rows: usize = fresh.iter().map(Segment::rows).sum();
             {
                 let mut s = shared.state.write();
-                s.plain_bytes += fresh.iter().map(Segment::memory_bytes).sum::<usize>();
                 s.plain.extend(fresh);
                 s.active_rows += rows;
                 set_memory_gauges(&shared.metrics, &s);
-                let plain_rows: usize = s.plain.iter().map(Segment::rows).sum();
-                if !s.seal_pending && (plain_rows >= SEAL_ROWS || s.plain_bytes >= SEAL_BYTES) {
+                if !s.seal_pending && seal_due(&s.plain) {
                     s.seal_pending = true;
                     let _ = flush_tx.send(FlushJob::Seal);
                 }
@@ -940,7 +941,6 @@ fn writer_loop(
                 if s.active_rows >= config.flush_max_rows {
                     s.active.clear();
                     s.plain.clear();
-                    s.plain_bytes = 0;
                     s.plain_generation += 1;
                     s.active_rows = 0;
                 }
@@ -964,7 +964,6 @@ fn writer_loop(
                 let mut s = shared.state.write();
                 let mut segments = std::mem::take(&mut s.active);
                 segments.append(&mut s.plain);
-                s.plain_bytes = 0;
                 s.plain_generation += 1;
                 s.active_rows = 0;
                 if !segments.is_empty() {
@@ -997,7 +996,6 @@ fn seal_plain(shared: &Shared, zstd_level: i32) {
     match sealed {
         Ok(parts) if s.plain_generation == generation => {
             s.plain.drain(..plain.len());
-            s.plain_bytes -= plain.iter().map(Segment::memory_bytes).sum::<usize>();
             s.active.extend(parts.into_iter().map(Segment::from_part));
             set_memory_gauges(&shared.metrics, &s);
         }
@@ -1261,22 +1259,48 @@ mod tests {
             .unwrap();
     }
 
+    /// A store in `dir` that does not fsync (the seal tests write tens of thousands of rows).
+    fn open_unsynced(dir: &Path) -> Store {
+        let mut config = StoreConfig::new(dir);
+        config.fsync = FsyncPolicy::Never;
+        Store::open(config).unwrap()
+    }
+
+    /// Waits (up to 20 s) until the flusher thread has sealed some rows.
+    async fn wait_for_a_seal(store: &Store) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while store.snapshot().segments.iter().all(Segment::is_plain) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Rows held in `segments`, sealed or plain.
+    fn rows_held(segments: &[Segment], sealed: bool) -> usize {
+        segments
+            .iter()
+            .filter(|s| s.is_plain() != sealed)
+            .map(Segment::rows)
+            .sum()
+    }
+
+    /// The span ids of `rows(0, n)`, sorted.
+    fn expected_span_ids(n: u64) -> Vec<String> {
+        let mut v: Vec<String> = rows(0, n).1.iter().map(|k| k.span_id.to_string()).collect();
+        v.sort();
+        v
+    }
+
     #[tokio::test]
     async fn plain_rows_are_sealed_once_enough_gather_and_all_stay_visible_and_durable() {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = StoreConfig::new(dir.path());
-        config.fsync = FsyncPolicy::Never;
-        let store = Store::open(config).unwrap();
+        let store = open_unsynced(dir.path());
         let (writes, n) = (70u64, 1000u64);
         for w in 0..writes {
             assert_eq!(write(&store, w * n, n).await.stored, n);
         }
         let total = (writes * n) as usize;
         // The seal runs on the flusher thread: wait for it.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while store.snapshot().segments.iter().all(Segment::is_plain) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_for_a_seal(&store).await;
         // A resent write is still a duplicate, its rows sealed or not.
         let r = write(&store, 0, n).await;
         assert_eq!((r.stored, r.duplicates), (0, n));
@@ -1284,24 +1308,15 @@ mod tests {
 
         let snap = store.snapshot();
         let sealed: Vec<&Segment> = snap.segments.iter().filter(|s| !s.is_plain()).collect();
-        let plain: Vec<&Segment> = snap.segments.iter().filter(|s| s.is_plain()).collect();
-        let sealed_rows: usize = sealed.iter().map(|s| s.rows()).sum();
-        let plain_rows: usize = plain.iter().map(|s| s.rows()).sum();
+        let sealed_rows = rows_held(&snap.segments, true);
+        let plain_rows = rows_held(&snap.segments, false);
         // One hour of rows: one part, holding every write up to the one that reached
         // SEAL_ROWS (or a few more, written before the seal ran).
         assert_eq!(sealed.len(), 1);
         assert!(sealed_rows >= SEAL_ROWS, "{sealed_rows} rows sealed");
         assert_eq!(sealed_rows % n as usize, 0, "whole writes are sealed");
         assert_eq!(sealed_rows + plain_rows, total);
-        let expected: Vec<String> = {
-            let mut v: Vec<String> = rows(0, writes * n)
-                .1
-                .iter()
-                .map(|k| k.span_id.to_string())
-                .collect();
-            v.sort();
-            v
-        };
+        let expected = expected_span_ids(writes * n);
         assert_eq!(span_ids(&snap.segments), expected);
         // Sealed, a row costs a fraction of its plain Arrow bytes.
         let sealed_bytes = sealed[0].part().unwrap().bytes.len();
@@ -1362,40 +1377,19 @@ mod tests {
         let store = Store::open(config).unwrap();
         assert_eq!(store.metrics().wal_replayed_rows.get(), writes * n);
         let snap = store.snapshot();
-        let sealed: usize = snap
-            .segments
-            .iter()
-            .filter(|s| !s.is_plain())
-            .map(Segment::rows)
-            .sum();
-        let plain: usize = snap
-            .segments
-            .iter()
-            .filter(|s| s.is_plain())
-            .map(Segment::rows)
-            .sum();
+        let sealed = rows_held(&snap.segments, true);
+        let plain = rows_held(&snap.segments, false);
         // Sealed at the first write that reached SEAL_ROWS (66 of 1,000 rows); the rest plain.
         assert_eq!(sealed, SEAL_ROWS.div_ceil(n as usize) * n as usize);
         assert_eq!(sealed + plain, (writes * n) as usize);
-        let expected: Vec<String> = {
-            let mut v: Vec<String> = rows(0, writes * n)
-                .1
-                .iter()
-                .map(|k| k.span_id.to_string())
-                .collect();
-            v.sort();
-            v
-        };
-        assert_eq!(span_ids(&snap.segments), expected);
+        assert_eq!(span_ids(&snap.segments), expected_span_ids(writes * n));
     }
 
     #[tokio::test]
     async fn plain_rows_are_sealed_once_their_bytes_reach_seal_bytes() {
         use arrow::datatypes::{DataType, Field, Schema};
         let dir = tempfile::tempdir().unwrap();
-        let mut config = StoreConfig::new(dir.path());
-        config.fsync = FsyncPolicy::Never;
-        let store = Store::open(config).unwrap();
+        let store = open_unsynced(dir.path());
         // 100-row writes of 10 KB attribute strings: about 1 MB each, so SEAL_BYTES is
         // reached after about 33 writes, long before SEAL_ROWS rows.
         let (writes, n) = (40u64, 100u64);
@@ -1416,17 +1410,9 @@ mod tests {
                 .unwrap();
             assert_eq!(r.stored, n);
         }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while store.snapshot().segments.iter().all(Segment::is_plain) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_for_a_seal(&store).await;
         let snap = store.snapshot();
-        let sealed: usize = snap
-            .segments
-            .iter()
-            .filter(|s| !s.is_plain())
-            .map(Segment::rows)
-            .sum();
+        let sealed = rows_held(&snap.segments, true);
         let per_write = snap
             .segments
             .iter()
