@@ -918,23 +918,46 @@ mod tests {
         assert_eq!(hour_of(-1), -HOUR_NS);
     }
 
+    /// The trace id of trace `t` in [`scrambled_keys`] (spread over the id space).
+    fn scrambled_trace(t: usize) -> String {
+        format!("{:032x}", (t as u128).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
+
+    /// `rows` key rows, 10 spans per trace ([`scrambled_trace`] of row / 10), span id and
+    /// start time the row number, in a scrambled order (the writer sorts them).
+    fn scrambled_keys(rows: usize) -> RecordBatch {
+        let order: Vec<usize> = (0..rows).map(|i| (i * 7919) % rows).collect();
+        key_batch(
+            order.iter().map(|&i| scrambled_trace(i / 10)),
+            order.iter().map(|&i| format!("{i:016x}")),
+            order.iter().map(|&i| i as i64),
+        )
+        .unwrap()
+    }
+
+    /// A reader of the file at `path` with its page index and bloom filters loaded.
+    fn indexed_reader(path: &Path) -> parquet::file::serialized_reader::SerializedFileReader<File> {
+        use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+        let options = ReadOptionsBuilder::new()
+            .with_page_index()
+            .with_reader_properties(
+                parquet::file::properties::ReaderProperties::builder()
+                    .set_read_bloom_filter(true)
+                    .build(),
+            )
+            .build();
+        SerializedFileReader::new_with_options(File::open(path).unwrap(), options).unwrap()
+    }
+
     /// A lookup by trace id can skip a file by its bloom filter and, within it, every page
     /// of `trace_id` but one by the page index.
     #[test]
     fn files_carry_a_trace_id_bloom_filter_and_page_index() {
         use parquet::file::reader::FileReader;
-        use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
 
         let rows = 3 * DATA_PAGE_ROWS;
-        // 10 spans per trace, rows in a scrambled order (the writer sorts them).
-        let trace = |t: usize| format!("{:032x}", (t as u128).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let order: Vec<usize> = (0..rows).map(|i| (i * 7919) % rows).collect();
-        let batch = key_batch(
-            order.iter().map(|&i| trace(i / 10)),
-            order.iter().map(|&i| format!("{i:016x}")),
-            order.iter().map(|&i| i as i64),
-        )
-        .unwrap();
+        let trace = scrambled_trace;
+        let batch = scrambled_keys(rows);
         let dir = tempfile::tempdir().unwrap();
         let segment = Segment::plain(batch.clone());
         let mut seq = 0;
@@ -947,17 +970,7 @@ mod tests {
         assert_eq!(&read_trace_index(&meta.path).unwrap(), written);
         assert!(written.may_contain(&trace(0)) && written.may_contain(&trace(rows / 10 - 1)));
         assert!(!written.may_contain(&trace(rows)));
-        let options = ReadOptionsBuilder::new()
-            .with_page_index()
-            .with_reader_properties(
-                parquet::file::properties::ReaderProperties::builder()
-                    .set_read_bloom_filter(true)
-                    .build(),
-            )
-            .build();
-        let reader =
-            SerializedFileReader::new_with_options(File::open(&meta.path).unwrap(), options)
-                .unwrap();
+        let reader = indexed_reader(&meta.path);
         assert_eq!(reader.metadata().num_row_groups(), 1);
         let t = 0; // trace_id is the first column
         let pages = &reader.metadata().offset_index().unwrap()[0][t];
@@ -999,18 +1012,11 @@ mod tests {
     fn sealed_parts_are_copied_into_files_with_their_indexes() {
         use parquet::file::page_index::column_index::ColumnIndexMetaData;
         use parquet::file::reader::FileReader;
-        use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
 
         let rows = 2 * DATA_PAGE_ROWS;
-        let trace = |t: usize| format!("{:032x}", (t as u128).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        // 10 spans per trace, scrambled, so each trace has spans in both halves.
-        let order: Vec<usize> = (0..rows).map(|i| (i * 7919) % rows).collect();
-        let batch = key_batch(
-            order.iter().map(|&i| trace(i / 10)),
-            order.iter().map(|&i| format!("{i:016x}")),
-            order.iter().map(|&i| i as i64),
-        )
-        .unwrap();
+        let trace = scrambled_trace;
+        // Scrambled, so each trace has spans in both halves.
+        let batch = scrambled_keys(rows);
         let (a, b) = (batch.slice(0, rows / 2), batch.slice(rows / 2, rows / 2));
         let part = encode_parts(&[&Segment::plain(a.clone())], 3)
             .unwrap()
@@ -1043,17 +1049,7 @@ mod tests {
         assert_eq!(got.columns(), expected.columns());
         assert_eq!(meta.traces.as_deref().unwrap().len(), rows.div_ceil(10));
 
-        let options = ReadOptionsBuilder::new()
-            .with_page_index()
-            .with_reader_properties(
-                parquet::file::properties::ReaderProperties::builder()
-                    .set_read_bloom_filter(true)
-                    .build(),
-            )
-            .build();
-        let reader =
-            SerializedFileReader::new_with_options(File::open(&meta.path).unwrap(), options)
-                .unwrap();
+        let reader = indexed_reader(&meta.path);
         assert_eq!(reader.metadata().num_row_groups(), 2);
         for (g, half) in [&a, &b].into_iter().enumerate() {
             let bloom = reader
