@@ -160,6 +160,16 @@ where
     }
 }
 
+/// Sets `TCP_NODELAY` on an accepted connection (best effort: a failure is logged at debug
+/// and the connection kept), so a response's last small segment is sent at once instead of
+/// waiting for the client's delayed ACK. The gRPC receiver and the server's HTTP listeners
+/// (OTLP/HTTP, API) call it.
+pub fn set_nodelay(stream: &tokio::net::TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
+    }
+}
+
 /// Serves OTLP/gRPC on `listener` until `shutdown` resolves. Accepted connections get
 /// `TCP_NODELAY`: without it the kernel held each response's last small segment until the
 /// client's delayed ACK (up to 40 ms), so an exporter with a few requests in flight waited on
@@ -173,13 +183,8 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     use tokio_stream::StreamExt;
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|accepted| {
-        accepted.inspect(|stream| {
-            if let Err(e) = stream.set_nodelay(true) {
-                tracing::debug!(error = %e, "cannot set TCP_NODELAY on an OTLP/gRPC connection");
-            }
-        })
-    });
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener)
+        .map(|accepted| accepted.inspect(set_nodelay));
     tonic::transport::Server::builder()
         .add_service(TraceServiceServer::new(receiver))
         .serve_with_incoming_shutdown(incoming, shutdown)

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use axum::serve::ListenerExt;
+use dyeline_collector::grpc::set_nodelay;
 use dyeline_collector::metrics::ReceiverMetrics;
 use dyeline_collector::{ConvertOptions, Limits, Receiver};
 use dyeline_control::api::ControlApi;
@@ -142,15 +143,6 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     serve(config, shutdown_signal(), |b| println!("{b}")).await
 }
 
-/// Sets `TCP_NODELAY` on an accepted HTTP connection, as the gRPC receiver does
-/// (`dyeline_collector::grpc::serve`): a response's last small segment is sent at once
-/// instead of waiting for the client's delayed ACK.
-fn set_nodelay(stream: &mut tokio::net::TcpStream) {
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(error = %e, "cannot set TCP_NODELAY on an HTTP connection");
-    }
-}
-
 /// Runs the receivers, store, control plane, live alerts, API and dashboard of `config`
 /// until `shutdown` completes, then drains requests, flushes the store and closes the control
 /// database. `on_bound` is called once every port is bound, before any request is served.
@@ -283,7 +275,7 @@ pub async fn serve(
     ));
     let http = tokio::spawn(
         axum::serve(
-            http_listener.tap_io(set_nodelay),
+            http_listener.tap_io(|s| set_nodelay(s)),
             dyeline_collector::http::router(Arc::clone(&receiver)),
         )
         .with_graceful_shutdown(stopped(stop_rx.clone()))
@@ -298,7 +290,7 @@ pub async fn serve(
     let dashboard = dyeline_ui::Ui::new(Arc::new(adapter), std::time::Duration::from_secs(1));
     let app = api::router(api_state, control).merge(dyeline_ui::router(dashboard));
     let api = tokio::spawn(
-        axum::serve(api_listener.tap_io(set_nodelay), app)
+        axum::serve(api_listener.tap_io(|s| set_nodelay(s)), app)
             .with_graceful_shutdown(stopped(stop_rx.clone()))
             .into_future(),
     );
