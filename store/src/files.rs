@@ -193,7 +193,8 @@ pub const WRITE_CHUNK_ROWS: usize = 8 * 1024;
 
 /// The rows of `batches` grouped by the hour of their `start_time_unix_nano` (ascending), each
 /// hour's rows in storage order: by (trace_id, start_time_unix_nano, span_id), ascending,
-/// strings compared bytewise (lower-case hex ids sort as their bytes do).
+/// strings compared bytewise (lower-case hex ids sort as their bytes do); rows with equal
+/// keys keep their order (batch, then row).
 ///
 /// Only the three key columns are read; no row is copied.
 ///
@@ -228,7 +229,7 @@ pub fn storage_order(batches: &[RecordBatch]) -> Result<Vec<(i64, Vec<RowRef>)>,
             ));
         }
     }
-    keys.sort_unstable_by(|x, y| (x.0, x.1, x.2, x.3).cmp(&(y.0, y.1, y.2, y.3)));
+    keys.sort_unstable();
     let mut out: Vec<(i64, Vec<RowRef>)> = Vec::new();
     for (hour, _, _, _, at) in keys {
         match out.last_mut() {
@@ -848,6 +849,65 @@ pub fn start_range(batch: &RecordBatch) -> Option<(i64, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Storage order by comparing the key strings, row by row: what [`storage_order`] promises.
+    fn string_order(batches: &[RecordBatch]) -> Vec<(i64, Vec<RowRef>)> {
+        let mut keys = Vec::new();
+        for (b, batch) in batches.iter().enumerate() {
+            let traces = batch.column(0).as_string::<i32>();
+            let spans = batch.column(1).as_string::<i32>();
+            let starts = batch.column(2).as_primitive::<Int64Type>();
+            for r in 0..batch.num_rows() {
+                let start = starts.value(r);
+                let key = (hour_of(start), traces.value(r).to_owned(), start);
+                keys.push((key, spans.value(r).to_owned(), (b, r)));
+            }
+        }
+        keys.sort();
+        let mut out: Vec<(i64, Vec<RowRef>)> = Vec::new();
+        for ((hour, _, _), _, at) in keys {
+            match out.last_mut() {
+                Some((h, rows)) if *h == hour => rows.push(at),
+                _ => out.push((hour, vec![at])),
+            }
+        }
+        out
+    }
+
+    proptest! {
+        /// Rows come out in the byte order of their (hour, trace_id, start, span_id) keys,
+        /// ties by position, whatever the ids look like (hex or not, of any case and length)
+        /// and however the rows are split into batches.
+        #[test]
+        fn storage_order_is_the_byte_order_of_the_keys(
+            rows in prop::collection::vec(
+                (0u8..4, any::<u128>(), 0u8..3, 0i64..3, any::<u64>()), 1..200),
+            odd in prop::option::of((0usize..200, prop::sample::select(
+                vec!["0A", "00000000000000000000000000000ABC", "xyz", ""]))),
+            split in 1usize..50,
+        ) {
+            let mut traces = Vec::new();
+            let mut spans = Vec::new();
+            let mut starts = Vec::new();
+            for &(t, trace, s, hour, span) in &rows {
+                // Few distinct values, so ties on each key part are common.
+                traces.push(format!("{:032x}", trace % u128::from(t + 1)));
+                spans.push(format!("{:016x}", span % u64::from(s + 1)));
+                starts.push(hour * 3_600_000_000_000 + (span % 3) as i64);
+            }
+            if let Some((at, id)) = odd {
+                let at = at % traces.len();
+                traces[at] = id.to_owned();
+            }
+            let whole = key_batch(traces, spans, starts).unwrap();
+            let batches: Vec<RecordBatch> = (0..whole.num_rows())
+                .step_by(split)
+                .map(|at| whole.slice(at, split.min(whole.num_rows() - at)))
+                .collect();
+            prop_assert_eq!(storage_order(&batches).unwrap(), string_order(&batches));
+        }
+    }
 
     #[test]
     fn trace_ranges_hold_ids_by_byte_order() {

@@ -2,9 +2,10 @@
 //! one core. Also times the OTLP → Arrow conversion (`convert_request`, in process, no I/O) and
 //! sums the Arrow memory of the converted rows; then the receivers' own path: the wire reader
 //! (`view::RequestView::decode`, no prost message) and conversion, and that plus the store's
-//! WAL record encoding (`segment::encode_record`: zstd Arrow IPC), and its bytes per span; and
+//! WAL record encoding (`segment::encode_record`: LZ4 Arrow IPC), and its bytes per span (and
+//! the encoding alone); and
 //! the flusher thread's part: the rows sealed as in-memory Parquet, `SEAL_ROWS` at a time
-//! (`files::encode_parts`), then those parts written as files (`files::write_segments`, which
+//! (`files::encode_parts`; its sort, `files::storage_order`, also alone), then those parts written as files (`files::write_segments`, which
 //! copies their row groups), wall time of one thread each. Prints one JSON line. Uses the
 //! server's allocator (mimalloc), so the floor and the full path allocate alike.
 
@@ -124,6 +125,28 @@ fn main() {
             Segment::plain(rows.batch.expect("rows"))
         })
         .collect();
+    // The WAL record alone, on the converted rows.
+    let batches: Vec<arrow::array::RecordBatch> = plain
+        .iter()
+        .map(|s| s.decode().expect("plain rows"))
+        .collect();
+    let record_only = median_seconds(stage_reps, |_| {
+        for batch in &batches {
+            std::hint::black_box(dyeline_store::segment::encode_record(batch).expect("encode"));
+        }
+    });
+    // The seal's sort alone (`files::storage_order`), SEAL_ROWS rows at a time.
+    let seal_batches: Vec<Vec<arrow::array::RecordBatch>> = batches
+        .chunks(dyeline_store::SEAL_ROWS.div_ceil(args.spans.max(1)))
+        .map(<[_]>::to_vec)
+        .collect();
+    let order = median_seconds(stage_reps, |_| {
+        for c in &seal_batches {
+            std::hint::black_box(dyeline_store::files::storage_order(c).expect("order"));
+        }
+    });
+    drop(seal_batches);
+    drop(batches);
     let mut chunks: Vec<Vec<&Segment>> = vec![Vec::new()];
     let mut gathered = 0;
     for segment in &plain {
@@ -179,7 +202,9 @@ fn main() {
             "wire_decode_and_convert_cpu_s_per_million": wire_convert / spans * 1e6,
             "wire_decode_convert_and_record_encode_cpu_s_per_million": encoded / spans * 1e6,
             "wal_record_bytes_per_span": record_bytes as f64 / spans,
+            "record_encode_cpu_s_per_million": record_only / spans * 1e6,
             "seal_cpu_s_per_million": seal / spans * 1e6,
+            "seal_sort_cpu_s_per_million": order / spans * 1e6,
             "sealed_bytes_per_span": sealed_bytes as f64 / spans,
             "flush_cpu_s_per_million": flush / spans * 1e6,
             "parquet_bytes_per_span": parquet_bytes as f64 / spans,
