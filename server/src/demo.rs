@@ -123,6 +123,8 @@ const DEMO_FINDING_LINES: usize = 3;
 /// The server cannot start (a port in use, a data directory that cannot be opened), the
 /// fleet cannot start, or a scripted control write fails.
 pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> {
+    // Ctrl-C / SIGTERM from here on stop the demo cleanly, even while it is starting.
+    let signal = serve::shutdown_signal();
     scale_for_speed(&mut config, opts.speed);
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("creating {}: {e}", config.data_dir.display()))?;
@@ -160,9 +162,16 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
     println!("{bound}");
     println!("dashboard: http://{}/", bound.api);
     println!("API token: {token}");
-    println!("data dir: {}", data_dir.display());
+    if opts.temporary_data_dir {
+        println!(
+            "data dir: {} (temporary: removed when the demo stops; --data-dir D keeps the data)",
+            data_dir.display()
+        );
+    } else {
+        println!("data dir: {}", data_dir.display());
+    }
     let run_started = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
-    let result = drive(&bound, &token, &opts, window).await;
+    let result = drive(&bound, &token, &opts, window, signal).await;
     let _ = stop_tx.send(());
     let served = server.await?;
     // `serve` returned: what is left are idle tasks; do not block the async caller on them.
@@ -187,7 +196,16 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
         }
     }
     if opts.temporary_data_dir {
-        let _ = std::fs::remove_dir_all(&data_dir);
+        match std::fs::remove_dir_all(&data_dir) {
+            Ok(()) => println!(
+                "demo: stopped; removed the temporary data dir {} (run with --data-dir D to keep the data for `dyeline analyze` and `dyeline serve`)",
+                data_dir.display()
+            ),
+            Err(e) => eprintln!(
+                "demo: stopped; cannot remove the temporary data dir {}: {e}",
+                data_dir.display()
+            ),
+        }
     } else {
         let env = if opts.speed == 1.0 {
             String::new()
@@ -225,6 +243,7 @@ async fn drive(
     token: &str,
     opts: &DemoOptions,
     window: Duration,
+    signal: impl std::future::Future<Output = ()>,
 ) -> Result<(), BoxError> {
     let base = format!("http://{}", bound.api);
     let writer = ControlWriter::new(&base, token);
@@ -258,7 +277,6 @@ async fn drive(
     let (script_stop_tx, script_stop_rx) = watch::channel(false);
     let script_run = script::run(&fleet, &writer, opts.speed, script_stop_rx);
     tokio::pin!(script_run);
-    let signal = serve::shutdown_signal();
     tokio::pin!(signal);
     let deadline = opts.duration.map(|d| tokio::time::Instant::now() + d);
     let never = tokio::time::Instant::now() + Duration::from_secs(100 * 365 * 86_400);

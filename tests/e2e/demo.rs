@@ -38,6 +38,8 @@ struct Demo {
     token: String,
     /// Unix ns shortly before the start.
     started: u128,
+    /// What the demo printed after `data dir: `.
+    data_dir_line: String,
 }
 
 impl Drop for Demo {
@@ -48,19 +50,22 @@ impl Drop for Demo {
 }
 
 impl Demo {
-    fn start(data_dir: &std::path::Path, faults: &str) -> Demo {
-        let mut child = Command::new(dyeline_bin())
-            .args([
-                "demo",
-                "--speed",
-                SPEED,
-                "--duration",
-                DURATION,
-                "--faults",
-                faults,
-            ])
-            .arg("--data-dir")
-            .arg(data_dir)
+    /// Starts a demo keeping its data in `data_dir`, or in a temporary one when `None`.
+    fn start(data_dir: Option<&std::path::Path>, faults: &str) -> Demo {
+        let mut command = Command::new(dyeline_bin());
+        command.args([
+            "demo",
+            "--speed",
+            SPEED,
+            "--duration",
+            DURATION,
+            "--faults",
+            faults,
+        ]);
+        if let Some(dir) = data_dir {
+            command.arg("--data-dir").arg(dir);
+        }
+        let mut child = command
             .env("DYELINE_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -82,6 +87,7 @@ impl Demo {
             lines,
             api: String::new(),
             token: String::new(),
+            data_dir_line: String::new(),
             started: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .expect("after 1970")
@@ -89,7 +95,7 @@ impl Demo {
                 - 10_000_000_000,
         };
         let deadline = Instant::now() + Duration::from_secs(60);
-        while demo.api.is_empty() || demo.token.is_empty() {
+        while demo.api.is_empty() || demo.token.is_empty() || demo.data_dir_line.is_empty() {
             let line = demo
                 .lines
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
@@ -99,6 +105,9 @@ impl Demo {
             }
             if let Some(t) = line.strip_prefix("API token: ") {
                 demo.token = t.trim().to_owned();
+            }
+            if let Some(d) = line.strip_prefix("data dir: ") {
+                demo.data_dir_line = d.to_owned();
             }
         }
         demo
@@ -288,7 +297,8 @@ fn demo_with_every_fault_finds_each_one() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = temp_dir();
     let data = dir.path().join("data");
-    let mut demo = Demo::start(&data, "all");
+    let mut demo = Demo::start(Some(&data), "all");
+    assert_eq!(demo.data_dir_line, data.display().to_string());
     let alerts = demo.wait_script();
     let live = kinds(&findings(&demo));
     demo.stop();
@@ -339,7 +349,7 @@ fn demo_without_faults_finds_nothing() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = temp_dir();
     let data = dir.path().join("data");
-    let mut demo = Demo::start(&data, "none");
+    let mut demo = Demo::start(Some(&data), "none");
     let alerts = demo.wait_script();
     let live = findings(&demo);
     demo.stop();
@@ -351,4 +361,31 @@ fn demo_without_faults_finds_nothing() {
         "the closing summary of a run without faults"
     );
     assert!(alerts.is_empty(), "alerts without faults: {alerts:?}");
+}
+
+#[test]
+fn a_demo_without_a_data_dir_says_it_is_temporary_and_removes_it() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut demo = Demo::start(None, "none");
+    let (path, note) = demo
+        .data_dir_line
+        .split_once(" (")
+        .expect("a note after the temporary data dir");
+    assert!(note.starts_with("temporary"), "{}", demo.data_dir_line);
+    let path = std::path::PathBuf::from(path);
+    assert!(
+        path.is_dir(),
+        "{} does not exist while the demo runs",
+        path.display()
+    );
+    demo.stop();
+    // The demo has exited: its stdout is closed, so the reader thread ends the line stream.
+    let rest: Vec<String> = demo.lines.iter().collect();
+    assert!(!path.exists(), "{} is left after the demo", path.display());
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("removed the temporary data dir")
+                && l.contains(&path.display().to_string())),
+        "no line says the data dir was removed: {rest:?}"
+    );
 }
