@@ -162,14 +162,12 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
     println!("{bound}");
     println!("dashboard: http://{}/", bound.api);
     println!("API token: {token}");
-    if opts.temporary_data_dir {
-        println!(
-            "data dir: {} (temporary: removed when the demo stops; --data-dir D keeps the data)",
-            data_dir.display()
-        );
+    let temporary = if opts.temporary_data_dir {
+        " (temporary: removed when the demo stops; --data-dir D keeps the data)"
     } else {
-        println!("data dir: {}", data_dir.display());
-    }
+        ""
+    };
+    println!("data dir: {}{temporary}", data_dir.display());
     let run_started = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
     let result = drive(&bound, &token, &opts, window, signal).await;
     let _ = stop_tx.send(());

@@ -851,30 +851,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Storage order by comparing the key strings, row by row: what [`storage_order`] promises.
-    fn string_order(batches: &[RecordBatch]) -> Vec<(i64, Vec<RowRef>)> {
-        let mut keys = Vec::new();
-        for (b, batch) in batches.iter().enumerate() {
-            let traces = batch.column(0).as_string::<i32>();
-            let spans = batch.column(1).as_string::<i32>();
-            let starts = batch.column(2).as_primitive::<Int64Type>();
-            for r in 0..batch.num_rows() {
-                let start = starts.value(r);
-                let key = (hour_of(start), traces.value(r).to_owned(), start);
-                keys.push((key, spans.value(r).to_owned(), (b, r)));
-            }
-        }
-        keys.sort();
-        let mut out: Vec<(i64, Vec<RowRef>)> = Vec::new();
-        for ((hour, _, _), _, at) in keys {
-            match out.last_mut() {
-                Some((h, rows)) if *h == hour => rows.push(at),
-                _ => out.push((hour, vec![at])),
-            }
-        }
-        out
-    }
-
     proptest! {
         /// Rows come out in the byte order of their (hour, trace_id, start, span_id) keys,
         /// ties by position, whatever the ids look like (hex or not, of any case and length)
@@ -905,7 +881,32 @@ mod tests {
                 .step_by(split)
                 .map(|at| whole.slice(at, split.min(whole.num_rows() - at)))
                 .collect();
-            prop_assert_eq!(storage_order(&batches).unwrap(), string_order(&batches));
+            // Each row's key, ending with its position: (hour, trace_id, start, span_id, at).
+            let key = |(b, r): RowRef| {
+                let batch: &RecordBatch = &batches[b];
+                let start = batch.column(2).as_primitive::<Int64Type>().value(r);
+                (
+                    hour_of(start),
+                    batch.column(0).as_string::<i32>().value(r).to_owned(),
+                    start,
+                    batch.column(1).as_string::<i32>().value(r).to_owned(),
+                    (b, r),
+                )
+            };
+            let order = storage_order(&batches).unwrap();
+            let keys: Vec<_> = order
+                .iter()
+                .flat_map(|(hour, rows)| rows.iter().map(move |&at| (*hour, at)))
+                .map(|(hour, at)| {
+                    let k = key(at);
+                    assert_eq!(k.0, hour, "row {at:?} listed under another hour");
+                    k
+                })
+                .collect();
+            // Every row once, hours once each, and keys strictly ascending (ties by position).
+            prop_assert_eq!(keys.len(), whole.num_rows());
+            prop_assert!(order.windows(2).all(|w| w[0].0 < w[1].0));
+            prop_assert!(keys.windows(2).all(|w| w[0] < w[1]), "{:?}", keys);
         }
     }
 

@@ -3,10 +3,10 @@
 //! sums the Arrow memory of the converted rows; then the receivers' own path: the wire reader
 //! (`view::RequestView::decode`, no prost message) and conversion, and that plus the store's
 //! WAL record encoding (`segment::encode_record`: LZ4 Arrow IPC), and its bytes per span (and
-//! the encoding alone); and
-//! the flusher thread's part: the rows sealed as in-memory Parquet, `SEAL_ROWS` at a time
-//! (`files::encode_parts`; its sort, `files::storage_order`, also alone), then those parts written as files (`files::write_segments`, which
-//! copies their row groups), wall time of one thread each. Prints one JSON line. Uses the
+//! the encoding alone); and the flusher thread's part: the rows sealed as in-memory Parquet,
+//! `SEAL_ROWS` at a time (`files::encode_parts`; its sort, `files::storage_order`, also
+//! alone), then those parts written as files (`files::write_segments`, which copies their row
+//! groups), wall time of one thread each. Prints one JSON line. Uses the
 //! server's allocator (mimalloc), so the floor and the full path allocate alike.
 
 use std::time::Instant;
@@ -126,27 +126,12 @@ fn main() {
         })
         .collect();
     // The WAL record alone, on the converted rows.
-    let batches: Vec<arrow::array::RecordBatch> = plain
-        .iter()
-        .map(|s| s.decode().expect("plain rows"))
-        .collect();
     let record_only = median_seconds(stage_reps, |_| {
-        for batch in &batches {
-            std::hint::black_box(dyeline_store::segment::encode_record(batch).expect("encode"));
+        for segment in &plain {
+            let batch = segment.decode().expect("plain rows");
+            std::hint::black_box(dyeline_store::segment::encode_record(&batch).expect("encode"));
         }
     });
-    // The seal's sort alone (`files::storage_order`), SEAL_ROWS rows at a time.
-    let seal_batches: Vec<Vec<arrow::array::RecordBatch>> = batches
-        .chunks(dyeline_store::SEAL_ROWS.div_ceil(args.spans.max(1)))
-        .map(<[_]>::to_vec)
-        .collect();
-    let order = median_seconds(stage_reps, |_| {
-        for c in &seal_batches {
-            std::hint::black_box(dyeline_store::files::storage_order(c).expect("order"));
-        }
-    });
-    drop(seal_batches);
-    drop(batches);
     let mut chunks: Vec<Vec<&Segment>> = vec![Vec::new()];
     let mut gathered = 0;
     for segment in &plain {
@@ -157,6 +142,17 @@ fn main() {
         gathered += segment.rows();
         chunks.last_mut().expect("one").push(segment);
     }
+    // The seal's sort alone (`files::storage_order`), on the same groups of rows.
+    let chunk_batches: Vec<Vec<arrow::array::RecordBatch>> = chunks
+        .iter()
+        .map(|c| c.iter().map(|s| s.decode().expect("plain rows")).collect())
+        .collect();
+    let order = median_seconds(stage_reps, |_| {
+        for batches in &chunk_batches {
+            std::hint::black_box(dyeline_store::files::storage_order(batches).expect("order"));
+        }
+    });
+    drop(chunk_batches);
     let mut sealed: Vec<Segment> = Vec::new();
     let seal = median_seconds(args.reps, |_| {
         sealed = chunks
