@@ -154,7 +154,11 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
         },
     ));
     let Ok(bound) = bound_rx.await else {
-        return match server.await? {
+        // `serve` failed at start (a data dir in use, a port taken). Dropping a runtime here,
+        // in an async context, would panic.
+        let served = server.await;
+        serve_runtime.shutdown_background();
+        return match served? {
             Err(e) => Err(e),
             Ok(()) => Err("the server stopped before binding its ports".into()),
         };
@@ -171,9 +175,10 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
     let run_started = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
     let result = drive(&bound, &token, &opts, window, signal).await;
     let _ = stop_tx.send(());
-    let served = server.await?;
+    let served = server.await;
     // `serve` returned: what is left are idle tasks; do not block the async caller on them.
     serve_runtime.shutdown_background();
+    let served = served?;
     if result.is_ok() && served.is_ok() {
         // What the release walk left in the data: the post-mortem a release owner would run
         // next, in short (a temporary data dir is gone after this).

@@ -121,6 +121,57 @@ pub enum StoreError {
     /// An I/O or encoding failure.
     #[error("store I/O error: {0}")]
     Io(String),
+    /// Another process holds the data directory's lock ([`LOCK_FILE`]): a data directory takes
+    /// one writing store at a time. `holder` is what that process wrote in the lock file (its
+    /// pid), empty when unreadable.
+    #[error(
+        "data directory {dir} is in use by another process{}: one dyeline serve, import or \
+         demo writes to a data directory at a time (readers such as dyeline sql and analyze \
+         need no lock)",
+        if holder.is_empty() { String::new() } else { format!(" ({holder})") }
+    )]
+    InUse {
+        /// The data directory.
+        dir: String,
+        /// The holder's note, `pid N`.
+        holder: String,
+    },
+}
+
+/// The file a writable store locks in its data directory, for as long as it is open (an
+/// exclusive `flock`, released by the kernel when the process ends, even by SIGKILL). A
+/// second writer on the same directory would replay the first one's WAL and, at its next
+/// flush, delete WAL segments the first is still appending to: acknowledged spans lost at
+/// the first one's next crash. The file holds the holder's `pid N`, for the error message.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Takes the lock of `data_dir` ([`LOCK_FILE`]) and writes this process's pid in it.
+fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, StoreError> {
+    use std::io::{Seek, Write};
+    let path = data_dir.join(LOCK_FILE);
+    let io = |e: std::io::Error| StoreError::Io(format!("lock file {}: {e}", path.display()));
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let holder = std::fs::read_to_string(&path).unwrap_or_default();
+            return Err(StoreError::InUse {
+                dir: data_dir.display().to_string(),
+                holder: holder.trim().to_owned(),
+            });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+    }
+    file.set_len(0).map_err(io)?;
+    file.rewind().map_err(io)?;
+    write!(file, "pid {}", std::process::id()).map_err(io)?;
+    Ok(file)
 }
 
 /// What a write did.
@@ -432,13 +483,18 @@ pub struct Store {
     wal_records: bool,
     tx: Mutex<Option<SyncSender<Msg>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The data directory's lock ([`LOCK_FILE`]) when the store writes to disk; the writer
+    /// and flusher threads hold clones, so it is released once the store and both are gone.
+    lock: Mutex<Option<Arc<std::fs::File>>>,
 }
 
 impl Store {
-    /// Opens (or creates) the store in `config.data_dir`, replaying its WAL.
+    /// Opens (or creates) the store in `config.data_dir`, replaying its WAL. A writable store
+    /// that persists first takes the directory's lock ([`LOCK_FILE`]); a read-only one does not.
     ///
     /// # Errors
-    /// [`StoreError::Io`] when the directories cannot be created or read.
+    /// [`StoreError::InUse`] when another process holds the lock; [`StoreError::Io`] when the
+    /// directories cannot be created or read.
     pub fn open(config: StoreConfig) -> Result<Self, StoreError> {
         let io = |e: std::io::Error| StoreError::Io(e.to_string());
         let mut config = config;
@@ -451,6 +507,11 @@ impl Store {
                 StoreError::Io(format!("data directory {}: {e}", config.data_dir.display()))
             })?;
         }
+        // Before anything is read: another writer's WAL must not be replayed.
+        let lock = (config.persist && !config.read_only)
+            .then(|| lock_data_dir(&config.data_dir))
+            .transpose()?
+            .map(Arc::new);
         let spans_dir = config.data_dir.join("spans");
         let wal_dir = config.data_dir.join("wal");
         if config.persist && !config.read_only {
@@ -481,6 +542,7 @@ impl Store {
                 wal_records: false,
                 tx: Mutex::new(None),
                 threads: Mutex::new(Vec::new()),
+                lock: Mutex::new(None),
             });
         }
         let wal_records = config.persist;
@@ -503,19 +565,27 @@ impl Store {
         {
             let shared = Arc::clone(&shared);
             let config = config.clone();
+            let lock = lock.clone();
             threads.push(
                 std::thread::Builder::new()
                     .name("dyeline-flusher".into())
-                    .spawn(move || flusher_loop(&shared, &config, &flush_rx))
+                    .spawn(move || {
+                        flusher_loop(&shared, &config, &flush_rx);
+                        drop(lock);
+                    })
                     .map_err(io)?,
             );
         }
         {
             let shared = Arc::clone(&shared);
+            let lock = lock.clone();
             threads.push(
                 std::thread::Builder::new()
                     .name("dyeline-writer".into())
-                    .spawn(move || writer_loop(&shared, &config, &rx, wal, dedupe, &flush_tx))
+                    .spawn(move || {
+                        writer_loop(&shared, &config, &rx, wal, dedupe, &flush_tx);
+                        drop(lock);
+                    })
                     .map_err(io)?,
             );
         }
@@ -524,6 +594,7 @@ impl Store {
             wal_records,
             tx: Mutex::new(Some(tx)),
             threads: Mutex::new(threads),
+            lock: Mutex::new(lock),
         };
         Ok(store)
     }
@@ -629,7 +700,8 @@ impl Store {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Stops accepting writes, flushes memory to Parquet and joins the threads (blocking).
+    /// Stops accepting writes, flushes memory to Parquet, joins the threads and releases the
+    /// data directory's lock (blocking).
     pub fn close(&self) {
         let tx = self.tx.lock().take();
         if let Some(tx) = tx {
@@ -642,12 +714,14 @@ impl Store {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
+        self.lock.lock().take();
     }
 }
 
 impl Drop for Store {
     fn drop(&mut self) {
         // Without close(), the WAL still holds everything acknowledged; just stop the threads.
+        // The lock is released when they have stopped (they hold clones of it).
         self.tx.lock().take();
     }
 }
@@ -1255,6 +1329,40 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_two_newest_indexed(&store);
         tokio::task::spawn_blocking(move || store.close())
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_second_writer_on_a_data_dir_is_refused_until_the_first_is_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = open_unsynced(dir.path());
+        assert_eq!(write(&first, 0, 100).await.stored, 100);
+
+        let second = Store::open(StoreConfig::new(dir.path()));
+        match second {
+            Err(StoreError::InUse { holder, .. }) => {
+                assert_eq!(holder, format!("pid {}", std::process::id()));
+            }
+            Err(e) => panic!("expected InUse, got {e}"),
+            Ok(_) => panic!("a second writer opened a locked data directory"),
+        }
+        // A reader takes no lock: it sees the first writer's rows (replayed from its WAL).
+        let mut read = StoreConfig::new(dir.path());
+        read.read_only = true;
+        let reader = Store::open(read).unwrap();
+        assert_eq!(reader.metrics().wal_replayed_rows.get(), 100);
+        drop(reader);
+
+        // The refused writer touched nothing: the first still writes, and after it closes a
+        // new writer opens and holds every row once.
+        assert_eq!(write(&first, 100, 50).await.stored, 50);
+        tokio::task::spawn_blocking(move || first.close())
+            .await
+            .unwrap();
+        let reopened = open_unsynced(dir.path());
+        assert_eq!(write(&reopened, 0, 150).await.duplicates, 150);
+        tokio::task::spawn_blocking(move || reopened.close())
             .await
             .unwrap();
     }

@@ -96,3 +96,65 @@ fn acknowledged_spans_survive_sigkill() {
         "no span twice after replay"
     );
 }
+
+#[test]
+fn a_second_writer_on_a_data_dir_stops_at_start_and_readers_still_read() {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().unwrap();
+    let lines = dir.path().join("spans.jsonl");
+    std::fs::write(&lines, request(1).replace('\n', " ") + "\n").unwrap();
+    let lines_arg = lines.to_str().unwrap();
+
+    let mut s = Server::start(&data, &[]);
+    assert_eq!(post_json(&s, &request(0)).status, 200);
+    let in_use = format!("is in use by another process (pid {})", s.pid().unwrap());
+
+    // A second server and an import on the same directory both stop before reading it.
+    let (ok, _, err) = run_cli(&[
+        "serve",
+        "--data-dir",
+        data_arg,
+        "--otlp-grpc-addr",
+        "127.0.0.1:0",
+        "--otlp-http-addr",
+        "127.0.0.1:0",
+        "--api-addr",
+        "127.0.0.1:0",
+    ]);
+    assert!(!ok && err.contains(&in_use), "second serve: {err}");
+    let (ok, _, err) = run_cli(&["import", "--data-dir", data_arg, lines_arg]);
+    assert!(!ok && err.contains(&in_use), "import beside serve: {err}");
+    let (ok, _, err) = run_cli(&["demo", "--data-dir", data_arg]);
+    assert!(!ok && err.contains(&in_use), "demo beside serve: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // A reader needs no lock.
+    let (ok, out, err) = run_cli(&[
+        "sql",
+        "--data-dir",
+        data_arg,
+        "--format",
+        "json",
+        "SELECT count(*) AS n FROM spans",
+    ]);
+    assert!(ok, "sql beside serve: {err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        v["rows"],
+        serde_json::json!([[50]]),
+        "the acknowledged request, from the WAL"
+    );
+    assert!(s.is_running());
+    assert_eq!(post_json(&s, &request(2)).status, 200);
+
+    // SIGKILL: the kernel drops the lock with the process; the import now runs.
+    s.kill();
+    let (ok, _, err) = run_cli(&["import", "--data-dir", data_arg, lines_arg]);
+    assert!(ok, "import after the server died: {err}");
+    let s = Server::start(&data, &[]);
+    assert_eq!(
+        count_all(&s),
+        150,
+        "both acknowledged requests and the import, once each"
+    );
+}

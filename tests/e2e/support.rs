@@ -129,6 +129,11 @@ impl Server {
             .expect("metrics")
     }
 
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// True while the process runs.
     pub fn is_running(&mut self) -> bool {
         self.child
