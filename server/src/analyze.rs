@@ -15,7 +15,8 @@ use crate::config::Config;
 use crate::serve::{BoxError, store_config};
 
 /// Runs the analysis of `config.data_dir` between `from` and `to` (RFC 3339 or Unix ns) and
-/// prints it (JSON or [`table`]).
+/// prints it: JSON (every finding), or [`table`] with at most `limit` findings per detection
+/// (0: all).
 ///
 /// # Errors
 /// A missing or unreadable data dir, a time that does not parse, a failed scan.
@@ -24,6 +25,7 @@ pub async fn run(
     from: Option<&str>,
     to: Option<&str>,
     json: bool,
+    limit: usize,
     with_decisions: bool,
     detections: &[Detection],
 ) -> Result<(), BoxError> {
@@ -38,7 +40,7 @@ pub async fn run(
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", table(&report));
+        print!("{}", table(&report, limit));
     }
     Ok(())
 }
@@ -243,13 +245,23 @@ fn header(r: &Report) -> String {
     out
 }
 
-/// The report for people: one section per detection, one line per finding.
-pub fn table(r: &Report) -> String {
+/// The report for people: one section per detection, headed by its count of findings, then
+/// one line per finding, the first `limit` of each (0: all) in the report's order, and how
+/// many more there are.
+pub fn table(r: &Report, limit: usize) -> String {
     let mut out = header(r);
     for (title, lines) in sections(r) {
         let _ = writeln!(out, "\n{title}: {}", lines.len());
-        for l in lines {
+        let shown = if limit == 0 { lines.len() } else { limit };
+        for l in lines.iter().take(shown) {
             let _ = writeln!(out, "{l}");
+        }
+        if lines.len() > shown {
+            let _ = writeln!(
+                out,
+                "  … and {} more (--limit 0 lists all; --format json has every finding)",
+                lines.len() - shown
+            );
         }
     }
     out

@@ -147,6 +147,10 @@ struct AnalyzeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: OutputFormat,
+    /// Findings listed per detection in the table (the count heads each section); 0 lists
+    /// all. JSON always has every finding.
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
     /// Also list every span's parsed decisions.
     #[arg(long)]
     with_decisions: bool,
@@ -289,6 +293,7 @@ fn main() -> ExitCode {
                     a.from.as_deref(),
                     a.to.as_deref(),
                     matches!(a.format, OutputFormat::Json),
+                    a.limit,
                     a.with_decisions,
                     &a.detections,
                 )

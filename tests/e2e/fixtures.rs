@@ -64,7 +64,54 @@ fn analyze_and_check(data: &std::path::Path, fixture: &str) -> Value {
         table.contains(&format!("cross-colour hops: {hops}")),
         "{table}"
     );
+    // Each section lists at most --limit findings (default 20, 0: all) and counts the rest.
+    for (limit, args) in [
+        (20, vec![]),
+        (2, vec!["--limit", "2"]),
+        (0, vec!["--limit", "0"]),
+    ] {
+        let mut all = vec!["analyze", "--data-dir", data.to_str().unwrap()];
+        all.extend(args);
+        let (ok, table, err) = run_cli(&all);
+        assert!(ok, "{err}");
+        let sections = table_sections(&table);
+        assert_eq!(sections.len(), 6, "{table}");
+        for (title, count, listed, more) in sections {
+            let shown = if limit == 0 { count } else { count.min(limit) };
+            assert_eq!(
+                (listed, more),
+                (shown, count - shown),
+                "{title}, limit {limit}"
+            );
+            if title == "cross-colour hops" {
+                assert_eq!(count, hops);
+            }
+        }
+    }
     windowed_only_equals_the_full_pass(data, &[])
+}
+
+/// The detection sections of an `analyze` table: (title, the count in its heading, finding
+/// lines listed, the count of its `… and N more` line or 0).
+fn table_sections(table: &str) -> Vec<(String, usize, usize, usize)> {
+    table
+        .split("\n\n")
+        .skip(1)
+        .map(|block| {
+            let mut lines = block.lines();
+            let heading = lines.next().unwrap();
+            let (title, count) = heading.rsplit_once(": ").unwrap();
+            let (mut listed, mut more) = (0, 0);
+            for l in lines {
+                if let Some(rest) = l.strip_prefix("  … and ") {
+                    more = rest.split(' ').next().unwrap().parse().unwrap();
+                } else {
+                    listed += 1;
+                }
+            }
+            (title.to_owned(), count.parse().unwrap(), listed, more)
+        })
+        .collect()
 }
 
 const WINDOWED: [&str; 4] = [
