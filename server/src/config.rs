@@ -129,11 +129,41 @@ pub enum LogFormat {
     Json,
 }
 
+/// Reads a byte size: a whole number of bytes (`1048576`), or a number and a unit as
+/// `bytesize` parses it (`16MiB`, `16 MiB`, `512KB`, `1.5GB`; units are case-insensitive, `KB`
+/// is 1000 and `KiB` 1024). Anything else is refused with the accepted forms in the message
+/// (bytesize's own said `expected parsable string`, or `integer overflow` for `-1`).
+fn byte_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ByteSize, D::Error> {
+    use serde::de::{Error, Unexpected, Visitor};
+    struct ByteSizeVisitor;
+    impl Visitor<'_> for ByteSizeVisitor {
+        type Value = ByteSize;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a byte size: a whole number of bytes, or a number and a unit such as 16MiB, 512KB or 1GB")
+        }
+        fn visit_u64<E: Error>(self, v: u64) -> Result<ByteSize, E> {
+            Ok(ByteSize::b(v))
+        }
+        fn visit_i64<E: Error>(self, v: i64) -> Result<ByteSize, E> {
+            u64::try_from(v)
+                .map(ByteSize::b)
+                .map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
+        }
+        fn visit_str<E: Error>(self, v: &str) -> Result<ByteSize, E> {
+            v.trim()
+                .parse()
+                .map_err(|_| E::invalid_value(Unexpected::Str(v), &self))
+        }
+    }
+    d.deserialize_any(ByteSizeVisitor)
+}
+
 /// Receiver limits.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReceiverConfig {
     /// Largest request body after decompression. Default 16 MiB.
+    #[serde(deserialize_with = "byte_size")]
     pub max_body_size: ByteSize,
 }
 
@@ -157,6 +187,7 @@ pub struct StoreSettings {
     pub in_memory_only: bool,
     /// Memory for the Parquet files' trace-id indexes (8 bytes per trace per file; the
     /// newest files keep theirs, a lookup opens the others). Default 256 MiB.
+    #[serde(deserialize_with = "byte_size")]
     pub trace_index_max_bytes: ByteSize,
 }
 
@@ -359,5 +390,36 @@ mod tests {
         std::fs::write(&file, "nonsense = 1\n").unwrap();
         let err = Config::load(Some(&file), Figment::new()).unwrap_err();
         assert!(err.to_string().contains("nonsense"), "{err}");
+    }
+
+    #[test]
+    fn byte_sizes_are_numbers_or_sizes_with_units_and_errors_say_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        let load = |value: &str| {
+            std::fs::write(
+                &file,
+                format!("[receiver]\nmax_body_size = {value}\n[store]\ntrace_index_max_bytes = {value}\n"),
+            )
+            .unwrap();
+            Config::load(Some(&file), Figment::new())
+        };
+        for (value, bytes) in [
+            ("2048", 2048),
+            ("\"16MB\"", 16_000_000),
+            ("\"16 MiB\"", 16 << 20),
+            ("\"512kib\"", 512 << 10),
+        ] {
+            let cfg = load(value).unwrap();
+            assert_eq!(cfg.receiver.max_body_size.as_u64(), bytes, "{value}");
+            assert_eq!(cfg.store.trace_index_max_bytes.as_u64(), bytes, "{value}");
+        }
+        for value in ["\"sixteen\"", "-1", "\"16 parsecs\""] {
+            let err = load(value).unwrap_err().to_string();
+            assert!(
+                err.contains("expected a byte size") && err.contains("16MiB"),
+                "{value}: {err}"
+            );
+        }
     }
 }
