@@ -785,7 +785,7 @@ fn index_files(shared: &std::sync::Weak<Shared>) {
     }
     tracing::info!(
         files = indexed,
-        seconds = started.elapsed().as_secs_f64(),
+        elapsed = ?started.elapsed(),
         "indexed the trace ids of the stored files"
     );
 }
@@ -1169,7 +1169,7 @@ fn flush_frozen(shared: &Shared, config: &StoreConfig, seq: &mut u64) -> Result<
         .observe(started.elapsed().as_secs_f64());
     tracing::info!(
         rows,
-        seconds = started.elapsed().as_secs_f64(),
+        elapsed = ?started.elapsed(),
         "flushed to Parquet"
     );
     Ok(())
