@@ -2,7 +2,10 @@
 """Ingest benchmarks of issue 2, all in one run on this machine, printed as a report.
 
 1. End-to-end OTLP/gRPC ingest throughput of `dyeline serve` (WAL + Parquet on, fsync always)
-   and of `dyeline serve` with the store's disk path off (`store.in_memory_only`), beside
+   and of `dyeline serve` with the store's disk path off (`store.in_memory_only`: no WAL, no
+   files, but rows still converted, filtered for duplicates, held and sealed in memory), and
+   with nothing stored (`store.discard`: the receivers decode, validate and convert, then
+   drop the rows: the work of Rotel's blackhole plus the conversion to Arrow), beside
    Rotel (`rotel-agent start --exporter blackhole`), under the same load generator
    (`loadgen`: 1,000-span requests, ~12 attributes per span, 40 services x 4 instances).
    Runs alternate between the systems; medians of --reps runs are reported.
@@ -209,13 +212,15 @@ def main():
     except ImportError:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--pre", "rotel"], check=True)
 
-    results = {"dyeline_wal_parquet": [], "dyeline_no_disk": [], "rotel_blackhole": []}
-    cpu = {"dyeline_wal_parquet": [], "dyeline_no_disk": [], "rotel_blackhole": []}
-    by_thread = {"dyeline_wal_parquet": [], "dyeline_no_disk": []}
+    systems = [("dyeline_wal_parquet", {}), ("dyeline_no_disk", {"DYELINE_STORE__IN_MEMORY_ONLY": "true"}),
+               ("dyeline_discard", {"DYELINE_STORE__IN_MEMORY_ONLY": "true", "DYELINE_STORE__DISCARD": "true"}),
+               ("rotel_blackhole", None)]
+    results = {name: [] for name, _ in systems}
+    cpu = {name: [] for name, _ in systems}
+    by_thread = {name: [] for name, env in systems if env is not None}
     seed = 1
     for rep in range(a.reps):
-        for name, env in [("dyeline_wal_parquet", {}), ("dyeline_no_disk", {"DYELINE_STORE__IN_MEMORY_ONLY": "true"}),
-                          ("rotel_blackhole", None)]:
+        for name, env in systems:
             seed += 1
             if env is None:
                 r = Rotel()
@@ -273,12 +278,15 @@ def main():
         "throughput_runs": results,
         "ratio_dyeline_wal_parquet_to_rotel": med["dyeline_wal_parquet"] / med["rotel_blackhole"],
         "ratio_dyeline_no_disk_to_rotel": med["dyeline_no_disk"] / med["rotel_blackhole"],
+        "ratio_dyeline_discard_to_rotel": med["dyeline_discard"] / med["rotel_blackhole"],
         "server_cpu_s_per_million_spans_median": cpu_med,
         "server_cpu_s_per_million_spans_by_thread_median": {
             name: {k: statistics.median(r.get(k, 0.0) for r in runs) for k in sorted({k for r in runs for k in r})}
             for name, runs in by_thread.items()},
         "decode_floor": floor,
         "cpu_ratio_full_path_to_prost_decode": cpu_med["dyeline_wal_parquet"] / floor["prost_decode_cpu_s_per_million"],
+        "cpu_ratio_discard_to_prost_decode": cpu_med["dyeline_discard"] / floor["prost_decode_cpu_s_per_million"],
+        "cpu_ratio_rotel_to_prost_decode": cpu_med["rotel_blackhole"] / floor["prost_decode_cpu_s_per_million"],
         "memory_rss_mb_per_million_spans_in_memory": mem_mb_per_million[0],
         "memory_rss_mb_per_million_spans_in_memory_after_purge_delay": mem_mb_per_million[1],
         "memory_rss_mb_per_million_spans_in_memory_20_span_requests": mem_small_requests[0],

@@ -183,8 +183,14 @@ pub struct StoreSettings {
     pub retention: Duration,
     /// Writes queued before new ones get 429 / UNAVAILABLE. Default 256.
     pub queue_capacity: usize,
-    /// Write nothing to disk (benchmarks only). Default false.
+    /// Write nothing to disk (benchmarks only): no WAL, no Parquet files; rows are held,
+    /// sealed and queryable in memory until the process ends. Default false.
     pub in_memory_only: bool,
+    /// Store nothing (benchmarks only): the receivers decode, validate and convert each
+    /// request as usual, then acknowledge it and drop its rows, the work of a collector
+    /// exporting to a blackhole. Queries, span metrics and rollups see none of them;
+    /// `dyeline_receiver_spans_accepted_total` counts them. Default false.
+    pub discard: bool,
     /// Memory for the Parquet files' trace-id indexes (8 bytes per trace per file; the
     /// newest files keep theirs, a lookup opens the others). Default 256 MiB.
     #[serde(deserialize_with = "byte_size")]
@@ -241,6 +247,7 @@ impl Default for StoreSettings {
             retention: d.retention,
             queue_capacity: d.queue_capacity,
             in_memory_only: false,
+            discard: false,
             trace_index_max_bytes: ByteSize::b(d.trace_index_max_bytes as u64),
         }
     }

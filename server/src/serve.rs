@@ -192,12 +192,18 @@ pub async fn serve(
         )))
     });
     span_metrics.register(&mut registry);
-    let receiver = Arc::new(Receiver::new(
+    let sink: Arc<dyn dyeline_collector::SpanSink> = if config.store.discard {
+        tracing::warn!("store.discard is on: spans are acknowledged and dropped, nothing is kept");
+        Arc::new(crate::sink::DiscardSink)
+    } else {
         Arc::new(StoreSink {
             store: Arc::clone(&store),
             metrics: Some((span_metrics, Arc::clone(&plane))),
             rollup: rollup.clone().map(|r| (r, Arc::clone(&plane))),
-        }),
+        })
+    };
+    let receiver = Arc::new(Receiver::new(
+        sink,
         convert_options(&config)?,
         receiver_metrics,
         Limits {

@@ -1,4 +1,5 @@
-//! The adapter that makes the store the collector's [`SpanSink`].
+//! The adapters that make the store the collector's [`SpanSink`] ([`StoreSink`]), or nothing
+//! ([`DiscardSink`], `store.discard`, for benchmarks).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,5 +69,22 @@ impl SpanSink for StoreSink {
             }),
             Err(e) => Box::pin(async move { Err(map(e)) }),
         }
+    }
+}
+
+/// A sink that keeps nothing (`store.discard`): every write is acknowledged at once as stored,
+/// and its rows dropped. For measuring the receivers alone, as a collector exporting to a
+/// blackhole does (`bench/ingest.py`).
+pub struct DiscardSink;
+
+impl SpanSink for DiscardSink {
+    fn write(&self, rows: SpanRows) -> BoxFuture<'static, Result<WriteReport, SinkError>> {
+        let stored = rows.keys.len() as u64;
+        Box::pin(async move {
+            Ok(WriteReport {
+                stored,
+                duplicates: 0,
+            })
+        })
     }
 }

@@ -155,3 +155,24 @@ fn sql_api_reads_memory_and_parquet_and_refuses_writes() {
     let (ok, _, err) = run_cli(&["sql", "--data-dir", d, "DELETE FROM spans"]);
     assert!(!ok && err.contains("only a single SELECT"), "{err}");
 }
+
+/// `store.discard` (the benchmark's blackhole mode): requests are still decoded and
+/// validated, acknowledged and counted, but no row is kept.
+#[test]
+fn discard_mode_acknowledges_and_counts_spans_but_keeps_none() {
+    let dir = temp_dir();
+    let s = Server::start(
+        &dir.path().join("data"),
+        &[("DYELINE_STORE__DISCARD", "true")],
+    );
+    assert_eq!(post_json(&s, &request(7, T0, 5)).status, 200);
+    // Validation still runs: a bad id is still refused (case 01).
+    let bad = request(8, T0, 1).replace(&format!("{:032x}", 8), "AAAAAAAAAAAAAAAAAAAAAA==");
+    assert_eq!(post_json(&s, &bad).status, 400);
+    let metrics = s.metrics();
+    assert!(
+        metrics.contains("dyeline_receiver_spans_accepted_total{transport=\"http_json\"} 5"),
+        "{metrics}"
+    );
+    assert_eq!(count_all(&s), 0);
+}
