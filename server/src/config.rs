@@ -183,6 +183,11 @@ pub struct StoreSettings {
     pub retention: Duration,
     /// Writes queued before new ones get 429 / UNAVAILABLE. Default 256.
     pub queue_capacity: usize,
+    /// Memory the rows held before their flush may take (sealed, plain, being flushed);
+    /// above it writes get 429 / UNAVAILABLE and a flush starts (`import` waits). Default
+    /// 1 GiB.
+    #[serde(deserialize_with = "byte_size")]
+    pub max_memory: ByteSize,
     /// Write nothing to disk (benchmarks only): no WAL, no Parquet files; rows are held,
     /// sealed and queryable in memory until the process ends. Default false.
     pub in_memory_only: bool,
@@ -246,6 +251,7 @@ impl Default for StoreSettings {
             flush_max_rows: d.flush_max_rows,
             retention: d.retention,
             queue_capacity: d.queue_capacity,
+            max_memory: ByteSize::b(d.max_memory_bytes as u64),
             in_memory_only: false,
             discard: false,
             trace_index_max_bytes: ByteSize::b(d.trace_index_max_bytes as u64),
@@ -314,6 +320,12 @@ impl Config {
         if self.receiver.max_body_size.as_u64() < 1024 {
             return Err(ConfigError::Invalid(
                 "receiver.max_body_size must be at least 1 KiB".into(),
+            ));
+        }
+        // Room for the plain rows of a seal (32 MiB) and the sealed rows beside them.
+        if self.store.max_memory.as_u64() < 64 << 20 {
+            return Err(ConfigError::Invalid(
+                "store.max_memory must be at least 64 MiB".into(),
             ));
         }
         if self.store.queue_capacity == 0 || self.store.flush_max_rows == 0 {
@@ -390,6 +402,12 @@ mod tests {
         assert_eq!(cfg.store.fsync, FsyncPolicy::Never);
         assert_eq!(cfg.store.retention, Duration::from_secs(2 * 86400));
         assert_eq!(cfg.receiver.max_body_size, ByteSize::mib(1));
+        assert_eq!(cfg.store.max_memory, ByteSize::gib(1));
+        assert_eq!(
+            store_config_max_memory(&cfg),
+            1 << 30,
+            "the store gets the setting"
+        );
         assert_eq!(cfg.otlp_grpc_addr, "127.0.0.1:4317".parse().unwrap());
         std::fs::write(&file, "[analyzer.channels.trade]\nwindow = \"0s\"\n").unwrap();
         let err = Config::load(Some(&file), Figment::new()).unwrap_err();
@@ -397,6 +415,26 @@ mod tests {
         std::fs::write(&file, "nonsense = 1\n").unwrap();
         let err = Config::load(Some(&file), Figment::new()).unwrap_err();
         assert!(err.to_string().contains("nonsense"), "{err}");
+    }
+
+    fn store_config_max_memory(cfg: &Config) -> usize {
+        crate::serve::store_config(cfg).max_memory_bytes
+    }
+
+    #[test]
+    fn the_memory_bound_is_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "[store]\nmax_memory = \"256 MiB\"\n").unwrap();
+        let cfg = Config::load(Some(&file), Figment::new()).unwrap();
+        assert_eq!(store_config_max_memory(&cfg), 256 << 20);
+        std::fs::write(&file, "[store]\nmax_memory = \"1 MiB\"\n").unwrap();
+        let err = Config::load(Some(&file), Figment::new()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("store.max_memory must be at least 64 MiB"),
+            "{err}"
+        );
     }
 
     #[test]

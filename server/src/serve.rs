@@ -39,6 +39,7 @@ pub fn store_config(config: &Config) -> StoreConfig {
     s.flush_max_rows = config.store.flush_max_rows;
     s.retention = config.store.retention;
     s.queue_capacity = config.store.queue_capacity;
+    s.max_memory_bytes = usize::try_from(config.store.max_memory.as_u64()).unwrap_or(usize::MAX);
     s.persist = !config.store.in_memory_only;
     s.trace_index_max_bytes =
         usize::try_from(config.store.trace_index_max_bytes.as_u64()).unwrap_or(usize::MAX);

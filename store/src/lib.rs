@@ -72,6 +72,13 @@ pub struct StoreConfig {
     pub retention: Duration,
     /// Writes waiting for the writer thread before new ones are refused as saturated.
     pub queue_capacity: usize,
+    /// Bytes the rows held in memory may take (sealed, plain, and frozen for a flush:
+    /// `dyeline_store_memory_bytes`) before new writes are refused as saturated (HTTP 429,
+    /// gRPC UNAVAILABLE, with Retry-After), and a flush starts at once. Without it, writes
+    /// arriving faster than the flusher seals and writes them (more receiving cores than one
+    /// flusher keeps up with, a disk that refuses the flush) would grow memory without bound.
+    /// [`Store::write_waiting`] (import) waits instead. Default 1 GiB.
+    pub max_memory_bytes: usize,
     /// zstd level of Parquet (sealed memory and files). Default 1: on release-walk it wrote
     /// 29.3 bytes per span against 32.5 at level 3, and sealed loadgen rows about a quarter
     /// faster (`decode_floor --zstd-level`).
@@ -92,7 +99,8 @@ pub struct StoreConfig {
 
 impl StoreConfig {
     /// Defaults for `data_dir`: fsync always, flush every 60 s or 500,000 rows, 7 days
-    /// retention, 256 queued writes, zstd level 1, 256 MiB of file trace indexes.
+    /// retention, 256 queued writes, 1 GiB of rows in memory, zstd level 1, 256 MiB of file
+    /// trace indexes.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
@@ -101,6 +109,7 @@ impl StoreConfig {
             flush_max_rows: 500_000,
             retention: Duration::from_secs(7 * 24 * 3600),
             queue_capacity: 256,
+            max_memory_bytes: 1 << 30,
             zstd_level: 1,
             persist: true,
             read_only: false,
@@ -483,6 +492,8 @@ pub struct Store {
     wal_records: bool,
     tx: Mutex<Option<SyncSender<Msg>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// [`StoreConfig::max_memory_bytes`].
+    max_memory_bytes: usize,
     /// The data directory's lock ([`LOCK_FILE`]) when the store writes to disk; the writer
     /// and flusher threads hold clones, so it is released once the store and both are gone.
     lock: Mutex<Option<Arc<std::fs::File>>>,
@@ -542,6 +553,7 @@ impl Store {
                 wal_records: false,
                 tx: Mutex::new(None),
                 threads: Mutex::new(Vec::new()),
+                max_memory_bytes: config.max_memory_bytes,
                 lock: Mutex::new(None),
             });
         }
@@ -559,6 +571,7 @@ impl Store {
                 .spawn(move || index_files(&weak))
                 .map_err(io)?;
         }
+        let max_memory_bytes = config.max_memory_bytes;
         let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
         let (flush_tx, flush_rx) = mpsc::channel::<FlushJob>();
         let mut threads = Vec::new();
@@ -594,6 +607,7 @@ impl Store {
             wal_records,
             tx: Mutex::new(Some(tx)),
             threads: Mutex::new(threads),
+            max_memory_bytes,
             lock: Mutex::new(lock),
         };
         Ok(store)
@@ -620,8 +634,9 @@ impl Store {
     /// caller's thread, not on the writer's.
     ///
     /// # Errors
-    /// [`StoreError::Saturated`] at once when the queue is full, [`StoreError::Closed`],
-    /// [`StoreError::Io`] when the batch cannot be encoded.
+    /// [`StoreError::Saturated`] at once when the queue is full or the rows in memory take
+    /// [`StoreConfig::max_memory_bytes`] or more, [`StoreError::Closed`], [`StoreError::Io`]
+    /// when the batch cannot be encoded.
     pub fn try_write(
         &self,
         batch: RecordBatch,
@@ -630,6 +645,9 @@ impl Store {
         let (ack, rx) = oneshot::channel();
         if self.tx.lock().is_none() {
             return Err(StoreError::Closed);
+        }
+        if self.memory_full() {
+            return Err(StoreError::Saturated);
         }
         let record = self.record(&batch)?;
         let segment = Box::new(Segment::plain(batch.clone()));
@@ -648,7 +666,8 @@ impl Store {
         }
     }
 
-    /// Writes and waits, blocking while the queue is full (for offline import).
+    /// Writes and waits, blocking while the queue is full or the rows in memory take
+    /// [`StoreConfig::max_memory_bytes`] or more (for offline import).
     ///
     /// # Errors
     /// [`StoreError::Closed`] or the write's own error.
@@ -657,6 +676,12 @@ impl Store {
         batch: RecordBatch,
         keys: Vec<SpanKey>,
     ) -> Result<WriteReport, StoreError> {
+        while self.memory_full() {
+            if self.tx.lock().is_none() {
+                return Err(StoreError::Closed);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let (ack, rx) = oneshot::channel();
         let tx = self.tx.lock().clone().ok_or(StoreError::Closed)?;
         let record = self.record(&batch)?;
@@ -676,6 +701,13 @@ impl Store {
         .map_err(|e| StoreError::Io(e.to_string()))?
         .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// True while the rows in memory take [`StoreConfig::max_memory_bytes`] or more (the
+    /// gauge the writer and flusher set under the state lock; read without it).
+    fn memory_full(&self) -> bool {
+        usize::try_from(self.shared.metrics.memory_bytes.get()).unwrap_or(0)
+            >= self.max_memory_bytes
     }
 
     /// The WAL record of `batch`, when the store keeps a WAL.
@@ -1001,22 +1033,27 @@ fn writer_loop(
             }
         }
         dedupe.sweep();
+        // Writes are refused meanwhile, so `active` does not grow and this freezes once.
+        let memory_full = usize::try_from(shared.metrics.memory_bytes.get()).unwrap_or(0)
+            >= config.max_memory_bytes;
         let due = {
             let s = shared.state.read();
             s.active_rows >= config.flush_max_rows
+                || (s.active_rows > 0 && memory_full)
                 || (s.active_rows > 0 && last_flush.elapsed() >= config.flush_interval)
                 || !s.frozen.is_empty() && last_flush.elapsed() >= config.flush_interval
         };
         if due || !flush_acks.is_empty() || closing {
             last_flush = Instant::now();
             if !config.persist {
-                // Nothing to write: memory is simply dropped at the row cap.
+                // Nothing to write: memory is simply dropped at the row cap or the memory bound.
                 let mut s = shared.state.write();
-                if s.active_rows >= config.flush_max_rows {
+                if s.active_rows >= config.flush_max_rows || memory_full {
                     s.active.clear();
                     s.plain.clear();
                     s.plain_generation += 1;
                     s.active_rows = 0;
+                    set_memory_gauges(&shared.metrics, &s);
                 }
                 for a in flush_acks {
                     let _ = a.send(Ok(()));
@@ -1363,6 +1400,46 @@ mod tests {
         let reopened = open_unsynced(dir.path());
         assert_eq!(write(&reopened, 0, 150).await.duplicates, 150);
         tokio::task::spawn_blocking(move || reopened.close())
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn writes_past_the_memory_bound_are_refused_until_a_flush_frees_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = StoreConfig::new(dir.path());
+        config.fsync = FsyncPolicy::Never;
+        // Any row held fills it; the interval alone would not flush for an hour.
+        config.max_memory_bytes = 1;
+        config.flush_interval = Duration::from_secs(3600);
+        let store = Store::open(config).unwrap();
+        assert_eq!(write(&store, 0, 100).await.stored, 100);
+        assert!(store.metrics().memory_bytes.get() > 0);
+        let (batch, keys) = rows(100, 100);
+        let refused = store.try_write(batch.clone(), keys.clone());
+        assert!(matches!(refused, Err(StoreError::Saturated)), "{refused:?}");
+
+        // The writer flushes at once when the bound is reached; then writes are taken again,
+        // and an import's write waits for that instead of failing.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while store.metrics().memory_bytes.get() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(store.metrics().memory_bytes.get(), 0);
+        assert_eq!(
+            store.snapshot().files.len(),
+            1,
+            "flushed by the bound, not the interval"
+        );
+        assert_eq!(store.write_waiting(batch, keys).await.unwrap().stored, 100);
+        let (batch, keys) = rows(200, 100);
+        let waited =
+            tokio::time::timeout(Duration::from_secs(20), store.write_waiting(batch, keys))
+                .await
+                .expect("the waiting write went through after the next flush")
+                .unwrap();
+        assert_eq!(waited.stored, 100);
+        tokio::task::spawn_blocking(move || store.close())
             .await
             .unwrap();
     }
