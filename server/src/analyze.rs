@@ -249,35 +249,32 @@ fn header(r: &Report) -> String {
 /// one line per finding, the first `limit` of each (0: all) in the report's order, and how
 /// many more there are.
 pub fn table(r: &Report, limit: usize) -> String {
-    let mut out = header(r);
-    for (title, lines) in sections(r) {
-        let _ = writeln!(out, "\n{title}: {}", lines.len());
-        let shown = if limit == 0 { lines.len() } else { limit };
-        for l in lines.iter().take(shown) {
-            let _ = writeln!(out, "{l}");
-        }
-        if lines.len() > shown {
-            let _ = writeln!(
-                out,
-                "  … and {} more (--limit 0 lists all; --format json has every finding)",
-                lines.len() - shown
-            );
-        }
-    }
-    out
+    listed(
+        r,
+        (limit != 0).then_some(limit),
+        "\n",
+        " (--limit 0 lists all; --format json has every finding)",
+    )
 }
 
 /// [`table`] with at most `per_section` lines per detection (the rest counted), for a
 /// summary at the end of `dyeline demo`.
 pub fn summary(r: &Report, per_section: usize) -> String {
+    listed(r, Some(per_section), "", "")
+}
+
+/// The header, then each section: `gap`, its title and count, its first `limit` lines (all
+/// when `None`), and `  … and N more{hint}` for the rest.
+fn listed(r: &Report, limit: Option<usize>, gap: &str, hint: &str) -> String {
     let mut out = header(r);
     for (title, lines) in sections(r) {
-        let _ = writeln!(out, "{title}: {}", lines.len());
-        for l in lines.iter().take(per_section) {
+        let _ = writeln!(out, "{gap}{title}: {}", lines.len());
+        let shown = limit.unwrap_or(lines.len()).min(lines.len());
+        for l in &lines[..shown] {
             let _ = writeln!(out, "{l}");
         }
-        if lines.len() > per_section {
-            let _ = writeln!(out, "  … and {} more", lines.len() - per_section);
+        if lines.len() > shown {
+            let _ = writeln!(out, "  … and {} more{hint}", lines.len() - shown);
         }
     }
     out

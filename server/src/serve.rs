@@ -39,11 +39,15 @@ pub fn store_config(config: &Config) -> StoreConfig {
     s.flush_max_rows = config.store.flush_max_rows;
     s.retention = config.store.retention;
     s.queue_capacity = config.store.queue_capacity;
-    s.max_memory_bytes = usize::try_from(config.store.max_memory.as_u64()).unwrap_or(usize::MAX);
+    s.max_memory_bytes = bytes(config.store.max_memory);
     s.persist = !config.store.in_memory_only;
-    s.trace_index_max_bytes =
-        usize::try_from(config.store.trace_index_max_bytes.as_u64()).unwrap_or(usize::MAX);
+    s.trace_index_max_bytes = bytes(config.store.trace_index_max_bytes);
     s
+}
+
+/// A byte size as `usize` (saturating on a 32-bit target).
+fn bytes(size: bytesize::ByteSize) -> usize {
+    usize::try_from(size.as_u64()).unwrap_or(usize::MAX)
 }
 
 /// The conversion settings of `config`.
@@ -208,8 +212,7 @@ pub async fn serve(
         convert_options(&config)?,
         receiver_metrics,
         Limits {
-            max_body_bytes: usize::try_from(config.receiver.max_body_size.as_u64())
-                .unwrap_or(usize::MAX),
+            max_body_bytes: bytes(config.receiver.max_body_size),
         },
     ));
     let sql = SqlEngine::new(store.table())?;

@@ -432,6 +432,12 @@ fn set_file_gauges(metrics: &StoreMetrics, files: &[FileMeta], trace_index_bytes
 }
 
 impl Shared {
+    /// True while the rows in memory take `limit` bytes or more (the `memory_bytes` gauge,
+    /// which the writer and flusher set under the state lock; read without it).
+    fn memory_full(&self, limit: usize) -> bool {
+        usize::try_from(self.metrics.memory_bytes.get()).unwrap_or(0) >= limit
+    }
+
     /// Applies the trace-index budget to the files of `state` and sets the file gauges (files,
     /// bytes, trace-index bytes); called with the write lock after every change of the files.
     fn files_changed(&self, state: &mut State) {
@@ -703,11 +709,9 @@ impl Store {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// True while the rows in memory take [`StoreConfig::max_memory_bytes`] or more (the
-    /// gauge the writer and flusher set under the state lock; read without it).
+    /// True while the rows in memory take [`StoreConfig::max_memory_bytes`] or more.
     fn memory_full(&self) -> bool {
-        usize::try_from(self.shared.metrics.memory_bytes.get()).unwrap_or(0)
-            >= self.max_memory_bytes
+        self.shared.memory_full(self.max_memory_bytes)
     }
 
     /// The WAL record of `batch`, when the store keeps a WAL.
@@ -1034,8 +1038,7 @@ fn writer_loop(
         }
         dedupe.sweep();
         // Writes are refused meanwhile, so `active` does not grow and this freezes once.
-        let memory_full = usize::try_from(shared.metrics.memory_bytes.get()).unwrap_or(0)
-            >= config.max_memory_bytes;
+        let memory_full = shared.memory_full(config.max_memory_bytes);
         let due = {
             let s = shared.state.read();
             s.active_rows >= config.flush_max_rows
@@ -1352,9 +1355,7 @@ mod tests {
             assert_eq!(store.metrics().trace_index_bytes.get(), 320);
         };
         assert_two_newest_indexed(&store);
-        tokio::task::spawn_blocking(move || store.close())
-            .await
-            .unwrap();
+        close(store).await;
 
         // Reopened: the background pass indexes the newest files first and stops at the
         // budget.
@@ -1365,9 +1366,7 @@ mod tests {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_two_newest_indexed(&store);
-        tokio::task::spawn_blocking(move || store.close())
-            .await
-            .unwrap();
+        close(store).await;
     }
 
     #[tokio::test]
@@ -1394,14 +1393,10 @@ mod tests {
         // The refused writer touched nothing: the first still writes, and after it closes a
         // new writer opens and holds every row once.
         assert_eq!(write(&first, 100, 50).await.stored, 50);
-        tokio::task::spawn_blocking(move || first.close())
-            .await
-            .unwrap();
+        close(first).await;
         let reopened = open_unsynced(dir.path());
         assert_eq!(write(&reopened, 0, 150).await.duplicates, 150);
-        tokio::task::spawn_blocking(move || reopened.close())
-            .await
-            .unwrap();
+        close(reopened).await;
     }
 
     #[tokio::test]
@@ -1439,6 +1434,11 @@ mod tests {
                 .expect("the waiting write went through after the next flush")
                 .unwrap();
         assert_eq!(waited.stored, 100);
+        close(store).await;
+    }
+
+    /// Closes `store` (flush, join its threads, release its lock) off the async thread.
+    async fn close(store: Store) {
         tokio::task::spawn_blocking(move || store.close())
             .await
             .unwrap();
@@ -1537,9 +1537,7 @@ mod tests {
             .collect();
         stored.sort();
         assert_eq!(stored, expected);
-        tokio::task::spawn_blocking(move || store.close())
-            .await
-            .unwrap();
+        close(store).await;
     }
 
     #[tokio::test]
@@ -1612,8 +1610,6 @@ mod tests {
         let bytes: usize = snap.segments.iter().map(Segment::memory_bytes).sum();
         assert_eq!(store.metrics().memory_bytes.get(), bytes as i64);
         assert!(bytes < SEAL_BYTES, "{bytes} B held after the seal");
-        tokio::task::spawn_blocking(move || store.close())
-            .await
-            .unwrap();
+        close(store).await;
     }
 }

@@ -111,17 +111,8 @@ fn a_second_writer_on_a_data_dir_stops_at_start_and_readers_still_read() {
     let in_use = format!("is in use by another process (pid {})", s.pid().unwrap());
 
     // A second server and an import on the same directory both stop before reading it.
-    let (ok, _, err) = run_cli(&[
-        "serve",
-        "--data-dir",
-        data_arg,
-        "--otlp-grpc-addr",
-        "127.0.0.1:0",
-        "--otlp-http-addr",
-        "127.0.0.1:0",
-        "--api-addr",
-        "127.0.0.1:0",
-    ]);
+    let (ok, _, err) =
+        run_cli(&[&["serve", "--data-dir", data_arg], &EPHEMERAL_PORTS[..]].concat());
     assert!(!ok && err.contains(&in_use), "second serve: {err}");
     let (ok, _, err) = run_cli(&["import", "--data-dir", data_arg, lines_arg]);
     assert!(!ok && err.contains(&in_use), "import beside serve: {err}");

@@ -36,6 +36,16 @@ pub struct Server {
     pub api: SocketAddr,
 }
 
+/// `serve`'s address flags with every port chosen by the OS.
+pub const EPHEMERAL_PORTS: [&str; 6] = [
+    "--otlp-grpc-addr",
+    "127.0.0.1:0",
+    "--otlp-http-addr",
+    "127.0.0.1:0",
+    "--api-addr",
+    "127.0.0.1:0",
+];
+
 impl Server {
     /// Starts `dyeline serve` on `data_dir` with ports chosen by the OS and extra environment
     /// variables (e.g. `DYELINE_STORE__FLUSH_INTERVAL`).
@@ -47,16 +57,9 @@ impl Server {
     pub fn start_with(data_dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Self {
         let mut cmd = Command::new(dyeline_bin());
         cmd.args(args)
-            .args([
-                "serve",
-                "--otlp-grpc-addr",
-                "127.0.0.1:0",
-                "--otlp-http-addr",
-                "127.0.0.1:0",
-                "--api-addr",
-                "127.0.0.1:0",
-                "--data-dir",
-            ])
+            .arg("serve")
+            .args(EPHEMERAL_PORTS)
+            .arg("--data-dir")
             .arg(data_dir)
             .env("DYELINE_LOG", "warn")
             .stdin(Stdio::null())

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-pub use crate::support::{Server, run_cli, run_cli_in, shared_dir};
+pub use crate::support::{EPHEMERAL_PORTS, Server, run_cli, run_cli_in, shared_dir};
 
 /// Host names like `order-b1` / `stock-g1` (the cases' convention) through a user pattern
 /// colour rule.
