@@ -11,6 +11,7 @@ mod dashboard;
 mod demo;
 mod durability;
 mod fixtures;
+mod hardening;
 mod otlp_python;
 mod otlp_rust;
 mod sql;
