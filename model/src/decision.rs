@@ -5,8 +5,20 @@
 //! ([`baggage_member`]) and the choice of where on a span the decision is read
 //! ([`DecisionSource`], [`read_decision`]). Nothing here fails: malformed text is skipped and
 //! counted, never refused.
+//!
+//! # Limits
+//! A decision value comes from a client, so reading it is bounded whatever its size, with the
+//! limits of W3C baggage (<https://www.w3.org/TR/baggage/#limits>: 180 list-members, 8,192
+//! bytes, as in the OpenTelemetry SDKs): [`Decisions::parse`] reads at most
+//! [`MAX_VALUE_BYTES`] bytes of a value and at most [`MAX_PAIRS`] of its pairs. What lies
+//! past either limit is not read and the result says so ([`Decisions::truncated`], counted by
+//! the receivers as `dyeline_receiver_decisions_truncated_total`). Work is linear in the bytes
+//! read: a repeated channel is found through a hash map, not by a scan of the pairs kept.
+//! [`baggage_member`] is one pass over the header that stops at the member found.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 use percent_encoding::percent_decode_str;
 
@@ -15,13 +27,23 @@ use crate::Color;
 /// The baggage key that carries the decisions (domain §2).
 pub const BAGGAGE_KEY: &str = "x-deploy-channel-type";
 
+/// Most pairs (non-empty `&`-separated pieces, malformed ones included) that
+/// [`Decisions::parse`] reads from one value: W3C baggage's limit of 180 list-members.
+pub const MAX_PAIRS: usize = 180;
+
+/// Most bytes of one value that [`Decisions::parse`] reads (as given, before
+/// percent-decoding): W3C baggage's limit of 8,192 bytes for a whole header.
+pub const MAX_VALUE_BYTES: usize = 8192;
+
 /// Decisions read from one `x-deploy-channel-type` value: channel → colour, first pair wins
-/// (domain §2), with the count of malformed pairs and the channels decided twice differently.
+/// (domain §2), with the count of malformed pairs, the channels decided twice differently, and
+/// whether the value went on past the limits ([`MAX_PAIRS`], [`MAX_VALUE_BYTES`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Decisions {
     entries: Vec<(String, Color)>,
     malformed_pairs: u32,
     conflicting: Vec<String>,
+    truncated: bool,
 }
 
 impl Decisions {
@@ -36,19 +58,60 @@ impl Decisions {
     /// than `blue` / `green` (case-insensitive). The first pair for a channel wins; a later pair
     /// with another colour lists the channel (once) in [`Decisions::conflicting`]; an identical
     /// repeat is harmless. Channel names are kept as written (case-sensitive).
+    ///
+    /// Limits (module doc): only the first [`MAX_VALUE_BYTES`] bytes of `value` are read (to a
+    /// character boundary, before percent-decoding). When the value goes on past them and its
+    /// properties did not start before, the piece the limit cuts through is dropped (it may be
+    /// incomplete) unless the unread rest starts with a separator (`&`, `;`, `%26`, `%3B`,
+    /// after optional whitespace), and [`Decisions::truncated`] is set unless that rest is only
+    /// whitespace or properties (it starts with `;` or `%3B`). Of the non-empty pieces, only the
+    /// first [`MAX_PAIRS`] are read; a further one sets [`Decisions::truncated`]. Pieces not
+    /// read are not counted as malformed.
     pub fn parse(value: &str) -> Self {
-        let decoded: Cow<'_, str> = if value.contains('%') {
-            percent_decode_str(value).decode_utf8_lossy()
-        } else {
-            Cow::Borrowed(value)
-        };
-        let body = decoded.split(';').next().unwrap_or_default();
         let mut out = Self::default();
+        let mut read_len = value.len().min(MAX_VALUE_BYTES);
+        while !value.is_char_boundary(read_len) {
+            read_len -= 1;
+        }
+        let (read, rest) = value.split_at(read_len);
+        let decoded: Cow<'_, str> = if read.contains('%') {
+            percent_decode_str(read).decode_utf8_lossy()
+        } else {
+            Cow::Borrowed(read)
+        };
+        let body: &str = match decoded.split_once(';') {
+            Some((body, _properties)) => body,
+            None => {
+                let rest = rest.trim_start();
+                match separator(rest) {
+                    // Nothing but whitespace or properties was left unread.
+                    None if rest.is_empty() => &decoded,
+                    Some(';') => &decoded,
+                    Some(_) => {
+                        out.truncated = true;
+                        &decoded
+                    }
+                    None => {
+                        out.truncated = true;
+                        // The limit cuts through the last piece: it may be incomplete.
+                        decoded.rsplit_once('&').map_or("", |(whole, _cut)| whole)
+                    }
+                }
+            }
+        };
+        // Channel → (the colour kept, listed as conflicting): one lookup per pair.
+        let mut seen: HashMap<&str, (Color, bool)> = HashMap::new();
+        let mut pieces = 0usize;
         for piece in body.split('&') {
             let piece = piece.trim();
             if piece.is_empty() {
                 continue;
             }
+            if pieces == MAX_PAIRS {
+                out.truncated = true;
+                break;
+            }
+            pieces += 1;
             let Some((channel, color)) = piece.split_once('=') else {
                 out.malformed_pairs += 1;
                 continue;
@@ -58,12 +121,18 @@ impl Decisions {
                 out.malformed_pairs += 1;
                 continue;
             };
-            match out.get(channel) {
-                None => out.entries.push((channel.to_owned(), color)),
-                Some(kept) if kept != color && !out.conflicting.iter().any(|c| c == channel) => {
-                    out.conflicting.push(channel.to_owned());
+            match seen.entry(channel) {
+                Entry::Vacant(e) => {
+                    e.insert((color, false));
+                    out.entries.push((channel.to_owned(), color));
                 }
-                Some(_) => {}
+                Entry::Occupied(mut e) => {
+                    let (kept, listed) = e.get_mut();
+                    if *kept != color && !*listed {
+                        *listed = true;
+                        out.conflicting.push(channel.to_owned());
+                    }
+                }
             }
         }
         out
@@ -75,7 +144,8 @@ impl Decisions {
     /// Returns `true` when appended; `false` when the channel is already decided or when the
     /// pair could not be written and read back by [`Decisions::encode`] / [`Decisions::parse`]:
     /// `color` is [`Color::Unknown`], or `channel` is empty, has surrounding whitespace, or
-    /// contains `&`, `=`, `;` or `%`.
+    /// contains `&`, `=`, `;` or `%`, or the decisions are full ([`MAX_PAIRS`] channels, or an
+    /// encoding longer than [`MAX_VALUE_BYTES`] with this pair).
     pub fn insert(&mut self, channel: &str, color: Color) -> bool {
         let encodable = !channel.is_empty()
             && channel.trim() == channel
@@ -83,8 +153,23 @@ impl Decisions {
         if color == Color::Unknown || !encodable || self.get(channel).is_some() {
             return false;
         }
+        let separator = usize::from(!self.entries.is_empty());
+        let grown = self.encoded_len() + separator + channel.len() + 1 + color.as_str().len();
+        if self.entries.len() >= MAX_PAIRS || grown > MAX_VALUE_BYTES {
+            return false;
+        }
         self.entries.push((channel.to_owned(), color));
         true
+    }
+
+    /// The length of [`Decisions::encode`]'s text, without writing it.
+    fn encoded_len(&self) -> usize {
+        let pairs: usize = self
+            .entries
+            .iter()
+            .map(|(c, col)| c.len() + 2 * c.matches('%').count() + 1 + col.as_str().len())
+            .sum();
+        pairs + self.entries.len().saturating_sub(1)
     }
 
     /// The value a traffic SDK writes: `channel=color` pairs joined by `&` in first-seen
@@ -92,8 +177,12 @@ impl Decisions {
     /// Not otherwise percent-encoded (encode it when placing it in a baggage header), except
     /// that a `%` inside a channel name is written `%25`: [`Decisions::parse`] decodes once, so a
     /// name it produced from `%25…` still holds `%` and would be decoded again. Malformed-pair
-    /// counts and conflicts are not written: `Decisions::parse(&d.encode())` gives back the
-    /// channels and colours of `d` (found by the `baggage` fuzz target in `bench/fuzz`).
+    /// counts, conflicts and truncation are not written: `Decisions::parse(&d.encode())` gives
+    /// back the channels and colours of `d` (found by the `baggage` fuzz target in
+    /// `bench/fuzz`) whenever the text fits in [`MAX_VALUE_BYTES`], which it always does for
+    /// decisions built with [`Decisions::insert`]. Parsed decisions can encode longer (a `%`
+    /// read as text is written `%25`); parsing such a text gives back their first channels, with
+    /// [`Decisions::truncated`] set.
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(self.entries.iter().map(|(c, _)| c.len() + 7).sum());
         for (i, (channel, color)) in self.entries.iter().enumerate() {
@@ -112,7 +201,9 @@ impl Decisions {
         out
     }
 
-    /// The colour decided for `channel` (exact, case-sensitive name), `None` when undecided.
+    /// The colour decided for `channel` (exact, case-sensitive name), `None` when undecided. A
+    /// scan of at most [`MAX_PAIRS`] channels: [`Decisions::parse`] and [`Decisions::insert`]
+    /// keep no more.
     pub fn get(&self, channel: &str) -> Option<Color> {
         self.entries
             .iter()
@@ -139,10 +230,28 @@ impl Decisions {
     pub fn conflicting(&self) -> &[String] {
         &self.conflicting
     }
-    /// True when the value held no non-empty piece at all: no decision and no malformed pair
-    /// (e.g. ``, `  `, `&&`). [`read_decision`] treats such a source as absent.
+    /// True when the value went on past the limits ([`MAX_VALUE_BYTES`] bytes, [`MAX_PAIRS`]
+    /// pairs) and the rest was not read (see [`Decisions::parse`]).
+    pub fn truncated(&self) -> bool {
+        self.truncated
+    }
+    /// True when the value held no non-empty piece at all: no decision, no malformed pair and
+    /// nothing past the limits (e.g. ``, `  `, `&&`). [`read_decision`] treats such a source as
+    /// absent.
     pub fn is_blank(&self) -> bool {
-        self.entries.is_empty() && self.malformed_pairs == 0
+        self.entries.is_empty() && self.malformed_pairs == 0 && !self.truncated
+    }
+}
+
+/// The separator `rest` starts with, written as is or percent-encoded: `&` (`%26`) between
+/// pairs, `;` (`%3B`) before properties; `None` for anything else.
+fn separator(rest: &str) -> Option<char> {
+    match rest.as_bytes() {
+        [b'&', ..] => Some('&'),
+        [b';', ..] => Some(';'),
+        [b'%', b'2', b'6', ..] => Some('&'),
+        [b'%', b'3', b'b' | b'B', ..] => Some(';'),
+        _ => None,
     }
 }
 
@@ -154,6 +263,9 @@ impl Decisions {
 /// around each part. The key is everything before the member's first `=` (trimmed, compared
 /// exactly); the value runs to the first `;` (properties dropped) and is trimmed. Members
 /// without `=` are skipped; the first member with the key wins. Never fails.
+///
+/// One pass over the header, stopping at the member found; only that member's value is
+/// decoded. The value is returned whole: the limits on reading it are [`Decisions::parse`]'s.
 pub fn baggage_member(header: &str, key: &str) -> Option<String> {
     header.split(',').find_map(|member| {
         let (k, rest) = member.split_once('=')?;

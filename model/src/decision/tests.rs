@@ -333,3 +333,255 @@ fn encode_escapes_percent_in_parsed_channel_names() {
         "trade%2541=blue"
     );
 }
+
+/// The parse before the limits, kept as the reference model: a scan of the kept pairs per
+/// pair (quadratic in the number of channels), no limit on pairs or bytes.
+fn reference_parse(value: &str) -> (Vec<(String, Color)>, u32, Vec<String>) {
+    let decoded = percent_decode_str(value).decode_utf8_lossy();
+    let body = decoded.split(';').next().unwrap_or_default();
+    let (mut entries, mut malformed, mut conflicting) = (Vec::new(), 0, Vec::<String>::new());
+    for piece in body.split('&') {
+        let piece = piece.trim();
+        if piece.is_empty() {
+            continue;
+        }
+        let Some((channel, color)) = piece.split_once('=') else {
+            malformed += 1;
+            continue;
+        };
+        let channel = channel.trim();
+        let Some(color) = Color::parse(color).filter(|_| !channel.is_empty()) else {
+            malformed += 1;
+            continue;
+        };
+        match entries.iter().find(|(c, _)| c == channel) {
+            None => entries.push((channel.to_owned(), color)),
+            Some((_, kept)) if *kept != color && !conflicting.iter().any(|c| c == channel) => {
+                conflicting.push(channel.to_owned());
+            }
+            Some(_) => {}
+        }
+    }
+    (entries, malformed, conflicting)
+}
+
+fn model_of(d: &Decisions) -> (Vec<(String, Color)>, u32, Vec<String>) {
+    (
+        d.iter().map(|(c, col)| (c.to_owned(), col)).collect(),
+        d.malformed_pairs(),
+        d.conflicting().to_vec(),
+    )
+}
+
+/// `n` pairs `c0=blue&c1=blue&…`.
+fn blue_pairs(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("c{i}=blue"))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+#[test]
+fn at_most_max_pairs_are_read() {
+    // The span: 100,000 pairs, one channel each.
+    let value = blue_pairs(100_000);
+    let d = Decisions::parse(&value);
+    assert_eq!(d.len(), MAX_PAIRS);
+    assert!(d.truncated());
+    assert_eq!((d.malformed_pairs(), d.conflicting().len()), (0, 0));
+    assert_eq!(d.get("c179"), Some(BLUE));
+    assert_eq!(d.get("c180"), None);
+    // Malformed pieces count towards the limit too: 100,000 of them examine 180.
+    let junk = "x&".repeat(100_000);
+    let d = Decisions::parse(&junk);
+    assert_eq!(
+        (d.len(), d.malformed_pairs(), d.truncated()),
+        (0, 180, true)
+    );
+    assert!(!d.is_blank(), "a truncated value is present");
+    // Exactly at the limit nothing is lost; empty pieces do not count.
+    let d = Decisions::parse(&format!("{}&&&", blue_pairs(MAX_PAIRS)));
+    assert_eq!((d.len(), d.truncated()), (MAX_PAIRS, false));
+}
+
+/// `n` pairs of 100 bytes each (`cNNN…=green`), 10 of them and a separator per kibibyte.
+fn long_pairs(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("c{i:0>93}=green"))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+#[test]
+fn at_most_max_value_bytes_are_read() {
+    let value = long_pairs(100);
+    assert_eq!(value.len(), 100 * 100 + 99);
+    let d = Decisions::parse(&value);
+    // Pair i spans bytes [101 i, 101 i + 100): 81 pairs end within 8,192 bytes, the 82nd is
+    // cut at byte 8,192 and dropped, not counted as malformed.
+    assert_eq!((d.len(), d.malformed_pairs(), d.truncated()), (81, 0, true));
+    assert_eq!(d.get(&format!("c{:0>93}", 80)), Some(GREEN));
+    // A cut just before a separator keeps the last pair whole: `d=green` ends at byte 8,192.
+    let head = format!("b=blue&{}&d=green", "x".repeat(MAX_VALUE_BYTES - 15));
+    assert_eq!(head.len(), MAX_VALUE_BYTES);
+    for (sep, truncated) in [
+        ("&", true),
+        ("%26", true),
+        (" \t&", true),
+        (";", false),
+        ("%3b", false),
+        ("%3B", false),
+    ] {
+        let d = Decisions::parse(&format!("{head}{sep}e=blue&f=blue"));
+        assert_eq!(pairs(&d), [("b", BLUE), ("d", GREEN)], "{sep:?}");
+        assert_eq!(d.malformed_pairs(), 1, "{sep:?}: the x run");
+        assert_eq!(d.truncated(), truncated, "{sep:?}");
+    }
+    // Anything else, and the cut piece is dropped (here it would have read `d=greenx`).
+    for sep in ["x", "%2", "%25"] {
+        let d = Decisions::parse(&format!("{head}{sep}&e=blue"));
+        assert_eq!(pairs(&d), [("b", BLUE)], "{sep:?}");
+        assert_eq!((d.malformed_pairs(), d.truncated()), (1, true), "{sep:?}");
+    }
+    // Only whitespace past the limit: nothing is lost.
+    let value = format!("a=blue{}", " ".repeat(MAX_VALUE_BYTES * 2));
+    let d = Decisions::parse(&value);
+    assert_eq!((pairs(&d), d.truncated()), (vec![("a", BLUE)], false));
+    // Properties that run past the limit: the pairs are whole.
+    let value = format!("a=blue&b=green;{}", "p".repeat(MAX_VALUE_BYTES * 2));
+    let d = Decisions::parse(&value);
+    assert_eq!((d.len(), d.truncated()), (2, false));
+    // One piece longer than the limit: nothing decided, but present.
+    let d = Decisions::parse(&format!("a={}", "b".repeat(MAX_VALUE_BYTES)));
+    assert_eq!((d.len(), d.malformed_pairs(), d.truncated()), (0, 0, true));
+    let long = "z=blue&".repeat(2000);
+    let r = read(&[("x-deploy-channel-type", &[long.as_str()])]).unwrap();
+    assert_eq!((r.decisions.len(), r.decisions.truncated()), (1, true));
+    // The limit falls inside a three-byte character: cut before it.
+    let d = Decisions::parse(&format!("a=blue&{}", "€".repeat(MAX_VALUE_BYTES)));
+    assert_eq!((pairs(&d), d.truncated()), (vec![("a", BLUE)], true));
+    // A cut inside a percent-escape drops that piece.
+    let mut value = "a=blue&".to_owned();
+    value.push_str(&"y".repeat(MAX_VALUE_BYTES - value.len() - 9));
+    value.push_str("&b=blue%2");
+    assert_eq!(value.len(), MAX_VALUE_BYTES);
+    value.push_str("6c=green");
+    let d = Decisions::parse(&value);
+    assert_eq!((pairs(&d), d.truncated()), (vec![("a", BLUE)], true));
+    assert_eq!(d.malformed_pairs(), 1, "the y run");
+}
+
+#[test]
+fn insert_stops_at_the_limits() {
+    let mut d = Decisions::default();
+    for i in 0..MAX_PAIRS {
+        assert!(d.insert(&format!("c{i}"), BLUE), "{i}");
+    }
+    assert!(!d.insert("one-more", GREEN));
+    assert_eq!(Decisions::parse(&d.encode()), d);
+
+    let mut d = Decisions::default();
+    let mut i = 0;
+    while d.insert(&format!("{i:0>94}"), GREEN) {
+        i += 1;
+    }
+    // 100 bytes per pair and a separator: 81 fit in 8,192 bytes.
+    assert_eq!(i, 81);
+    assert!(d.encode().len() <= MAX_VALUE_BYTES);
+    assert!(d.insert("short", BLUE), "a shorter pair still fits");
+    assert!(d.encode().len() <= MAX_VALUE_BYTES);
+    assert_eq!(Decisions::parse(&d.encode()), d);
+}
+
+/// Text with long runs of the grammar's characters: over the limits as often as under them.
+fn long_text() -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop_oneof![
+            "[a-c]{1,3}=(blue|green|BLUE|purple)",
+            "[a-c]{0,2}",
+            Just("%26".to_owned()),
+            Just("%3D".to_owned()),
+            Just(";p".to_owned()),
+            Just("€".to_owned()),
+            "[a-z]{50,120}=blue",
+        ],
+        0..400,
+    )
+    .prop_map(|pieces| pieces.join("&"))
+}
+
+proptest! {
+    /// Under the limits, the parse is the reference model's (and not truncated).
+    #[test]
+    fn parse_equals_the_reference_under_the_limits(g in grammar_text(), l in long_text()) {
+        for value in [g, l] {
+            let pieces = percent_decode_str(&value)
+                .decode_utf8_lossy()
+                .split(';')
+                .next()
+                .unwrap_or_default()
+                .split('&')
+                .filter(|p| !p.trim().is_empty())
+                .count();
+            if value.len() <= MAX_VALUE_BYTES && pieces <= MAX_PAIRS {
+                let d = Decisions::parse(&value);
+                prop_assert_eq!(model_of(&d), reference_parse(&value), "{:?}", value);
+                prop_assert!(!d.truncated());
+            }
+        }
+    }
+
+    /// Over them, at most MAX_PAIRS pieces are read and the result is the reference model's
+    /// of a prefix of the pieces; `truncated` says so.
+    #[test]
+    fn parse_reads_at_most_the_limits(l in long_text()) {
+        let d = Decisions::parse(&l);
+        prop_assert!(d.len() + d.malformed_pairs() as usize <= MAX_PAIRS);
+        prop_assert!(d.conflicting().len() <= d.len());
+        let reference = reference_parse(&l);
+        // The channels kept are the reference's first ones, in order.
+        let kept = model_of(&d).0;
+        prop_assert_eq!(&reference.0[..kept.len()], &kept[..], "{:?}", l);
+        if l.len() <= MAX_VALUE_BYTES && !d.truncated() {
+            prop_assert_eq!(model_of(&d), reference);
+        }
+    }
+
+    /// The fuzz target's round trip: the same channels, or a prefix when the encoding passes
+    /// the byte limit (a `%` read as text encodes as `%25`).
+    #[test]
+    fn reparse_of_encode_keeps_a_prefix(
+        l in long_text(),
+        p in proptest::collection::vec("[a-c%]{1,90}=(blue|green)", 0..180),
+    ) {
+        for value in [l, p.join("&")] {
+            let d = Decisions::parse(&value);
+            let encoded = d.encode();
+            let back = Decisions::parse(&encoded);
+            if encoded.len() <= MAX_VALUE_BYTES {
+                prop_assert_eq!(pairs(&back), pairs(&d));
+            } else {
+                prop_assert!(back.truncated());
+                prop_assert_eq!(&pairs(&d)[..back.len()], &pairs(&back)[..]);
+            }
+        }
+    }
+}
+
+#[test]
+fn encode_of_parsed_percent_channels_reparses_to_a_prefix() {
+    // 150 channels of 40 `%` read as text: 7 KiB as sent, 19 KiB encoded (`%25` each).
+    let value = (0..150)
+        .map(|i| format!("{i:03}{}=blue", "%".repeat(40)))
+        .collect::<Vec<_>>()
+        .join("&");
+    assert!(value.len() <= MAX_VALUE_BYTES);
+    let d = Decisions::parse(&value);
+    assert_eq!((d.len(), d.truncated()), (150, false));
+    let encoded = d.encode();
+    assert_eq!(encoded.len(), 150 * (3 + 120 + 5) + 149);
+    let back = Decisions::parse(&encoded);
+    // 129 bytes a pair with its separator: 63 whole pairs in 8,192 bytes.
+    assert_eq!((back.len(), back.truncated()), (63, true));
+    assert_eq!(pairs(&back), pairs(&d)[..63]);
+}
