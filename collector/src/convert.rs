@@ -7,6 +7,11 @@
 //! on each span (domain §2), the traffic kind (domain §3) and the error rule (domain §6.6).
 //! Invalid spans are rejected one by one and counted by [`RejectReason`]; the rest of the request
 //! is kept (OTLP partial success). Does not own transport, limits or storage.
+//!
+//! Work is linear in the request: a span's attributes are read in one pass ([`SpanAttrs`]), a
+//! decision value is parsed within the W3C baggage limits ([`Decisions::parse`]; spans whose
+//! value passed them are counted in [`SpanRows::decisions_truncated`]) and each of the first
+//! [`MEMO_MAX`] distinct decision texts of a request is parsed once.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -68,6 +73,11 @@ pub struct SpanRows {
     pub rejected: Vec<(RejectReason, u64)>,
     /// The first rejection, phrased for the OTLP `partial_success.error_message`.
     pub first_error: Option<String>,
+    /// Spans whose decision value went on past the limits of
+    /// [`dyeline_model::decision::MAX_PAIRS`] pairs or
+    /// [`dyeline_model::decision::MAX_VALUE_BYTES`] bytes: their decisions were read up to the
+    /// limits, the rest skipped ([`Decisions::truncated`]).
+    pub decisions_truncated: u64,
 }
 
 impl SpanRows {
@@ -592,6 +602,7 @@ pub fn convert_view(
     };
     let mut json_buf = String::new();
     let mut memo = DecisionMemo::default();
+    let mut decisions_truncated = 0u64;
     for (ri, rs) in request.resource_spans.iter().enumerate() {
         let res = resource_info(&rs.resource_attributes, &options.color_rules);
         for (si, ss) in rs.scope_spans.iter().enumerate() {
@@ -706,6 +717,7 @@ pub fn convert_view(
                 let decision = decision.as_ref().map(|f| memo.resolve(f));
                 match decision {
                     Some((source, text, decisions)) => {
+                        decisions_truncated += u64::from(decisions.truncated());
                         for (channel, color) in decisions.iter() {
                             b.decisions.keys().append_value(channel);
                             b.decisions.values().append_value(color.as_str());
@@ -778,221 +790,9 @@ pub fn convert_view(
         keys,
         rejected,
         first_error,
+        decisions_truncated,
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
-    use proptest::prelude::*;
-
-    #[test]
-    fn json_strings_escape_like_serde_json() {
-        for s in [
-            "plain",
-            "quote \" and \\ back",
-            "line\nbreak\ttab\r",
-            "\u{1}\u{8}\u{c}\u{1f}\u{7f}",
-            "ünï ☃ 🎉",
-            "",
-        ] {
-            let mut out = String::new();
-            write_json_str(&mut out, s);
-            assert_eq!(out, serde_json::to_string(s).unwrap(), "{s:?}");
-        }
-    }
-
-    /// Attribute keys the one-pass lookup knows, and others.
-    const KEYS: [&str; 13] = [
-        "job.name",
-        "http.response.status_code",
-        "http.status_code",
-        "rpc.grpc.status_code",
-        "messaging.system",
-        "messaging.consumer.group.name",
-        "messaging.rocketmq.client_group",
-        "x-deploy-channel-type",
-        "baggage.x-deploy-channel-type",
-        "http.request.header.baggage",
-        "url.path",
-        "job",
-        "",
-    ];
-
-    fn any_value() -> impl Strategy<Value = Option<AnyValue>> {
-        let text = prop::sample::select(vec![
-            "trade=blue",
-            "trade=blue&pay=green",
-            "pay=green;ttl=3",
-            "",
-            "&",
-            "trade=purple",
-            "x-deploy-channel-type=trade%3Dgreen",
-            "a=1, x-deploy-channel-type = pay=blue",
-            "503",
-            "7",
-        ]);
-        let value = prop_oneof![
-            text.clone()
-                .prop_map(|t| Some(Value::StringValue(t.to_owned()))),
-            any::<i64>().prop_map(|i| Some(Value::IntValue(i % 1000))),
-            prop::collection::vec(text, 0..3).prop_map(|v| {
-                Some(Value::ArrayValue(
-                    opentelemetry_proto::tonic::common::v1::ArrayValue {
-                        values: v
-                            .into_iter()
-                            .map(|t| AnyValue {
-                                value: Some(Value::StringValue(t.to_owned())),
-                            })
-                            .collect(),
-                    },
-                ))
-            }),
-            Just(None),
-        ];
-        prop_oneof![value.prop_map(|value| Some(AnyValue { value })), Just(None)]
-    }
-
-    fn attributes() -> impl Strategy<Value = Vec<KeyValue>> {
-        prop::collection::vec(
-            (prop::sample::select(KEYS.to_vec()), any_value()).prop_map(|(k, value)| KeyValue {
-                key: k.to_owned(),
-                value,
-                ..Default::default()
-            }),
-            0..12,
-        )
-    }
-
-    proptest! {
-        /// The one-pass lookup finds what a scan per key finds, duplicates and value-less keys
-        /// included, and the memoised decision equals `read_decision`'s for every source order.
-        #[test]
-        fn one_pass_lookup_equals_a_scan_per_key(
-            attrs in attributes(),
-            order in prop::sample::subsequence(DecisionSource::DEFAULT_ORDER.to_vec(), 0..=3)
-                .prop_shuffle(),
-        ) {
-            let attrs = crate::view::kvs(&attrs);
-            let found = SpanAttrs::of(&attrs);
-            let slots = [
-                ("job.name", found.job_name),
-                ("http.response.status_code", found.http_status),
-                ("http.status_code", found.http_status_legacy),
-                ("rpc.grpc.status_code", found.grpc_status),
-                ("messaging.system", found.messaging_system),
-                ("messaging.consumer.group.name", found.consumer_group),
-                ("messaging.rocketmq.client_group", found.rocketmq_group),
-            ];
-            for (key, slot) in slots {
-                prop_assert_eq!(slot, find(&attrs, key), "{}", key);
-            }
-            for source in DecisionSource::DEFAULT_ORDER {
-                prop_assert_eq!(
-                    found.decision[source_slot(source)],
-                    find(&attrs, source.as_str())
-                );
-            }
-            let expected =
-                read_decision(&order, |key| find(&attrs, key).map(|v| string_values(Some(v))));
-            // Twice: a miss, then a hit in the memo.
-            let mut memo = DecisionMemo::default();
-            for _ in 0..2 {
-                let got = memo.find(&order, &found);
-                let got = got.as_ref().map(|f| memo.resolve(f));
-                prop_assert_eq!(
-                    got.map(|(s, t, d)| (s, t.to_owned(), d.clone())),
-                    expected.as_ref().map(|r| (r.source, r.text.clone(), r.decisions.clone()))
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn a_full_memo_still_parses_new_texts() {
-        let mut memo = DecisionMemo::default();
-        for i in 0..MEMO_MAX + 3 {
-            let attrs = vec![KeyValue {
-                key: "x-deploy-channel-type".into(),
-                value: Some(AnyValue {
-                    value: Some(Value::StringValue(format!("ch{i}=green"))),
-                }),
-                ..Default::default()
-            }];
-            let attrs = crate::view::kvs(&attrs);
-            let found = SpanAttrs::of(&attrs);
-            let got = memo.find(&DecisionSource::DEFAULT_ORDER, &found);
-            let (_, text, d) = memo.resolve(got.as_ref().unwrap());
-            assert_eq!(text, format!("ch{i}=green"));
-            assert_eq!(d.get(&format!("ch{i}")), Some(dyeline_model::Color::Green));
-        }
-        assert_eq!(memo.entries.len(), MEMO_MAX);
-    }
-
-    #[test]
-    fn an_http_status_key_without_a_value_falls_back_to_the_legacy_key() {
-        use opentelemetry_proto::tonic::resource::v1::Resource;
-        use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
-        let attribute = |key: &str, value: Option<i64>| KeyValue {
-            key: key.into(),
-            value: value.map(|i| AnyValue {
-                value: Some(Value::IntValue(i)),
-            }),
-            ..Default::default()
-        };
-        let request = |attributes| ExportTraceServiceRequest {
-            resource_spans: vec![ResourceSpans {
-                resource: Some(Resource::default()),
-                scope_spans: vec![ScopeSpans {
-                    spans: vec![Span {
-                        trace_id: vec![1; 16],
-                        span_id: vec![2; 8],
-                        attributes,
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-        };
-        let status = |attributes| {
-            let rows = convert_request(&request(attributes), &ConvertOptions::default()).unwrap();
-            let batch = rows.batch.unwrap();
-            let column = batch
-                .column_by_name(dyeline_model::schema::col::HTTP_STATUS_CODE)
-                .unwrap()
-                .as_primitive::<arrow::datatypes::Int32Type>()
-                .clone();
-            column.is_valid(0).then(|| column.value(0))
-        };
-        use arrow::array::{Array, AsArray};
-        let legacy = attribute("http.status_code", Some(503));
-        assert_eq!(
-            status(vec![
-                attribute("http.response.status_code", None),
-                legacy.clone()
-            ]),
-            Some(503)
-        );
-        assert_eq!(
-            status(vec![
-                attribute("http.response.status_code", Some(200)),
-                legacy
-            ]),
-            Some(200)
-        );
-        assert_eq!(
-            status(vec![attribute("http.response.status_code", None)]),
-            None
-        );
-    }
-
-    #[test]
-    fn hex_ids_are_lower_case() {
-        let mut buf = [0u8; 32];
-        assert_eq!(hex_str(&[0xAB, 0x01], &mut buf), "ab01");
-        let t = TraceId::from_hex("7D3F0C9A2B1E4F5A8C6D0E1F2A3B4C5D").unwrap();
-        assert_eq!(hex_str(&t.to_bytes(), &mut buf), t.to_string());
-    }
-}
+mod tests;

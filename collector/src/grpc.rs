@@ -91,7 +91,7 @@ impl UnaryService<Bytes> for ExportSvc {
         let receiver = Arc::clone(&self.0);
         Box::pin(async move {
             let body = request.into_inner();
-            let result = receiver.export_protobuf(&body, "grpc").await;
+            let result = receiver.export_protobuf(body, "grpc").await;
             if let Err(e @ IngestError::BadData(_)) = &result {
                 receiver.refused(e);
             }

@@ -175,7 +175,7 @@ async fn handle(
     let declared = content_length.and_then(|l| l.trim().parse::<u64>().ok());
     let raw = read_limited(body, declared, limit).await?;
     let encoding = encoding.map(str::to_owned);
-    let decoded = tokio::task::spawn_blocking(move || {
+    let decode = move || {
         let body = decompress(encoding.as_deref(), raw, limit)?;
         match format {
             // Read by the wire reader below, without a prost message.
@@ -185,12 +185,12 @@ async fn handle(
             )),
             Format::Json => decode_json(&body).map(Payload::Request),
         }
-    })
-    .await
-    .map_err(|e| IngestError::Unavailable(format!("decode task failed: {e}")))??;
+    };
+    // CPU-bound: on the blocking pool, within the receiver's slots.
+    let decoded = receiver.blocking(decode).await??;
     match decoded {
         Payload::Request(request) => receiver.export(request, format.transport()).await,
-        Payload::Protobuf(body) => receiver.export_protobuf(&body, format.transport()).await,
+        Payload::Protobuf(body) => receiver.export_protobuf(body, format.transport()).await,
     }
 }
 

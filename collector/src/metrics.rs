@@ -1,6 +1,6 @@
 //! The receivers' own counters, registered in a Prometheus registry (`/metrics` on the API
 //! port): spans accepted per transport, spans discarded per reason (a closed set), requests
-//! refused per reason.
+//! refused per reason, and spans whose decision value passed the baggage limits.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -35,6 +35,9 @@ pub struct ReceiverMetrics {
     pub spans_discarded: Family<ReasonLabel, Counter>,
     /// `dyeline_receiver_requests_refused_total{reason}`: whole requests refused.
     pub requests_refused: Family<ReasonLabel, Counter>,
+    /// `dyeline_receiver_decisions_truncated_total`: spans stored with the decisions read up to
+    /// the W3C baggage limits of their value (180 pairs, 8,192 bytes), the rest skipped.
+    pub decisions_truncated: Counter,
 }
 
 impl ReceiverMetrics {
@@ -70,6 +73,12 @@ impl ReceiverMetrics {
             "dyeline_receiver_requests_refused",
             "Export requests refused whole, by reason",
             self.requests_refused.clone(),
+        );
+        registry.register(
+            "dyeline_receiver_decisions_truncated",
+            "Spans whose decision value passed the W3C baggage limits (180 pairs, 8192 bytes): \
+             decisions read up to them, the rest skipped",
+            self.decisions_truncated.clone(),
         );
     }
 
