@@ -10,8 +10,13 @@ pub enum IngestError {
     /// HTTP 400, gRPC INVALID_ARGUMENT; not retryable.
     #[error("{0}")]
     BadData(String),
-    /// The body exceeds the size limit (after decompression): HTTP 413, gRPC RESOURCE_EXHAUSTED.
-    #[error("request body exceeds the limit of {limit} bytes")]
+    /// The body exceeds the size limit (after decompression): HTTP 413, gRPC RESOURCE_EXHAUSTED
+    /// without `RetryInfo`; not retryable (OTLP: "The client MUST NOT retry the request when it
+    /// receives `HTTP 413`"; a gRPC client treats RESOURCE_EXHAUSTED without `RetryInfo` as
+    /// not retryable).
+    #[error(
+        "request body exceeds the limit of {limit} bytes after decompression (raise [receiver] max_body_size)"
+    )]
     TooLarge {
         /// The limit in bytes.
         limit: usize,
@@ -137,6 +142,27 @@ mod tests {
             assert_eq!(err.grpc_code(), grpc, "{err:?}");
             assert_eq!(err.retry_after(), retry, "{err:?}");
             assert!(IngestError::REASONS.contains(&err.reason()));
+            // The gRPC status carries RetryInfo exactly when the refusal is retryable.
+            use tonic_types::StatusExt;
+            let status = crate::grpc::to_status(&err);
+            assert_eq!(status.code(), grpc, "{err:?}");
+            let retry_info = status.get_details_retry_info();
+            assert_eq!(
+                retry_info.and_then(|r| r.retry_delay),
+                retry,
+                "{err:?}: RetryInfo"
+            );
         }
+    }
+
+    #[test]
+    fn a_size_refusal_names_the_setting_that_raises_it() {
+        let e = IngestError::TooLarge { limit: 1024 };
+        assert_eq!(
+            e.to_string(),
+            "request body exceeds the limit of 1024 bytes after decompression \
+             (raise [receiver] max_body_size)"
+        );
+        assert_eq!(e.reason(), "too_large");
     }
 }

@@ -3,11 +3,14 @@
 //! The request message is taken as raw bytes (a pass-through codec) and decoded here, by the
 //! wire reader of [`crate::view`] (prost when it refuses), so an undecodable message answers
 //! INVALID_ARGUMENT naming the problem (OTLP/gRPC) rather than tonic's generic INTERNAL. gzip
-//! request compression is accepted; the message size limit is the receiver's body limit. A
-//! full write path answers UNAVAILABLE with a `RetryInfo` detail.
+//! request compression is accepted; the message size limit is the receiver's body limit, after
+//! decompression, and a message past it answers RESOURCE_EXHAUSTED without `RetryInfo`
+//! ([`refusal_before_the_service`]). A full write path answers UNAVAILABLE with a `RetryInfo`
+//! detail.
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
@@ -81,14 +84,20 @@ pub fn to_status(err: &IngestError) -> tonic::Status {
     }
 }
 
-struct ExportSvc(Arc<Receiver>);
+/// The Export method. `reached` is set when tonic hands it a message, so that a refusal
+/// answered without it is known to be tonic's ([`refusal_before_the_service`]).
+struct ExportSvc {
+    receiver: Arc<Receiver>,
+    reached: Arc<AtomicBool>,
+}
 
 impl UnaryService<Bytes> for ExportSvc {
     type Response = ExportTraceServiceResponse;
     type Future = BoxFuture<tonic::Response<Self::Response>, tonic::Status>;
 
     fn call(&mut self, request: tonic::Request<Bytes>) -> Self::Future {
-        let receiver = Arc::clone(&self.0);
+        self.reached.store(true, Ordering::Relaxed);
+        let receiver = Arc::clone(&self.receiver);
         Box::pin(async move {
             let body = request.into_inner();
             let result = receiver.export_protobuf(body, "grpc").await;
@@ -107,6 +116,56 @@ impl UnaryService<Bytes> for ExportSvc {
                 Err(e) => Err(to_status(&e)),
             }
         })
+    }
+}
+
+/// Counts a request tonic refused before the Export method saw a message, and answers a size
+/// refusal the way OTLP/gRPC says.
+///
+/// tonic refuses a message longer than the decoding limit with OUT_OF_RANGE, which OTLP lists
+/// as retryable, and one that gzip inflates past it with RESOURCE_EXHAUSTED and a message of
+/// its own; neither names the setting nor is counted. OTLP (opentelemetry-proto
+/// `docs/specification.md`, "OTLP/gRPC Request"): "The server MUST enforce a message size limit
+/// when receiving the request [...] If the limit is exceeded, the client MUST treat the error as
+/// not-retryable. Note that in such a scenario, the gRPC server implementations return a
+/// `RESOURCE_EXHAUSTED` status code to the caller." and ("Failures"): "The client SHOULD
+/// interpret `RESOURCE_EXHAUSTED` code as retryable only if the server signals that the recovery
+/// from resource exhaustion is possible. This is signaled by the server by returning a status
+/// containing RetryInfo." So both answer [`IngestError::TooLarge`]: RESOURCE_EXHAUSTED, no
+/// `RetryInfo` detail, a message naming `receiver.max_body_size`, counted as `too_large`.
+///
+/// tonic's other refusals before the method (an unsupported `grpc-encoding`: UNIMPLEMENTED; a
+/// body that is not valid gzip, a bad compressed flag or no message: INTERNAL, as the gRPC
+/// compression spec asks) keep tonic's status and are counted as `unsupported_media_type` and
+/// `bad_data`.
+fn refusal_before_the_service(
+    receiver: &Receiver,
+    response: http::Response<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
+    let Some(code) = response
+        .extensions()
+        .get::<tonic::Status>()
+        .map(tonic::Status::code)
+    else {
+        return response;
+    };
+    match code {
+        tonic::Code::OutOfRange | tonic::Code::ResourceExhausted => {
+            let err = IngestError::TooLarge {
+                limit: receiver.limits().max_body_bytes,
+            };
+            receiver.refused(&err);
+            tracing::debug!(error = %err, tonic = ?code, "otlp/grpc export refused");
+            to_status(&err).into_http()
+        }
+        tonic::Code::Unimplemented => {
+            receiver.refused(&IngestError::UnsupportedMediaType(String::new()));
+            response
+        }
+        _ => {
+            receiver.refused(&IngestError::BadData(String::new()));
+            response
+        }
     }
 }
 
@@ -155,7 +214,17 @@ where
             let mut grpc = Grpc::new(PassThroughCodec)
                 .apply_compression_config(accept, EnabledCompressionEncodings::default())
                 .apply_max_message_size_config(Some(limit), None);
-            Ok(grpc.unary(ExportSvc(receiver), req).await)
+            let reached = Arc::new(AtomicBool::new(false));
+            let method = ExportSvc {
+                receiver: Arc::clone(&receiver),
+                reached: Arc::clone(&reached),
+            };
+            let response = grpc.unary(method, req).await;
+            if reached.load(Ordering::Relaxed) {
+                Ok(response)
+            } else {
+                Ok(refusal_before_the_service(&receiver, response))
+            }
         })
     }
 }
@@ -189,4 +258,161 @@ pub async fn serve(
         .add_service(TraceServiceServer::new(receiver))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::convert::{ConvertOptions, SpanRows};
+    use crate::metrics::{ReasonLabel, ReceiverMetrics};
+    use crate::receiver::Limits;
+    use crate::sink::{SinkError, SpanSink, WriteReport};
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    use tonic_types::StatusExt;
+
+    struct Stored;
+
+    impl SpanSink for Stored {
+        fn write(
+            &self,
+            rows: SpanRows,
+        ) -> futures::future::BoxFuture<'static, Result<WriteReport, SinkError>> {
+            let stored = rows.keys.len() as u64;
+            Box::pin(async move {
+                Ok(WriteReport {
+                    stored,
+                    duplicates: 0,
+                })
+            })
+        }
+    }
+
+    const LIMIT: usize = 64 * 1024;
+
+    fn receiver() -> Arc<Receiver> {
+        Arc::new(Receiver::new(
+            Arc::new(Stored),
+            ConvertOptions::default(),
+            ReceiverMetrics::default(),
+            Limits {
+                max_body_bytes: LIMIT,
+            },
+        ))
+    }
+
+    fn refused(receiver: &Receiver, reason: &'static str) -> u64 {
+        receiver
+            .metrics()
+            .requests_refused
+            .get_or_create(&ReasonLabel { reason })
+            .get()
+    }
+
+    #[test]
+    fn tonic_refusals_before_the_method_are_mapped_and_counted() {
+        let r = receiver();
+        for status in [
+            tonic::Status::out_of_range("Error, decoded message length too large"),
+            tonic::Status::resource_exhausted("Error decompressing: size limit"),
+        ] {
+            let response = refusal_before_the_service(&r, status.into_http());
+            let status = response.extensions().get::<tonic::Status>().unwrap();
+            assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+            assert!(
+                status.message().contains("[receiver] max_body_size"),
+                "{}",
+                status.message()
+            );
+            assert!(status.get_details_retry_info().is_none(), "not retryable");
+            assert_eq!(
+                response.headers()["grpc-status"],
+                (tonic::Code::ResourceExhausted as i32).to_string()
+            );
+        }
+        assert_eq!(refused(&r, "too_large"), 2);
+        let response = refusal_before_the_service(
+            &r,
+            tonic::Status::unimplemented("Content is compressed with `zstd`").into_http(),
+        );
+        let code = response.extensions().get::<tonic::Status>().unwrap().code();
+        assert_eq!(code, tonic::Code::Unimplemented, "tonic's status is kept");
+        refusal_before_the_service(
+            &r,
+            tonic::Status::internal("Missing request message.").into_http(),
+        );
+        assert_eq!(refused(&r, "unsupported_media_type"), 1);
+        assert_eq!(refused(&r, "bad_data"), 1);
+        assert_eq!(refused(&r, "too_large"), 2);
+    }
+
+    fn request(attribute_bytes: usize) -> ExportTraceServiceRequest {
+        ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![Span {
+                        trace_id: vec![1; 16],
+                        span_id: vec![2; 8],
+                        attributes: vec![KeyValue {
+                            key: "padding".into(),
+                            value: Some(AnyValue {
+                                value: Some(Value::StringValue("a".repeat(attribute_bytes))),
+                            }),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+    }
+
+    /// A real tonic client against the service: a message past the limit, plain or gzip (a
+    /// small compressed message inflating past it), answers RESOURCE_EXHAUSTED without
+    /// `RetryInfo`, naming the setting, counted; one under it is stored.
+    #[tokio::test]
+    async fn oversized_messages_answer_resource_exhausted() {
+        let r = receiver();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(TraceServiceServer::new(Arc::clone(&r)))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let client = TraceServiceClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let mut gzip = client
+            .clone()
+            .send_compressed(tonic::codec::CompressionEncoding::Gzip);
+        let mut plain = client;
+
+        let ok = plain.export(request(LIMIT / 2)).await;
+        assert!(ok.is_ok(), "{ok:?}");
+        let plain_big = plain.export(request(LIMIT * 2)).await.unwrap_err();
+        let gzip_big = gzip.export(request(LIMIT * 16)).await.unwrap_err();
+        for status in [&plain_big, &gzip_big] {
+            assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+            assert!(
+                status.message().contains("[receiver] max_body_size"),
+                "{status:?}"
+            );
+            assert!(status.get_details_retry_info().is_none(), "{status:?}");
+        }
+        // Under the limit compressed and inflated alike: accepted.
+        assert!(gzip.export(request(LIMIT / 2)).await.is_ok());
+        assert_eq!(refused(&r, "too_large"), 2);
+        let accepted = r
+            .metrics()
+            .spans_accepted
+            .get_or_create(&crate::metrics::TransportLabel { transport: "grpc" })
+            .get();
+        assert_eq!(accepted, 2);
+        server.abort();
+    }
 }
