@@ -13,7 +13,8 @@
 //! [`MAX_VALUE_BYTES`] bytes of a value and at most [`MAX_PAIRS`] of its pairs. What lies
 //! past either limit is not read and the result says so ([`Decisions::truncated`], counted by
 //! the receivers as `dyeline_receiver_decisions_truncated_total`). Work is linear in the bytes
-//! read: a repeated channel is found through a hash map, not by a scan of the pairs kept.
+//! read (and in a run of whitespace right after them, if any): a repeated channel is found
+//! through a hash map, not by a scan of the pairs kept.
 //! [`baggage_member`] is one pass over the header that stops at the member found.
 
 use std::borrow::Cow;
