@@ -1,6 +1,6 @@
 //! OTLP/protobuf decoding, then conversion to rows: neither may panic on any input. The wire
 //! reader (`dyeline_collector::view`) must take no body prost refuses, and must read what
-//! prost reads.
+//! prost reads; no more spans are counted as having truncated decisions than were converted.
 #![no_main]
 
 use dyeline_collector::view::RequestView;
@@ -19,9 +19,13 @@ fuzz_target!(|data: &[u8]| {
             format!("{:?}", RequestView::from_prost(req))
         );
         // Documented to fail only on an internal Arrow error; here we only require no panic.
-        let _ = dyeline_collector::convert_view(&view, &options);
+        if let Ok(rows) = dyeline_collector::convert_view(&view, &options) {
+            assert!(rows.decisions_truncated <= rows.keys.len() as u64);
+        }
     }
     if let Ok(req) = prost {
-        let _ = dyeline_collector::convert_request(&req, &options);
+        if let Ok(rows) = dyeline_collector::convert_request(&req, &options) {
+            assert!(rows.decisions_truncated <= rows.keys.len() as u64);
+        }
     }
 });
