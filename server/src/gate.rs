@@ -235,7 +235,7 @@ async fn protect(gate: &Gate, kind: Kind, client: IpAddr, req: Request, next: Ne
         };
         // The header wins; the cookie counts where the header gives no token.
         let header = auth::bearer(headers);
-        let (token, from_cookie) = match (header, cookie) {
+        let (token, from_cookie) = match (header, cookie.as_deref()) {
             (Some(h), _) if !h.is_empty() => (Some(h), false),
             (_, Some(c)) => (Some(c), true),
             (h, None) => (h, false),

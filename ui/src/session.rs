@@ -15,6 +15,8 @@
 //!   with another `Domain` or `Path`) is refused rather than one of them picked.
 //! - `next` after sign-in is a local path only ([`local_path`]).
 
+use std::borrow::Cow;
+
 use axum::http::{HeaderMap, header};
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 use hmac::{Hmac, Mac};
@@ -92,17 +94,21 @@ impl std::fmt::Display for DuplicateCookie {
     }
 }
 
-/// The one value of cookie `name` (`None` when absent or empty).
+/// The one value of cookie `name`, percent-decoded as the cookie jar decodes it (`None` when
+/// absent or empty).
 ///
 /// # Errors
 /// [`DuplicateCookie`] when the request carries it more than once.
 pub fn unique_cookie<'a>(
     headers: &'a HeaderMap,
     name: &'static str,
-) -> Result<Option<&'a str>, DuplicateCookie> {
+) -> Result<Option<Cow<'a, str>>, DuplicateCookie> {
     match cookie_values(headers, name).as_slice() {
         [] => Ok(None),
-        [v] => Ok(Some(v).filter(|v| !v.is_empty()).copied()),
+        [""] => Ok(None),
+        [v] => Ok(Some(
+            percent_encoding::percent_decode_str(v).decode_utf8_lossy(),
+        )),
         _ => Err(DuplicateCookie(name)),
     }
 }
@@ -181,7 +187,7 @@ pub fn csrf_check(key: &CsrfKey, headers: &HeaderMap, form_value: &str) -> Resul
         return Err(CsrfRefusal::Mismatch);
     };
     let sent = hex::decode(form_value).map_err(|_| CsrfRefusal::Mismatch)?;
-    mac(key, nonce, token)
+    mac(key, &nonce, token.as_deref())
         .verify_slice(&sent)
         .map_err(|_| CsrfRefusal::Mismatch)
 }
@@ -304,8 +310,18 @@ mod tests {
             unique_cookie(&h, TOKEN_COOKIE),
             Err(DuplicateCookie(TOKEN_COOKIE))
         );
-        assert_eq!(unique_cookie(&h, CSRF_COOKIE), Ok(Some(tossed)));
+        assert_eq!(unique_cookie(&h, CSRF_COOKIE), Ok(Some(tossed.into())));
         assert_eq!(unique_cookie(&h, "other"), Ok(None));
+        // Decoded as the jar decodes what it set (a token with `/`, `=` or `+`).
+        let token = "abc/def+ghi=";
+        let set = sign_in(CookieJar::new(), token)
+            .get(TOKEN_COOKIE)
+            .unwrap()
+            .encoded()
+            .to_string();
+        assert_ne!(set, format!("{TOKEN_COOKIE}={token}"), "the jar encodes it");
+        let h = headers(&[&set]);
+        assert_eq!(unique_cookie(&h, TOKEN_COOKIE), Ok(Some(token.into())));
     }
 
     #[test]

@@ -20,7 +20,8 @@ use crate::support::{EPHEMERAL_PORTS, Server, dyeline_bin};
 use crate::util::{post_json, temp_dir};
 
 const TOKEN: &str = "e2e-auth-token-0123456789";
-const READER: &str = "e2e-auth-reader-0123456789";
+/// With characters the cookie jar percent-encodes: the cookie still signs in.
+const READER: &str = "e2e/auth=reader+0123456789";
 const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 
 fn client() -> Client {
@@ -127,9 +128,23 @@ fn post_login(
     c.post(url(s, "/login"))
         .header(header::COOKIE, format!("dyeline_csrf={}", form.0))
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(format!("csrf={}&token={token}&next={next}", form.1))
+        .body(format!(
+            "csrf={}&token={}&next={next}",
+            form.1,
+            form_encode(token)
+        ))
         .send()
         .unwrap()
+}
+
+/// `text` as a form value (`application/x-www-form-urlencoded`).
+fn form_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// Signs in with `token`; returns the Cookie header of the signed-in browser.
