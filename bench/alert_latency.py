@@ -40,7 +40,7 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOKEN = "bench-token"
+TOKEN = "bench-token-0123456789"
 S = 10**9
 
 

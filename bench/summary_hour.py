@@ -43,7 +43,7 @@ import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOKEN = "bench-token"
+TOKEN = "bench-token-0123456789"
 M = 60 * 10**9
 
 

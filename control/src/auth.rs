@@ -1,6 +1,8 @@
 //! API tokens (issue: control plane, item 4): named bearer tokens from config or
-//! `DYELINE_API_TOKEN`, one generated at first start when none is configured, and the check
-//! every route makes. Token values never appear in `Debug` output or logs.
+//! `DYELINE_API_TOKEN`, one generated at first start when none is configured, their minimum
+//! length, the parsing of `Authorization: Bearer …`, and the one check every request to the API
+//! port goes through ([`Auth::check`]; the server's gate applies it to the whole router, issue
+//! 23). Token values never appear in `Debug` output or logs.
 
 use std::fmt;
 use std::io::Write;
@@ -17,6 +19,50 @@ pub const TOKEN_FILE: &str = "api-token";
 
 /// Name (actor) of the generated token.
 pub const GENERATED_TOKEN_NAME: &str = "admin";
+
+/// The fewest characters a token may have (configured, `DYELINE_API_TOKEN` or the token
+/// file). Sixteen characters of a random token are 64 bits (hex) to 96 bits (base64): with the
+/// failed-token throttle (at most a few hundred guesses a minute) out of reach of guessing,
+/// while the names people type as tokens (`admin`, `secret`, `changeme`) are refused. The
+/// generated token has 64 hex digits (256 bits).
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// `Ok` for a token long enough to use, else why not (naming where the token came from).
+///
+/// # Errors
+/// A token of fewer than [`MIN_TOKEN_CHARS`] characters (after trimming).
+pub fn check_token_strength(token: &str, source: &str) -> Result<(), String> {
+    let n = token.trim().chars().count();
+    if n < MIN_TOKEN_CHARS {
+        return Err(format!(
+            "{source}: the token has {n} character{}; tokens need at least {MIN_TOKEN_CHARS} \
+             (e.g. `openssl rand -hex 32`)",
+            if n == 1 { "" } else { "s" }
+        ));
+    }
+    Ok(())
+}
+
+/// The token of an `Authorization` header value: `Some(token)` for `Bearer <token>` with the
+/// scheme in any case and one or more spaces before the token (RFC 9110 §11.1: auth schemes
+/// are case-insensitive; §11.4: `1*SP`), `None` for any other scheme or shape.
+pub fn parse_bearer(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = rest.trim_start_matches(' ').trim_end();
+    (!token.is_empty()).then_some(token)
+}
+
+/// The credential of a request's `Authorization` header: `None` without the header,
+/// `Some("")` for one that is not a bearer token (another scheme, not text), else
+/// `Some(token)`.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().ok().and_then(parse_bearer).unwrap_or(""))
+}
 
 /// What a token may do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,36 +123,46 @@ impl Auth {
         }
     }
 
-    /// The actor (token name) allowed to make a request with these headers, or `None` for an
-    /// open read without a token.
+    /// True when reads need a token too (`api.read_requires_token`).
+    pub fn reads_need_token(&self) -> bool {
+        self.read_requires_token
+    }
+
+    /// The actor (token name) allowed to make a request with these headers (their bearer
+    /// token, see [`bearer`]), or `None` for an open read without a token.
     ///
     /// # Errors
-    /// [`ControlError::Unauthorized`] (401) without a bearer token where one is needed, or
-    /// with one that is not configured; [`ControlError::Forbidden`] (403) for a write with a
-    /// `read` token.
+    /// As [`Auth::check`].
     pub fn authorize(
         &self,
         headers: &HeaderMap,
         access: Access,
     ) -> Result<Option<String>, ControlError> {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .map(|v| v.to_str().unwrap_or(""))
-            .map(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-                    .unwrap_or("")
-                    .trim()
-            });
+        self.check(bearer(headers), access)
+    }
+
+    /// The check itself, on the credential a request presented (`None`: none; `Some("")`: one
+    /// that is not a token): the actor (token name), or `None` for an open read without a
+    /// token. Tokens are compared in constant time.
+    ///
+    /// # Errors
+    /// [`ControlError::Unauthorized`] (401) without a token where one is needed, or with one
+    /// that is not configured; [`ControlError::Forbidden`] (403) for a write with a `read`
+    /// token.
+    pub fn check(
+        &self,
+        presented: Option<&str>,
+        access: Access,
+    ) -> Result<Option<String>, ControlError> {
         let needed = access == Access::Write || self.read_requires_token;
-        let Some(presented) = presented else {
-            return if needed {
-                Err(ControlError::Unauthorized(
+        let presented = match presented {
+            None if needed => {
+                return Err(ControlError::Unauthorized(
                     "this request needs an Authorization: Bearer <token> header",
-                ))
-            } else {
-                Ok(None)
-            };
+                ));
+            }
+            None => return Ok(None),
+            Some(p) => p,
         };
         let found = self
             .tokens
@@ -114,6 +170,9 @@ impl Auth {
             .find(|t| bool::from(t.token.as_bytes().ct_eq(presented.as_bytes())));
         match found {
             None if !needed && presented.is_empty() => Ok(None),
+            None if presented.is_empty() => Err(ControlError::Unauthorized(
+                "the Authorization header is not `Bearer <token>`",
+            )),
             None => Err(ControlError::Unauthorized("the bearer token is not valid")),
             Some(t) if access == Access::Write && t.role == Role::Read => {
                 Err(ControlError::Forbidden(t.name.clone()))
@@ -133,12 +192,8 @@ pub fn ensure_token_file(data_dir: &Path) -> std::io::Result<(PathBuf, String, b
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             let token = text.trim().to_owned();
-            if token.is_empty() {
-                return Err(std::io::Error::other(format!(
-                    "{} is empty",
-                    path.display()
-                )));
-            }
+            check_token_strength(&token, &path.display().to_string())
+                .map_err(std::io::Error::other)?;
             Ok((path, token, false))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -227,6 +282,67 @@ mod tests {
                 .unwrap(),
             Some("ro".into())
         );
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_with_one_or_more_spaces() {
+        for (value, token) in [
+            ("Bearer abc", Some("abc")),
+            ("bearer abc", Some("abc")),
+            ("BEARER abc", Some("abc")),
+            ("BeArEr   abc ", Some("abc")),
+            ("Bearer", None),
+            ("Bearer ", None),
+            ("Bearer    ", None),
+            ("Basic YWxhZGRpbjpvcGVuc2VzYW1l", None),
+            ("Bearerabc", None),
+            ("Token abc", None),
+        ] {
+            assert_eq!(parse_bearer(value), token, "{value:?}");
+        }
+        assert_eq!(bearer(&headers(None)), None);
+        assert_eq!(bearer(&headers(Some("Basic eA=="))), Some(""));
+        assert_eq!(bearer(&headers(Some("BEARER s3cret"))), Some("s3cret"));
+        let auth = Auth::new(
+            vec![ApiToken {
+                name: "alice".into(),
+                token: "s3cret".into(),
+                role: Role::Write,
+            }],
+            true,
+        );
+        for value in ["BEARER s3cret", "bearer  s3cret", "Bearer s3cret"] {
+            assert_eq!(
+                auth.authorize(&headers(Some(value)), Access::Write)
+                    .unwrap(),
+                Some("alice".into()),
+                "{value}"
+            );
+        }
+        assert_eq!(
+            auth.authorize(&headers(Some("Basic eA==")), Access::Read)
+                .unwrap_err()
+                .to_string(),
+            "the Authorization header is not `Bearer <token>`"
+        );
+    }
+
+    #[test]
+    fn short_tokens_are_refused_with_the_minimum() {
+        assert!(check_token_strength(&"x".repeat(16), "t").is_ok());
+        let e = check_token_strength(" 123456789012345 ", "api.tokens alice").unwrap_err();
+        assert!(
+            e.starts_with("api.tokens alice: the token has 15 characters")
+                && e.contains("at least 16"),
+            "{e}"
+        );
+        assert!(check_token_strength("x", "t").is_err());
+        // Characters, not bytes.
+        assert!(check_token_strength(&"é".repeat(15), "t").is_err());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(TOKEN_FILE), "short\n").unwrap();
+        let e = ensure_token_file(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("the token has 5 characters"), "{e}");
     }
 
     #[test]

@@ -100,6 +100,7 @@ impl From<SqlError> for ApiError {
 
 /// The API router: control routes, SQL, metrics, health and the OpenAPI document.
 pub fn router(state: Arc<ApiState>, control: Arc<ControlApi>) -> Router {
+    let reads_need_token = state.auth.reads_need_token();
     let own = OpenApiRouter::new()
         .routes(routes!(sql))
         .routes(routes!(metrics))
@@ -110,9 +111,10 @@ pub fn router(state: Arc<ApiState>, control: Arc<ControlApi>) -> Router {
         .routes(routes!(channel_summary))
         .routes(routes!(search_traces))
         .with_state(state);
-    let (router, doc) = dyeline_control::api::router(control)
+    let (router, mut doc) = dyeline_control::api::router(control)
         .merge(own)
         .split_for_parts();
+    crate::gate::document(&mut doc, reads_need_token);
     let doc = Arc::new(doc);
     router
         .route(

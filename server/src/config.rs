@@ -84,12 +84,16 @@ pub struct ApiSettings {
     /// When none is configured (here or in `DYELINE_API_TOKEN`), `serve` generates one in
     /// `<data_dir>/api-token`.
     pub tokens: Vec<ApiToken>,
-    /// Require a token for reads too (SQL, channels, events, timeline). Default false.
+    /// Require a token for every read on the API port too: the API's GET routes and SQL, the
+    /// dashboard's pages (a browser signs in), `/live` and `/metrics`. `/healthz`, the OpenAPI
+    /// document, the static assets and `/login` stay open. Default false.
     pub read_requires_token: bool,
     /// Registry weight updates are spread over this long (per-instance delay from a hash of
     /// the instance id, domain §5). Default `10s`.
     #[serde(with = "humantime_serde")]
     pub weights_apply_spread: Duration,
+    /// Throttling of failed tokens and sign-ins (`[api.throttle]`).
+    pub throttle: ThrottleSettings,
 }
 
 impl Default for ApiSettings {
@@ -98,7 +102,61 @@ impl Default for ApiSettings {
             tokens: Vec::new(),
             read_requires_token: false,
             weights_apply_spread: Duration::from_secs(10),
+            throttle: ThrottleSettings::default(),
         }
+    }
+}
+
+/// `[api.throttle]`: failed authentications (a wrong bearer token or sign-in cookie, a failed
+/// sign-in) counted per client address (IPv6 per /64) and in total over a fixed window. Over
+/// either limit, requests carrying a credential get 429 with `Retry-After` until the window
+/// ends, without their credential being checked (counted as
+/// `dyeline_auth_failures_total{reason="throttled"}`). Valid tokens are never counted.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ThrottleSettings {
+    /// Failures one client address may make per window. Default 20.
+    pub failures_per_client: u32,
+    /// Failures all clients together may make per window. Default 200.
+    pub failures_total: u32,
+    /// The window. Default `60s`.
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+}
+
+impl Default for ThrottleSettings {
+    fn default() -> Self {
+        Self {
+            failures_per_client: 20,
+            failures_total: 200,
+            window: Duration::from_secs(60),
+        }
+    }
+}
+
+impl ThrottleSettings {
+    /// The limits of the throttle.
+    pub fn limits(&self) -> dyeline_control::throttle::ThrottleLimits {
+        dyeline_control::throttle::ThrottleLimits {
+            per_client: self.failures_per_client,
+            total: self.failures_total,
+            window: self.window,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let t = self;
+        if t.failures_per_client == 0 || t.failures_total < t.failures_per_client {
+            return Err(ConfigError::Invalid(
+                "api.throttle: failures_per_client must be positive and failures_total at least as large".into(),
+            ));
+        }
+        if t.window < Duration::from_secs(1) || t.window > Duration::from_secs(86_400) {
+            return Err(ConfigError::Invalid(
+                "api.throttle.window must be 1s..=1day".into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -352,13 +410,24 @@ impl Config {
             ));
         }
         for t in &self.api.tokens {
-            if t.name.trim().is_empty() || t.token.trim().len() < 8 {
-                return Err(ConfigError::Invalid(format!(
-                    "api.tokens: token {:?} needs a name and a secret of at least 8 characters",
-                    t.name
-                )));
+            if t.name.trim().is_empty() {
+                return Err(ConfigError::Invalid(
+                    "api.tokens: every token needs a name".into(),
+                ));
             }
+            dyeline_control::auth::check_token_strength(
+                &t.token,
+                &format!("api.tokens {:?}", t.name),
+            )
+            .map_err(ConfigError::Invalid)?;
         }
+        if let Some(Secret(token)) = &self.api_token
+            && !token.trim().is_empty()
+        {
+            dyeline_control::auth::check_token_strength(token, "DYELINE_API_TOKEN")
+                .map_err(ConfigError::Invalid)?;
+        }
+        self.api.throttle.validate()?;
         dyeline_model::ColorRules::with_user_rules(self.color_rules.clone())
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         Ok(())
@@ -415,6 +484,48 @@ mod tests {
         std::fs::write(&file, "nonsense = 1\n").unwrap();
         let err = Config::load(Some(&file), Figment::new()).unwrap_err();
         assert!(err.to_string().contains("nonsense"), "{err}");
+    }
+
+    #[test]
+    fn short_tokens_and_nonsense_throttles_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        let load = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            Config::load(Some(&file), Figment::new())
+        };
+        let err = load("[[api.tokens]]\nname = \"bob\"\ntoken = \"short-secret\"\n").unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "api.tokens \"bob\": the token has 12 characters; tokens need at least 16"
+            ),
+            "{err}"
+        );
+        let short_env = Figment::new().merge(Serialized::default("api_token", "x"));
+        let err = Config::load(None, short_env).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("DYELINE_API_TOKEN: the token has 1 character;"),
+            "{err}"
+        );
+        let cfg = load("[[api.tokens]]\nname = \"bob\"\ntoken = \"0123456789abcdef\"\n").unwrap();
+        assert_eq!(cfg.configured_tokens().len(), 1);
+        assert_eq!(cfg.api.throttle.limits().per_client, 20);
+        let err = load("[api.throttle]\nfailures_per_client = 0\n").unwrap_err();
+        assert!(err.to_string().contains("api.throttle"), "{err}");
+        let err = load("[api.throttle]\nwindow = \"0s\"\n").unwrap_err();
+        assert!(err.to_string().contains("api.throttle.window"), "{err}");
+        let cfg =
+            load("[api.throttle]\nfailures_per_client = 5\nfailures_total = 50\nwindow = \"2s\"\n")
+                .unwrap();
+        assert_eq!(
+            cfg.api.throttle.limits(),
+            dyeline_control::throttle::ThrottleLimits {
+                per_client: 5,
+                total: 50,
+                window: Duration::from_secs(2)
+            }
+        );
     }
 
     fn store_config_max_memory(cfg: &Config) -> usize {

@@ -17,7 +17,9 @@ mod client;
 mod config;
 mod dashboard;
 mod demo;
+mod gate;
 mod import;
+mod private;
 mod serve;
 mod sink;
 mod span_metrics;
@@ -196,6 +198,8 @@ fn init_logs(format: LogFormat, default_level: &str) {
 }
 
 fn main() -> ExitCode {
+    // Before any thread or file: everything Dyeline creates is its owner's only.
+    private::restrict_umask();
     let cli = Cli::parse();
     if let Command::Channel { client, command } = &cli.command {
         return match client::run(client, command) {
@@ -244,6 +248,14 @@ fn main() -> ExitCode {
         "info"
     };
     init_logs(config.log_format, level);
+    if matches!(
+        cli.command,
+        Command::Serve(_) | Command::Import(_) | Command::Demo(_)
+    ) && let Err(e) = private::secure_data_dir(&config.data_dir)
+    {
+        eprintln!("dyeline: data directory {}: {e}", config.data_dir.display());
+        return ExitCode::FAILURE;
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if matches!(cli.command, Command::Demo(_)) {
         builder.thread_name(demo::FLEET_THREAD_NAME);

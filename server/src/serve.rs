@@ -221,6 +221,8 @@ pub async fn serve(
         api_tokens(&config)?,
         config.api.read_requires_token,
     ));
+    let gate = crate::gate::Gate::new(Arc::clone(&auth), config.api.throttle.limits());
+    gate.register(&mut registry);
     let (stop_tx, stop_rx) = watch::channel(false);
     let control = Arc::new(ControlApi {
         plane: Arc::clone(&plane),
@@ -260,6 +262,7 @@ pub async fn serve(
         api: api_listener.local_addr()?,
     };
     on_bound(&bound);
+    crate::private::warn_open_reads(bound.api, config.api.read_requires_token);
     tracing::info!(
         otlp_grpc = %grpc_listener.local_addr()?,
         otlp_http = %http_listener.local_addr()?,
@@ -310,11 +313,15 @@ pub async fn serve(
     );
     adapter.warm();
     let dashboard = dyeline_ui::Ui::new(Arc::new(adapter), std::time::Duration::from_secs(1));
-    let app = api::router(api_state, control).merge(dyeline_ui::router(dashboard));
+    // Every route of the API port, merged first, then the one token check around all of them.
+    let app = gate.wrap(api::router(api_state, control).merge(dyeline_ui::router(dashboard)));
     let api = tokio::spawn(
-        axum::serve(api_listener.tap_io(|s| set_nodelay(s)), app)
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
+        axum::serve(
+            api_listener.tap_io(|s| set_nodelay(s)),
+            app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(stopped(stop_rx.clone()))
+        .into_future(),
     );
     shutdown.await;
     tracing::info!("shutting down: draining requests and flushing the store");

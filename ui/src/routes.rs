@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Form, Path, Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -25,12 +25,28 @@ pub struct Ui {
     source: Arc<dyn DashboardSource>,
     /// How often `/live` checks the source's data version.
     poll: Duration,
+    /// Signs the forms' CSRF tokens.
+    csrf_key: session::CsrfKey,
 }
 
 impl Ui {
-    /// A dashboard over `source`; `/live` polls it every `poll`.
+    /// A dashboard over `source`; `/live` polls it every `poll`. Its forms are signed with a
+    /// key made for this process.
     pub fn new(source: Arc<dyn DashboardSource>, poll: Duration) -> Arc<Self> {
-        Arc::new(Self { source, poll })
+        Self::with_csrf_key(source, poll, session::CsrfKey::random())
+    }
+
+    /// As [`Ui::new`], signing forms with `csrf_key`.
+    pub fn with_csrf_key(
+        source: Arc<dyn DashboardSource>,
+        poll: Duration,
+        csrf_key: session::CsrfKey,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            source,
+            poll,
+            csrf_key,
+        })
     }
 }
 
@@ -99,8 +115,10 @@ async fn chrome(
     p: &HashMap<String, String>,
     live: bool,
 ) -> (CookieJar, Chrome, Result<(), (StatusCode, String)>) {
-    let (jar, csrf) = session::csrf(jar);
-    let identity = match session::token(&jar) {
+    let (jar, nonce) = session::csrf(jar);
+    let token = session::token(&jar);
+    let csrf = session::form_token(&ui.csrf_key, &nonce, token.as_deref());
+    let identity = match token {
         Some(t) => ui.source.identify(&t).await.ok(),
         None => None,
     };
@@ -287,6 +305,7 @@ async fn confirm(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p):
 
 async fn act(
     State(ui): S,
+    headers: HeaderMap,
     jar: CookieJar,
     Path(id): Path<String>,
     Form(f): Form<HashMap<String, String>>,
@@ -301,14 +320,8 @@ async fn act(
         false,
     )
     .await;
-    if !session::csrf_ok(&jar, param(&f, "csrf").unwrap_or("")) {
-        return error_page(
-            jar,
-            &c,
-            StatusCode::FORBIDDEN,
-            "the form's CSRF check failed (stale page or cross-site post); reload the page and try again",
-        )
-        .into_response();
+    if let Err(e) = session::csrf_check(&ui.csrf_key, &headers, param(&f, "csrf").unwrap_or("")) {
+        return error_page(jar, &c, StatusCode::FORBIDDEN, &e.to_string()).into_response();
     }
     let action = match parse_action(&f) {
         Ok(a) => a,
@@ -445,12 +458,21 @@ async fn login_page(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
     render(StatusCode::OK, jar, &c, body)
 }
 
-async fn login(State(ui): S, jar: CookieJar, Form(f): Form<HashMap<String, String>>) -> Response {
+async fn login(
+    State(ui): S,
+    headers: HeaderMap,
+    jar: CookieJar,
+    Form(f): Form<HashMap<String, String>>,
+) -> Response {
     let none = HashMap::new();
     let (jar, c, _) = chrome(&ui, jar, "Sign in".into(), "/login".into(), &none, false).await;
     let next = session::local_path(param(&f, "next").unwrap_or("/"));
-    if !session::csrf_ok(&jar, param(&f, "csrf").unwrap_or("")) {
-        let body = pages::login::body(&c, &next, Some("the form expired; try again"));
+    if let Err(e) = session::csrf_check(&ui.csrf_key, &headers, param(&f, "csrf").unwrap_or("")) {
+        let message = match e {
+            session::CsrfRefusal::Mismatch => "the form expired; try again".to_owned(),
+            d => d.to_string(),
+        };
+        let body = pages::login::body(&c, &next, Some(&message));
         return render(StatusCode::FORBIDDEN, jar, &c, body).into_response();
     }
     let token = param(&f, "token").unwrap_or("");
@@ -463,9 +485,14 @@ async fn login(State(ui): S, jar: CookieJar, Form(f): Form<HashMap<String, Strin
     }
 }
 
-async fn logout(jar: CookieJar, Form(f): Form<HashMap<String, String>>) -> Response {
-    if !session::csrf_ok(&jar, param(&f, "csrf").unwrap_or("")) {
-        return (StatusCode::FORBIDDEN, "CSRF check failed").into_response();
+async fn logout(
+    State(ui): S,
+    headers: HeaderMap,
+    jar: CookieJar,
+    Form(f): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(e) = session::csrf_check(&ui.csrf_key, &headers, param(&f, "csrf").unwrap_or("")) {
+        return (StatusCode::FORBIDDEN, e.to_string()).into_response();
     }
     (session::sign_out(jar), Redirect::to("/")).into_response()
 }

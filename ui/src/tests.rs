@@ -317,11 +317,29 @@ async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode, String, Ve
     (status, html, headers)
 }
 
+fn key() -> crate::session::CsrfKey {
+    crate::session::CsrfKey::from_bytes([42; 32])
+}
+
 fn app(f: Arc<Fixture>) -> axum::Router {
-    crate::router(crate::Ui::new(f, Duration::from_millis(50)))
+    crate::router(crate::Ui::with_csrf_key(
+        f,
+        Duration::from_millis(50),
+        key(),
+    ))
 }
 
 const CSRF: &str = "0123456789abcdef0123456789abcdef";
+
+/// The form token of a browser holding the `CSRF` nonce, not signed in.
+fn anon_csrf() -> String {
+    crate::session::form_token(&key(), CSRF, None)
+}
+
+/// The form token of a browser holding the `CSRF` nonce, signed in with `TOKEN`.
+fn signed_csrf() -> String {
+    crate::session::form_token(&key(), CSRF, Some(TOKEN))
+}
 
 fn signed_in() -> String {
     format!("dyeline_csrf={CSRF}; dyeline_token={TOKEN}")
@@ -424,7 +442,13 @@ async fn trace_page_marks_the_hop_span_and_search_lists_it() {
 async fn login_sets_an_httponly_cookie_and_rejects_bad_tokens_and_csrf() {
     let a = app(Arc::default());
     let c = format!("dyeline_csrf={CSRF}");
-    let (status, _, _) = post(&a, "/login", &c, &format!("csrf={CSRF}&token=wrong&next=/")).await;
+    let (status, _, _) = post(
+        &a,
+        "/login",
+        &c,
+        &format!("csrf={}&token=wrong&next=/", anon_csrf()),
+    )
+    .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let (status, _, _) = post(
         &a,
@@ -438,7 +462,10 @@ async fn login_sets_an_httponly_cookie_and_rejects_bad_tokens_and_csrf() {
         &a,
         "/login",
         &c,
-        &format!("csrf={CSRF}&token={TOKEN}&next=%2Fchannels%2Ftrade"),
+        &format!(
+            "csrf={}&token={TOKEN}&next=%2Fchannels%2Ftrade",
+            anon_csrf()
+        ),
     )
     .await;
     assert_eq!(status, StatusCode::SEE_OTHER);
@@ -451,10 +478,78 @@ async fn login_sets_an_httponly_cookie_and_rejects_bad_tokens_and_csrf() {
         &a,
         "/login",
         &c,
-        &format!("csrf={CSRF}&token={TOKEN}&next=%2F%2Fevil.example"),
+        &format!("csrf={}&token={TOKEN}&next=%2F%2Fevil.example", anon_csrf()),
     )
     .await;
     assert!(h.contains(&"location: /".to_owned()), "{h:?}");
+}
+
+#[tokio::test]
+async fn sign_in_redirects_stay_local_and_never_fail() {
+    let a = app(Arc::default());
+    let c = format!("dyeline_csrf={CSRF}");
+    for next in [
+        "%2F%09%2Fevil.example",
+        "%2F%5Cevil.example",
+        "%2F%0D%0ASet-Cookie%3A%20x%3D1",
+        "%2F%0A%2Fevil.example",
+        "https%3A%2F%2Fevil.example",
+    ] {
+        let (status, _, h) = post(
+            &a,
+            "/login",
+            &c,
+            &format!("csrf={}&token={TOKEN}&next={next}", anon_csrf()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "{next}");
+        assert!(h.contains(&"location: /".to_owned()), "{next}: {h:?}");
+        // The login page carries the same `next` in its form: refused there too.
+        let (status, html, _) = get(&a, &format!("/login?next={next}"), None).await;
+        assert_eq!(status, StatusCode::OK, "{next}");
+        assert!(html.contains("name=\"next\" value=\"/\""), "{next}: {html}");
+    }
+}
+
+#[tokio::test]
+async fn forms_carry_a_signed_token_and_tossed_cookies_are_refused() {
+    let f = Arc::new(Fixture::default());
+    let a = app(f.clone());
+    // The page's form token is the signature for this browser's nonce and session.
+    let (_, html, _) = get(&a, "/channels/trade", Some(&signed_in())).await;
+    assert!(
+        html.contains(&format!("value=\"{}\"", signed_csrf())),
+        "{html}"
+    );
+    assert!(!html.contains(&format!("value=\"{CSRF}\"")));
+    // The old double submit (form value = cookie) is refused.
+    let (status, _, _) = post(
+        &a,
+        "/channels/trade/actions",
+        &signed_in(),
+        &format!("csrf={CSRF}&action=ratio&blue_percent=50"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // A nonce tossed in beside the browser's own, with the attacker's matching form value
+    // for it: refused, whichever cookie comes last.
+    let tossed = "ffffffffffffffffffffffffffffffff";
+    let forged = crate::session::form_token(&key(), tossed, Some(TOKEN));
+    for cookies in [
+        format!("dyeline_csrf={CSRF}; dyeline_token={TOKEN}; dyeline_csrf={tossed}"),
+        format!("dyeline_csrf={tossed}; dyeline_csrf={CSRF}; dyeline_token={TOKEN}"),
+    ] {
+        let (status, html, _) = post(
+            &a,
+            "/channels/trade/actions",
+            &cookies,
+            &format!("csrf={forged}&action=ratio&blue_percent=50"),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        assert!(html.contains("two dyeline_csrf cookies"), "{html}");
+    }
+    assert!(f.writes.lock().is_empty());
 }
 
 #[tokio::test]
@@ -483,7 +578,7 @@ async fn writes_need_csrf_and_go_through_with_the_token() {
         &a,
         "/channels/trade/actions",
         &signed_in(),
-        &format!("csrf={CSRF}&action=ratio&blue_percent=50"),
+        &format!("csrf={}&action=ratio&blue_percent=50", signed_csrf()),
     )
     .await;
     assert_eq!(status, StatusCode::SEE_OTHER);
@@ -500,7 +595,7 @@ async fn writes_need_csrf_and_go_through_with_the_token() {
         &a,
         "/channels/trade/actions",
         &format!("dyeline_csrf={CSRF}"),
-        &format!("csrf={CSRF}&action=finish"),
+        &format!("csrf={}&action=finish", anon_csrf()),
     )
     .await;
     assert_eq!(status, StatusCode::SEE_OTHER);
@@ -519,7 +614,7 @@ async fn an_increase_towards_a_spiking_colour_is_refused_unless_overridden() {
         &a,
         "/channels/trade/actions",
         &signed_in(),
-        &format!("csrf={CSRF}&action=ratio&blue_percent=50"),
+        &format!("csrf={}&action=ratio&blue_percent=50", signed_csrf()),
     )
     .await;
     assert_eq!(status, StatusCode::CONFLICT);
@@ -532,7 +627,7 @@ async fn an_increase_towards_a_spiking_colour_is_refused_unless_overridden() {
         &a,
         "/channels/trade/actions",
         &signed_in(),
-        &format!("csrf={CSRF}&action=ratio&blue_percent=0"),
+        &format!("csrf={}&action=ratio&blue_percent=0", signed_csrf()),
     )
     .await;
     assert_eq!(status, StatusCode::SEE_OTHER);
@@ -540,7 +635,10 @@ async fn an_increase_towards_a_spiking_colour_is_refused_unless_overridden() {
         &a,
         "/channels/trade/actions",
         &signed_in(),
-        &format!("csrf={CSRF}&action=ratio&blue_percent=50&override=1"),
+        &format!(
+            "csrf={}&action=ratio&blue_percent=50&override=1",
+            signed_csrf()
+        ),
     )
     .await;
     assert_eq!(status, StatusCode::SEE_OTHER);

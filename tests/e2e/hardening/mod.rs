@@ -137,4 +137,6 @@ pub fn assert_up(server: &mut Server, what: &str) {
         panic!("{what}: /healthz after the attack: {e}");
     }
 }
+
+mod auth;
 mod ingest;
