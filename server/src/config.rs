@@ -202,7 +202,8 @@ pub struct StoreSettings {
     pub trace_index_max_bytes: ByteSize,
 }
 
-/// SQL endpoint limits.
+/// SQL endpoint limits (`POST /api/v1/sql`, `dyeline sql`). A refusal by any of them names
+/// the setting and is counted in `dyeline_sql_queries_refused_total{reason}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SqlSettings {
@@ -211,6 +212,60 @@ pub struct SqlSettings {
     /// Cancel after. Default `30s`.
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
+    /// Memory the running queries may hold together: sorts, aggregations, join tables and the
+    /// results of functions that build large values; past it a query is refused (400
+    /// `memory_limit`). Nothing spills to disk. Default 1 GiB.
+    #[serde(deserialize_with = "byte_size")]
+    pub max_memory: ByteSize,
+    /// Queries running at once; one more is refused at once (429 `too_many_queries`,
+    /// `Retry-After: 1`). Default 4.
+    pub max_concurrent_queries: usize,
+    /// The largest value a query may build with a function (`repeat`, `lpad`, `concat`,
+    /// `range`, `array_repeat`, …) or write as a literal; past it the query is refused (400
+    /// `value_too_large`). Default 64 KiB.
+    #[serde(deserialize_with = "byte_size")]
+    pub max_value_bytes: ByteSize,
+}
+
+impl SqlSettings {
+    /// The bounds of the callers' SQL session.
+    pub fn bounds(&self) -> dyeline_queries::SqlBounds {
+        let usize_of = |b: ByteSize| usize::try_from(b.as_u64()).unwrap_or(usize::MAX);
+        dyeline_queries::SqlBounds {
+            max_memory_bytes: usize_of(self.max_memory),
+            max_concurrent_queries: self.max_concurrent_queries,
+            max_value_bytes: usize_of(self.max_value_bytes),
+        }
+    }
+
+    /// The limits of one query.
+    pub fn limits(&self) -> dyeline_queries::SqlLimits {
+        dyeline_queries::SqlLimits {
+            max_rows: self.max_rows,
+            timeout: self.timeout,
+        }
+    }
+
+    /// Refuses values that would disable a limit or cannot be meant.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(format!("sql.{m}")));
+        if self.max_rows == 0 {
+            return bad("max_rows must be positive");
+        }
+        if self.timeout < Duration::from_millis(100) || self.timeout > Duration::from_secs(3600) {
+            return bad("timeout must be between 100ms and 1h (0s would never cancel a query)");
+        }
+        if !(1..=256).contains(&self.max_concurrent_queries) {
+            return bad("max_concurrent_queries must be between 1 and 256");
+        }
+        if self.max_memory < ByteSize::mib(16) || self.max_memory > ByteSize::tib(1) {
+            return bad("max_memory must be between 16 MiB and 1 TiB");
+        }
+        if self.max_value_bytes < ByteSize::kib(1) || self.max_value_bytes > self.max_memory {
+            return bad("max_value_bytes must be at least 1 KiB and at most sql.max_memory");
+        }
+        Ok(())
+    }
 }
 
 impl Default for Config {
@@ -262,9 +317,13 @@ impl Default for StoreSettings {
 impl Default for SqlSettings {
     fn default() -> Self {
         let d = dyeline_queries::SqlLimits::default();
+        let b = dyeline_queries::SqlBounds::default();
         Self {
             max_rows: d.max_rows,
             timeout: d.timeout,
+            max_memory: ByteSize::b(b.max_memory_bytes as u64),
+            max_concurrent_queries: b.max_concurrent_queries,
+            max_value_bytes: ByteSize::b(b.max_value_bytes as u64),
         }
     }
 }
@@ -333,9 +392,7 @@ impl Config {
                 "store.queue_capacity and store.flush_max_rows must be positive".into(),
             ));
         }
-        if self.sql.max_rows == 0 {
-            return Err(ConfigError::Invalid("sql.max_rows must be positive".into()));
-        }
+        self.sql.validate()?;
         for (name, t) in std::iter::once(("defaults", &self.analyzer.defaults))
             .chain(self.analyzer.channels.iter().map(|(k, v)| (k.as_str(), v)))
         {
@@ -465,6 +522,60 @@ mod tests {
                 err.contains("expected a byte size") && err.contains("16MiB"),
                 "{value}: {err}"
             );
+        }
+    }
+
+    #[test]
+    fn sql_limits_that_disable_themselves_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        let load = |body: &str| {
+            std::fs::write(&file, format!("[sql]\n{body}\n")).unwrap();
+            Config::load(Some(&file), Figment::new())
+        };
+        let cfg = load("max_memory = \"256 MiB\"\nmax_concurrent_queries = 2").unwrap();
+        let b = cfg.sql.bounds();
+        assert_eq!(
+            (
+                b.max_memory_bytes,
+                b.max_concurrent_queries,
+                b.max_value_bytes
+            ),
+            (256 << 20, 2, 64 << 10)
+        );
+        for (body, message) in [
+            (
+                "timeout = \"0s\"",
+                "sql.timeout must be between 100ms and 1h",
+            ),
+            (
+                "timeout = \"3days\"",
+                "sql.timeout must be between 100ms and 1h",
+            ),
+            ("max_rows = 0", "sql.max_rows must be positive"),
+            (
+                "max_concurrent_queries = 0",
+                "sql.max_concurrent_queries must be between 1 and 256",
+            ),
+            (
+                "max_memory = \"1 KiB\"",
+                "sql.max_memory must be between 16 MiB and 1 TiB",
+            ),
+            (
+                "max_memory = \"1 EiB\"",
+                "sql.max_memory must be between 16 MiB and 1 TiB",
+            ),
+            (
+                "max_value_bytes = 10",
+                "sql.max_value_bytes must be at least 1 KiB",
+            ),
+            (
+                "max_memory = \"16 MiB\"\nmax_value_bytes = \"32 MiB\"",
+                "at most sql.max_memory",
+            ),
+        ] {
+            let err = load(body).unwrap_err().to_string();
+            assert!(err.contains(message), "{body}: {err}");
         }
     }
 }
