@@ -339,6 +339,36 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+/// The `DYELINE_*` variables that are settings: those whose first key (before any `__`) is a
+/// top-level key of [`Config`]. Others are not ours and are left alone: Kubernetes gives every
+/// pod `DYELINE_PORT=tcp://…`, `DYELINE_SERVICE_HOST`, … for a Service named `dyeline`, the CLI
+/// reads `DYELINE_SERVER`, the logger `DYELINE_LOG`. A wrong key inside a known section
+/// (`DYELINE_SQL__TIMEOUTT`) is still refused.
+fn settings_env() -> Env {
+    let known = Config::top_level_keys();
+    Env::prefixed("DYELINE_")
+        .filter(move |key| is_setting(&known, key.as_str()))
+        .split("__")
+}
+
+fn is_setting(known: &[String], key: &str) -> bool {
+    let first = key.split("__").next().unwrap_or(key);
+    known.iter().any(|k| k.eq_ignore_ascii_case(first))
+}
+
+/// The `DYELINE_*` variables set in this process that are not settings and were ignored (for
+/// a debug line once logging is up: they are expected in Kubernetes, so not a warning).
+pub fn ignored_env_vars() -> Vec<String> {
+    let known = Config::top_level_keys();
+    std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| {
+            k.strip_prefix("DYELINE_")
+                .is_some_and(|rest| !is_setting(&known, rest))
+        })
+        .collect()
+}
+
 impl Config {
     /// Loads defaults < `file` < environment, then `overrides` (the flags given).
     ///
@@ -368,11 +398,24 @@ impl Config {
             }
             fig = fig.merge(Toml::file(f));
         }
-        // `DYELINE_LOG` is the log filter, read by the logger, not a configuration key.
-        fig = fig.merge(Env::prefixed("DYELINE_").ignore(&["log"]).split("__"));
+        fig = fig.merge(settings_env());
         let cfg: Config = fig.merge(overrides).extract().map_err(Box::new)?;
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// The top-level keys of the configuration, from its serialized defaults.
+    fn top_level_keys() -> Vec<String> {
+        use figment::Provider;
+        Serialized::defaults(Config::default())
+            .data()
+            .map(|profiles| {
+                profiles
+                    .into_values()
+                    .flat_map(|dict| dict.into_keys())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -523,6 +566,43 @@ mod tests {
                 "{value}: {err}"
             );
         }
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's closure returns figment's own error
+    fn unrelated_dyeline_variables_are_ignored_and_settings_still_apply() {
+        let keys = Config::top_level_keys();
+        for k in ["data_dir", "sql", "store", "api_token", "alerts"] {
+            assert!(keys.iter().any(|x| x == k), "{k} in {keys:?}");
+        }
+        figment::Jail::expect_with(|jail| {
+            // What Kubernetes injects for a Service named `dyeline`, and the CLI's own flags.
+            jail.set_env("DYELINE_PORT", "tcp://10.0.0.1:8080");
+            jail.set_env("DYELINE_PORT_8080_TCP_ADDR", "10.0.0.1");
+            jail.set_env("DYELINE_SERVICE_HOST", "10.0.0.1");
+            jail.set_env("DYELINE_SERVICE_PORT", "8080");
+            jail.set_env("DYELINE_SERVER", "http://10.0.0.1:8080");
+            jail.set_env("DYELINE_SQL__MAX_VALUE_BYTES", "128KiB");
+            jail.set_env("DYELINE_API_TOKEN", "from-the-environment");
+            let cfg = Config::load(None, Figment::new()).map_err(|e| e.to_string())?;
+            assert_eq!(cfg.sql.max_value_bytes, ByteSize::kib(128));
+            assert_eq!(
+                cfg.api_token.as_ref().map(|s| s.0.as_str()),
+                Some("from-the-environment")
+            );
+            let ignored = ignored_env_vars();
+            for v in ["DYELINE_PORT", "DYELINE_SERVICE_HOST", "DYELINE_SERVER"] {
+                assert!(ignored.iter().any(|x| x == v), "{v} in {ignored:?}");
+            }
+            assert!(!ignored.iter().any(|x| x == "DYELINE_SQL__MAX_VALUE_BYTES"));
+            Ok(())
+        });
+        // A wrong key inside a known section is passed on, so refused as unknown (the
+        // refusal itself: `layers_apply_in_order_and_unknown_keys_fail`, and end to end).
+        assert!(is_setting(&keys, "sql__timeoutt"));
+        assert!(is_setting(&keys, "SQL__TIMEOUT"));
+        assert!(!is_setting(&keys, "port_8080_tcp"));
+        assert!(!is_setting(&keys, "log"));
     }
 
     #[test]

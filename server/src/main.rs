@@ -244,6 +244,9 @@ fn main() -> ExitCode {
         "info"
     };
     init_logs(config.log_format, level);
+    for name in config::ignored_env_vars() {
+        tracing::debug!(variable = %name, "ignored: not a Dyeline setting");
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if matches!(cli.command, Command::Demo(_)) {
         builder.thread_name(demo::FLEET_THREAD_NAME);
