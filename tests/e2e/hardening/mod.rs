@@ -137,3 +137,4 @@ pub fn assert_up(server: &mut Server, what: &str) {
         panic!("{what}: /healthz after the attack: {e}");
     }
 }
+mod sql;
