@@ -7,7 +7,7 @@
 pub mod render;
 pub mod sql;
 
-pub use sql::{QueryResult, SqlEngine, SqlError, SqlLimits};
+pub use sql::{QueryResult, SqlBounds, SqlEngine, SqlError, SqlLimits, SqlMetrics};
 pub mod alerts;
 pub mod analyze;
 pub mod drilldown;

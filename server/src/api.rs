@@ -92,6 +92,7 @@ impl From<SqlError> for ApiError {
     fn from(e: SqlError) -> Self {
         let status = match e {
             SqlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            SqlError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::BAD_REQUEST,
         };
         Self::new(status, e.code(), e.to_string())
@@ -147,7 +148,8 @@ async fn healthz() -> &'static str {
 /// (row limit and timeout from `sql.*`).
 #[utoipa::path(post, path = "/api/v1/sql", tag = "sql", request_body = SqlRequest,
     responses((status = 200, description = "{\"columns\", \"rows\", \"truncated\"}"),
-              (status = 400, body = dyeline_control::api::ErrorBody)))]
+              (status = 400, body = dyeline_control::api::ErrorBody),
+              (status = 429, description = "[sql] max_concurrent_queries are running; Retry-After", body = dyeline_control::api::ErrorBody)))]
 async fn sql(
     State(state): State<Arc<ApiState>>,
     headers: HeaderMap,
@@ -164,7 +166,18 @@ async fn sql(
             ),
         )
     })?;
-    let result = state.sql.query(&req.sql, state.sql_limits).await?;
+    let result = match state.sql.query(&req.sql, state.sql_limits).await {
+        Ok(r) => r,
+        // Busy: the other queries end within the timeout; a second is a fair first retry.
+        Err(e @ SqlError::Busy(_)) => {
+            let mut response = ApiError::from(e).into_response();
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            return Ok(response);
+        }
+        Err(e) => return Err(e.into()),
+    };
     Ok(Json(json!({
         "columns": result.columns,
         "rows": render::rows(&result.batches),

@@ -260,7 +260,8 @@ pub struct StoreSettings {
     pub trace_index_max_bytes: ByteSize,
 }
 
-/// SQL endpoint limits.
+/// SQL endpoint limits (`POST /api/v1/sql`, `dyeline sql`). A refusal by any of them names
+/// the setting and is counted in `dyeline_sql_queries_refused_total{reason}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SqlSettings {
@@ -269,6 +270,60 @@ pub struct SqlSettings {
     /// Cancel after. Default `30s`.
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
+    /// Memory the running queries may hold together: sorts, aggregations, join tables and the
+    /// results of functions that build large values; past it a query is refused (400
+    /// `memory_limit`). Nothing spills to disk. Default 1 GiB.
+    #[serde(deserialize_with = "byte_size")]
+    pub max_memory: ByteSize,
+    /// Queries running at once; one more is refused at once (429 `too_many_queries`,
+    /// `Retry-After: 1`). Default 4.
+    pub max_concurrent_queries: usize,
+    /// The largest value a query may build with a function (`repeat`, `lpad`, `concat`,
+    /// `range`, `array_repeat`, …) or write as a literal; past it the query is refused (400
+    /// `value_too_large`). Default 64 KiB.
+    #[serde(deserialize_with = "byte_size")]
+    pub max_value_bytes: ByteSize,
+}
+
+impl SqlSettings {
+    /// The bounds of the callers' SQL session.
+    pub fn bounds(&self) -> dyeline_queries::SqlBounds {
+        let usize_of = |b: ByteSize| usize::try_from(b.as_u64()).unwrap_or(usize::MAX);
+        dyeline_queries::SqlBounds {
+            max_memory_bytes: usize_of(self.max_memory),
+            max_concurrent_queries: self.max_concurrent_queries,
+            max_value_bytes: usize_of(self.max_value_bytes),
+        }
+    }
+
+    /// The limits of one query.
+    pub fn limits(&self) -> dyeline_queries::SqlLimits {
+        dyeline_queries::SqlLimits {
+            max_rows: self.max_rows,
+            timeout: self.timeout,
+        }
+    }
+
+    /// Refuses values that would disable a limit or cannot be meant.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(format!("sql.{m}")));
+        if self.max_rows == 0 {
+            return bad("max_rows must be positive");
+        }
+        if self.timeout < Duration::from_millis(100) || self.timeout > Duration::from_secs(3600) {
+            return bad("timeout must be between 100ms and 1h (0s would never cancel a query)");
+        }
+        if !(1..=256).contains(&self.max_concurrent_queries) {
+            return bad("max_concurrent_queries must be between 1 and 256");
+        }
+        if self.max_memory < ByteSize::mib(16) || self.max_memory > ByteSize::tib(1) {
+            return bad("max_memory must be between 16 MiB and 1 TiB");
+        }
+        if self.max_value_bytes < ByteSize::kib(1) || self.max_value_bytes > self.max_memory {
+            return bad("max_value_bytes must be at least 1 KiB and at most sql.max_memory");
+        }
+        Ok(())
+    }
 }
 
 impl Default for Config {
@@ -320,9 +375,13 @@ impl Default for StoreSettings {
 impl Default for SqlSettings {
     fn default() -> Self {
         let d = dyeline_queries::SqlLimits::default();
+        let b = dyeline_queries::SqlBounds::default();
         Self {
             max_rows: d.max_rows,
             timeout: d.timeout,
+            max_memory: ByteSize::b(b.max_memory_bytes as u64),
+            max_concurrent_queries: b.max_concurrent_queries,
+            max_value_bytes: ByteSize::b(b.max_value_bytes as u64),
         }
     }
 }
@@ -336,6 +395,36 @@ pub enum ConfigError {
     /// A value is out of range.
     #[error("configuration: {0}")]
     Invalid(String),
+}
+
+/// The `DYELINE_*` variables that are settings: those whose first key (before any `__`) is a
+/// top-level key of [`Config`]. Others are not ours and are left alone: Kubernetes gives every
+/// pod `DYELINE_PORT=tcp://…`, `DYELINE_SERVICE_HOST`, … for a Service named `dyeline`, the CLI
+/// reads `DYELINE_SERVER`, the logger `DYELINE_LOG`. A wrong key inside a known section
+/// (`DYELINE_SQL__TIMEOUTT`) is still refused.
+fn settings_env() -> Env {
+    let known = Config::top_level_keys();
+    Env::prefixed("DYELINE_")
+        .filter(move |key| is_setting(&known, key.as_str()))
+        .split("__")
+}
+
+fn is_setting(known: &[String], key: &str) -> bool {
+    let first = key.split("__").next().unwrap_or(key);
+    known.iter().any(|k| k.eq_ignore_ascii_case(first))
+}
+
+/// The `DYELINE_*` variables set in this process that are not settings and were ignored (for
+/// a debug line once logging is up: they are expected in Kubernetes, so not a warning).
+pub fn ignored_env_vars() -> Vec<String> {
+    let known = Config::top_level_keys();
+    std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| {
+            k.strip_prefix("DYELINE_")
+                .is_some_and(|rest| !is_setting(&known, rest))
+        })
+        .collect()
 }
 
 impl Config {
@@ -367,11 +456,24 @@ impl Config {
             }
             fig = fig.merge(Toml::file(f));
         }
-        // `DYELINE_LOG` is the log filter, read by the logger, not a configuration key.
-        fig = fig.merge(Env::prefixed("DYELINE_").ignore(&["log"]).split("__"));
+        fig = fig.merge(settings_env());
         let cfg: Config = fig.merge(overrides).extract().map_err(Box::new)?;
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// The top-level keys of the configuration, from its serialized defaults.
+    fn top_level_keys() -> Vec<String> {
+        use figment::Provider;
+        Serialized::defaults(Config::default())
+            .data()
+            .map(|profiles| {
+                profiles
+                    .into_values()
+                    .flat_map(|dict| dict.into_keys())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -391,9 +493,7 @@ impl Config {
                 "store.queue_capacity and store.flush_max_rows must be positive".into(),
             ));
         }
-        if self.sql.max_rows == 0 {
-            return Err(ConfigError::Invalid("sql.max_rows must be positive".into()));
-        }
+        self.sql.validate()?;
         for (name, t) in std::iter::once(("defaults", &self.analyzer.defaults))
             .chain(self.analyzer.channels.iter().map(|(k, v)| (k.as_str(), v)))
         {
@@ -576,6 +676,97 @@ mod tests {
                 err.contains("expected a byte size") && err.contains("16MiB"),
                 "{value}: {err}"
             );
+        }
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment::Jail's closure returns figment's own error
+    fn unrelated_dyeline_variables_are_ignored_and_settings_still_apply() {
+        let keys = Config::top_level_keys();
+        for k in ["data_dir", "sql", "store", "api_token", "alerts"] {
+            assert!(keys.iter().any(|x| x == k), "{k} in {keys:?}");
+        }
+        figment::Jail::expect_with(|jail| {
+            // What Kubernetes injects for a Service named `dyeline`, and the CLI's own flags.
+            jail.set_env("DYELINE_PORT", "tcp://10.0.0.1:8080");
+            jail.set_env("DYELINE_PORT_8080_TCP_ADDR", "10.0.0.1");
+            jail.set_env("DYELINE_SERVICE_HOST", "10.0.0.1");
+            jail.set_env("DYELINE_SERVICE_PORT", "8080");
+            jail.set_env("DYELINE_SERVER", "http://10.0.0.1:8080");
+            jail.set_env("DYELINE_SQL__MAX_VALUE_BYTES", "128KiB");
+            jail.set_env("DYELINE_API_TOKEN", "from-the-environment");
+            let cfg = Config::load(None, Figment::new()).map_err(|e| e.to_string())?;
+            assert_eq!(cfg.sql.max_value_bytes, ByteSize::kib(128));
+            assert_eq!(
+                cfg.api_token.as_ref().map(|s| s.0.as_str()),
+                Some("from-the-environment")
+            );
+            let ignored = ignored_env_vars();
+            for v in ["DYELINE_PORT", "DYELINE_SERVICE_HOST", "DYELINE_SERVER"] {
+                assert!(ignored.iter().any(|x| x == v), "{v} in {ignored:?}");
+            }
+            assert!(!ignored.iter().any(|x| x == "DYELINE_SQL__MAX_VALUE_BYTES"));
+            Ok(())
+        });
+        // A wrong key inside a known section is passed on, so refused as unknown (the
+        // refusal itself: `layers_apply_in_order_and_unknown_keys_fail`, and end to end).
+        assert!(is_setting(&keys, "sql__timeoutt"));
+        assert!(is_setting(&keys, "SQL__TIMEOUT"));
+        assert!(!is_setting(&keys, "port_8080_tcp"));
+        assert!(!is_setting(&keys, "log"));
+    }
+
+    #[test]
+    fn sql_limits_that_disable_themselves_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        let load = |body: &str| {
+            std::fs::write(&file, format!("[sql]\n{body}\n")).unwrap();
+            Config::load(Some(&file), Figment::new())
+        };
+        let cfg = load("max_memory = \"256 MiB\"\nmax_concurrent_queries = 2").unwrap();
+        let b = cfg.sql.bounds();
+        assert_eq!(
+            (
+                b.max_memory_bytes,
+                b.max_concurrent_queries,
+                b.max_value_bytes
+            ),
+            (256 << 20, 2, 64 << 10)
+        );
+        for (body, message) in [
+            (
+                "timeout = \"0s\"",
+                "sql.timeout must be between 100ms and 1h",
+            ),
+            (
+                "timeout = \"3days\"",
+                "sql.timeout must be between 100ms and 1h",
+            ),
+            ("max_rows = 0", "sql.max_rows must be positive"),
+            (
+                "max_concurrent_queries = 0",
+                "sql.max_concurrent_queries must be between 1 and 256",
+            ),
+            (
+                "max_memory = \"1 KiB\"",
+                "sql.max_memory must be between 16 MiB and 1 TiB",
+            ),
+            (
+                "max_memory = \"1 EiB\"",
+                "sql.max_memory must be between 16 MiB and 1 TiB",
+            ),
+            (
+                "max_value_bytes = 10",
+                "sql.max_value_bytes must be at least 1 KiB",
+            ),
+            (
+                "max_memory = \"16 MiB\"\nmax_value_bytes = \"32 MiB\"",
+                "at most sql.max_memory",
+            ),
+        ] {
+            let err = load(body).unwrap_err().to_string();
+            assert!(err.contains(message), "{body}: {err}");
         }
     }
 }

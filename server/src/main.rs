@@ -248,6 +248,9 @@ fn main() -> ExitCode {
         "info"
     };
     init_logs(config.log_format, level);
+    for name in config::ignored_env_vars() {
+        tracing::debug!(variable = %name, "ignored: not a Dyeline setting");
+    }
     if matches!(
         cli.command,
         Command::Serve(_) | Command::Import(_) | Command::Demo(_)

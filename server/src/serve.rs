@@ -11,7 +11,7 @@ use dyeline_control::api::ControlApi;
 use dyeline_control::auth::{GENERATED_TOKEN_NAME, ensure_token_file};
 use dyeline_control::{ApiToken, Auth, ControlPlane, Role};
 use dyeline_model::ColorRules;
-use dyeline_queries::{SqlEngine, SqlLimits, render};
+use dyeline_queries::{SqlEngine, render};
 use dyeline_store::{Store, StoreConfig};
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
@@ -215,7 +215,8 @@ pub async fn serve(
             max_body_bytes: bytes(config.receiver.max_body_size),
         },
     ));
-    let sql = SqlEngine::new(store.table())?;
+    let sql = SqlEngine::bounded(store.table(), config.sql.bounds())?;
+    sql.metrics().register(&mut registry);
     let live_engine = Arc::new(SqlEngine::new(store.table())?);
     let auth = Arc::new(Auth::new(
         api_tokens(&config)?,
@@ -237,10 +238,7 @@ pub async fn serve(
         plane: Arc::clone(&plane),
         analyzer: config.analyzer.clone(),
         sql,
-        sql_limits: SqlLimits {
-            max_rows: config.sql.max_rows,
-            timeout: config.sql.timeout,
-        },
+        sql_limits: config.sql.limits(),
         registry: Mutex::new(registry),
         rollup: rollup.clone(),
         spans: store.table(),
@@ -351,11 +349,8 @@ pub async fn sql(config: Config, query: &str, json: bool) -> Result<(), BoxError
         .into());
     }
     let store = tokio::task::spawn_blocking(move || Store::open(sc)).await??;
-    let engine = SqlEngine::new(store.table())?;
-    let limits = SqlLimits {
-        max_rows: config.sql.max_rows,
-        timeout: config.sql.timeout,
-    };
+    let engine = SqlEngine::bounded(store.table(), config.sql.bounds())?;
+    let limits = config.sql.limits();
     let result = engine.query(query, limits).await?;
     if json {
         let out = serde_json::json!({

@@ -140,3 +140,4 @@ pub fn assert_up(server: &mut Server, what: &str) {
 
 mod auth;
 mod ingest;
+mod sql;
