@@ -6,16 +6,21 @@
 //! Idle means no request in flight: a connection's idle clock starts when it is accepted and
 //! again whenever its last request in flight ends. Bytes do not reset it, so a client cannot
 //! keep an idle connection alive by dribbling a request head or HTTP/2 control frames, and a
-//! long response still being written (server-sent events) is never idle.
+//! long response still being written (server-sent events) is never idle. A response the peer
+//! does not read is caught by the write timeout instead: a connection whose socket has refused
+//! writes for `write_timeout` is closed.
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -30,6 +35,9 @@ pub(crate) struct ConnState {
     in_flight: AtomicUsize,
     /// When the connection was accepted or its last request ended (ms since the epoch).
     idle_since_ms: AtomicU64,
+    /// Since when writes have been refused by a full socket (ms since the epoch), or
+    /// [`NOT_BLOCKED`].
+    write_blocked_since_ms: AtomicU64,
     /// Set once the server has decided to close it (idle, evicted, shutting down).
     closing: AtomicBool,
     /// Wakes the task to close the connection (eviction).
@@ -49,6 +57,79 @@ impl ConnState {
     fn idle(&self) -> bool {
         self.in_flight.load(Ordering::Acquire) == 0
     }
+
+    /// How long writes have been blocked, if they are.
+    fn write_blocked_for(&self, now_ms: u64) -> Option<Duration> {
+        let since = self.write_blocked_since_ms.load(Ordering::Acquire);
+        (since != NOT_BLOCKED).then(|| Duration::from_millis(now_ms.saturating_sub(since)))
+    }
+}
+
+/// [`ConnState::write_blocked_since_ms`] when writes are not blocked.
+const NOT_BLOCKED: u64 = u64::MAX;
+
+/// The accepted socket, noting in its [`ConnState`] since when a write has found it full.
+struct Tracked {
+    inner: TcpStream,
+    state: Arc<ConnState>,
+    epoch: std::time::Instant,
+}
+
+impl Tracked {
+    fn note<T>(&self, poll: Poll<T>) -> Poll<T> {
+        let blocked = &self.state.write_blocked_since_ms;
+        match poll {
+            Poll::Pending => {
+                if blocked.load(Ordering::Relaxed) == NOT_BLOCKED {
+                    blocked.store(self.epoch.elapsed().as_millis() as u64, Ordering::Release);
+                }
+            }
+            Poll::Ready(_) => blocked.store(NOT_BLOCKED, Ordering::Release),
+        }
+        poll
+    }
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.note(poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.note(poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// The open connections of a listener.
@@ -66,6 +147,7 @@ impl Connections {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             in_flight: AtomicUsize::new(0),
             idle_since_ms: AtomicU64::new(now_ms),
+            write_blocked_since_ms: AtomicU64::new(NOT_BLOCKED),
             closing: AtomicBool::new(false),
             evict: Notify::new(),
         });
@@ -194,8 +276,8 @@ enum Closing {
     Drain,
 }
 
-/// Serves one connection until it ends, closing it when idle for `idle_timeout`, evicted, or
-/// when the server stops.
+/// Serves one connection until it ends, closing it when idle for `idle_timeout`, when its
+/// writes have been blocked for `write_timeout`, when evicted, or when the server stops.
 pub(crate) async fn run<S, B>(
     shared: Arc<Shared>,
     state: Arc<ConnState>,
@@ -219,21 +301,33 @@ pub(crate) async fn run<S, B>(
         shared: Arc::clone(&shared),
         conn: Arc::clone(&state),
     };
-    let conn = shared.builder.serve_connection(TokioIo::new(stream), svc);
+    let io = Tracked {
+        inner: stream,
+        state: Arc::clone(&state),
+        epoch: shared.epoch,
+    };
+    let conn = shared.builder.serve_connection(TokioIo::new(io), svc);
     let mut conn = std::pin::pin!(conn);
     let idle_timeout = shared.limits.idle_timeout;
+    let write_timeout = shared.limits.write_timeout;
     let mut closing: Option<Closing> = None;
     loop {
+        let now = Instant::now();
         let wake = match closing {
             Some(Closing::Now(since)) => since + CLOSE_GRACE,
-            Some(Closing::Drain) => Instant::now() + Duration::from_secs(3600),
+            Some(Closing::Drain) => now + Duration::from_secs(3600),
             None if state.idle() => {
                 let since = state.idle_since_ms.load(Ordering::Acquire);
                 let idle_for = Duration::from_millis(shared.now_ms().saturating_sub(since));
-                Instant::now() + idle_timeout.saturating_sub(idle_for)
+                now + idle_timeout.saturating_sub(idle_for)
             }
-            None => Instant::now() + idle_timeout,
+            None => now + idle_timeout,
         };
+        // A blocked write is noticed within a write timeout, and acted on at its end.
+        let wake = wake.min(match state.write_blocked_for(shared.now_ms()) {
+            Some(blocked) => now + write_timeout.saturating_sub(blocked),
+            None => now + write_timeout,
+        });
         tokio::select! {
             result = conn.as_mut() => {
                 if let Err(e) = result {
@@ -257,6 +351,15 @@ pub(crate) async fn run<S, B>(
                 closing = Some(Closing::Drain);
             }
             () = tokio::time::sleep_until(wake) => match closing {
+                // The peer has read nothing for write_timeout: closed under it (a graceful
+                // close would wait on writes that cannot happen).
+                _ if state
+                    .write_blocked_for(shared.now_ms())
+                    .is_some_and(|blocked| blocked >= write_timeout) =>
+                {
+                    shared.metrics.connection_closed("write_timeout");
+                    break;
+                }
                 Some(Closing::Now(_)) if state.idle() => break,
                 Some(Closing::Now(_)) => closing = Some(Closing::Now(Instant::now())),
                 Some(Closing::Drain) => {}

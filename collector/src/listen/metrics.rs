@@ -27,8 +27,9 @@ pub struct ListenerReasonLabel {
 /// Why a connection was refused at accept.
 pub const CONNECTION_REFUSALS: [&str; 1] = ["max_connections"];
 /// Why the server closed a connection.
-pub const CONNECTION_CLOSES: [&str; 4] = [
+pub const CONNECTION_CLOSES: [&str; 5] = [
     "idle_timeout",
+    "write_timeout",
     "evicted",
     "header_read_timeout",
     "http2_enhance_your_calm",

@@ -9,6 +9,7 @@
 //!                          │  header_read_timeout (h1), http2_max_concurrent_streams,
 //!                          │  max_header_bytes, http2 keep-alive pings
 //!                          │  idle_timeout: no request in flight for that long → closed
+//!                          │  write_timeout: a response write blocked that long → closed
 //!                          └─ request::ConnService ─ max_concurrent_requests (listener-wide)
 //!                               └─ LimitedBody: request_read_timeout, max_buffered_request_bytes
 //! ```
@@ -91,6 +92,9 @@ pub struct ListenerLimits {
     pub request_read_timeout: Duration,
     /// A connection without a request in flight for this long is closed.
     pub idle_timeout: Duration,
+    /// A connection whose writes have been blocked this long (the peer reads nothing of a
+    /// response) is closed.
+    pub write_timeout: Duration,
     /// HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS` advertised and enforced per connection.
     pub http2_max_concurrent_streams: u32,
     /// HTTP/2 keep-alive ping interval (a peer that does not answer is dropped).
@@ -112,6 +116,7 @@ impl Default for ListenerLimits {
             header_read_timeout: Duration::from_secs(10),
             request_read_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
+            write_timeout: Duration::from_secs(30),
             http2_max_concurrent_streams: 100,
             http2_keepalive_interval: Duration::from_secs(60),
             http2_keepalive_timeout: Duration::from_secs(20),

@@ -58,6 +58,14 @@ async fn stream() -> Body {
     Body::from_stream(chunks)
 }
 
+/// A response that never ends, 64 KiB at a time.
+async fn endless() -> Body {
+    let chunk = bytes::Bytes::from(vec![b'z'; 64 * 1024]);
+    Body::from_stream(futures::stream::repeat_with(move || {
+        Ok::<_, std::io::Error>(chunk.clone())
+    }))
+}
+
 struct Running {
     addr: std::net::SocketAddr,
     metrics: ListenerMetrics,
@@ -80,7 +88,8 @@ impl Running {
                     "slow"
                 }),
             )
-            .route("/fast", get(|| async { "fast" }));
+            .route("/fast", get(|| async { "fast" }))
+            .route("/endless", get(endless));
         let listener = Listener {
             name: "test",
             limits,
@@ -354,6 +363,7 @@ async fn a_long_response_is_not_idle_and_not_cut() {
         idle_timeout: Duration::from_millis(200),
         request_read_timeout: Duration::from_millis(200),
         header_read_timeout: Duration::from_millis(200),
+        write_timeout: Duration::from_millis(200),
         ..limits()
     })
     .await;
@@ -365,6 +375,7 @@ async fn a_long_response_is_not_idle_and_not_cut() {
     assert_eq!(status, 200);
     assert_eq!(text.matches("data: x").count(), 10, "{text}");
     assert_eq!(count(&server.metrics.closed, "idle_timeout"), 0);
+    assert_eq!(count(&server.metrics.closed, "write_timeout"), 0);
     server.stop().await;
 }
 
@@ -393,5 +404,28 @@ async fn a_slow_request_head_is_cut_by_the_header_read_timeout() {
     // hyper answers a head timeout with 408 and closes; the close is counted.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(count(&server.metrics.closed, "header_read_timeout"), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_response_nobody_reads_is_cut_by_the_write_timeout() {
+    let server = Running::start(ListenerLimits {
+        write_timeout: Duration::from_millis(300),
+        ..limits()
+    })
+    .await;
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(b"GET /endless HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    // Read nothing until the server gives up on the socket (its buffers fill in a few MB).
+    let t = std::time::Instant::now();
+    while count(&server.metrics.closed, "write_timeout") == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "not cut after 5 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(server.handles().in_flight.get(), 0);
+    assert_eq!(server.handles().connections.get(), 0);
     server.stop().await;
 }

@@ -62,6 +62,10 @@ pub struct ListenerSettings {
     /// Default `2m`.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// A connection whose response writes have been blocked this long (the client reads
+    /// nothing) is closed, between one and two of these after its socket filled. Default `30s`.
+    #[serde(with = "humantime_serde")]
+    pub write_timeout: Duration,
     /// HTTP/2 streams per connection (`SETTINGS_MAX_CONCURRENT_STREAMS`); streams past it are
     /// refused (REFUSED_STREAM). Default 100.
     pub http2_max_concurrent_streams: u32,
@@ -91,6 +95,7 @@ impl Default for ListenerSettings {
             header_read_timeout: d.header_read_timeout,
             request_read_timeout: d.request_read_timeout,
             idle_timeout: d.idle_timeout,
+            write_timeout: d.write_timeout,
             http2_max_concurrent_streams: d.http2_max_concurrent_streams,
             http2_keepalive_interval: d.http2_keepalive_interval,
             http2_keepalive_timeout: d.http2_keepalive_timeout,
@@ -110,6 +115,7 @@ impl ListenerSettings {
             header_read_timeout: self.header_read_timeout,
             request_read_timeout: self.request_read_timeout,
             idle_timeout: self.idle_timeout,
+            write_timeout: self.write_timeout,
             http2_max_concurrent_streams: self.http2_max_concurrent_streams,
             http2_keepalive_interval: self.http2_keepalive_interval,
             http2_keepalive_timeout: self.http2_keepalive_timeout,
@@ -124,6 +130,7 @@ impl ListenerSettings {
             ("header_read_timeout", self.header_read_timeout),
             ("request_read_timeout", self.request_read_timeout),
             ("idle_timeout", self.idle_timeout),
+            ("write_timeout", self.write_timeout),
             ("http2_keepalive_interval", self.http2_keepalive_interval),
             ("http2_keepalive_timeout", self.http2_keepalive_timeout),
         ] {
