@@ -62,13 +62,17 @@ pub fn listener_limits(config: &Config) -> [ListenerLimits; 3] {
         config.listen.api.limits(),
     ];
     let open_files = match listen::raise_open_files_limit() {
-        Ok((before, after)) => {
+        Ok((before, after)) if after > before => {
             tracing::info!(
                 before,
                 after,
                 "open-files limit (RLIMIT_NOFILE) raised to its hard limit"
             );
             after
+        }
+        Ok((_, limit)) => {
+            tracing::info!(open_files = limit, "open-files limit (RLIMIT_NOFILE)");
+            limit
         }
         Err(e) => {
             let current = listen::open_files_limit();

@@ -267,15 +267,6 @@ pub(crate) fn goaway(message: &str) -> Vec<u8> {
     out
 }
 
-/// Why the server began closing a connection.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Closing {
-    /// Idle timeout or eviction: closed under it after [`CLOSE_GRACE`] if still idle.
-    Now(Instant),
-    /// Server shutdown: the listener's drain bounds it.
-    Drain,
-}
-
 /// Serves one connection until it ends, closing it when idle for `idle_timeout`, when its
 /// writes have been blocked for `write_timeout`, when evicted, or when the server stops.
 pub(crate) async fn run<S, B>(
@@ -310,12 +301,16 @@ pub(crate) async fn run<S, B>(
     let mut conn = std::pin::pin!(conn);
     let idle_timeout = shared.limits.idle_timeout;
     let write_timeout = shared.limits.write_timeout;
-    let mut closing: Option<Closing> = None;
+    // When the server began closing the connection (idle, evicted while busy, stopping): it
+    // is then closed under its peer once idle for CLOSE_GRACE, since a graceful HTTP/2 close
+    // waits on a ping the peer may never answer. Requests in flight are waited for; on
+    // shutdown the listener's drain bounds that.
+    let mut closing: Option<Instant> = None;
+    let mut draining = false;
     loop {
         let now = Instant::now();
         let wake = match closing {
-            Some(Closing::Now(since)) => since + CLOSE_GRACE,
-            Some(Closing::Drain) => now + Duration::from_secs(3600),
+            Some(since) => since + CLOSE_GRACE,
             None if state.idle() => {
                 let since = state.idle_since_ms.load(Ordering::Acquire);
                 let idle_for = Duration::from_millis(shared.now_ms().saturating_sub(since));
@@ -343,12 +338,15 @@ pub(crate) async fn run<S, B>(
                     break;
                 }
                 conn.as_mut().graceful_shutdown();
-                closing = Some(Closing::Now(Instant::now()));
+                closing = Some(Instant::now());
             }
-            _ = stop.wait_for(|s| *s), if closing != Some(Closing::Drain) => {
+            _ = stop.wait_for(|s| *s), if !draining => {
+                draining = true;
                 shared.conns.mark_closing(&state);
-                conn.as_mut().graceful_shutdown();
-                closing = Some(Closing::Drain);
+                if closing.is_none() {
+                    conn.as_mut().graceful_shutdown();
+                    closing = Some(Instant::now());
+                }
             }
             () = tokio::time::sleep_until(wake) => match closing {
                 // The peer has read nothing for write_timeout: closed under it (a graceful
@@ -360,9 +358,8 @@ pub(crate) async fn run<S, B>(
                     shared.metrics.connection_closed("write_timeout");
                     break;
                 }
-                Some(Closing::Now(_)) if state.idle() => break,
-                Some(Closing::Now(_)) => closing = Some(Closing::Now(Instant::now())),
-                Some(Closing::Drain) => {}
+                Some(_) if state.idle() => break,
+                Some(_) => closing = Some(Instant::now()),
                 None => {
                     let since = state.idle_since_ms.load(Ordering::Acquire);
                     let idle_for = shared.now_ms().saturating_sub(since);
@@ -371,7 +368,7 @@ pub(crate) async fn run<S, B>(
                     {
                         shared.metrics.connection_closed("idle_timeout");
                         conn.as_mut().graceful_shutdown();
-                        closing = Some(Closing::Now(Instant::now()));
+                        closing = Some(Instant::now());
                     }
                 }
             },
