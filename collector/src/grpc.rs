@@ -229,35 +229,24 @@ where
     }
 }
 
-/// Sets `TCP_NODELAY` on an accepted connection (best effort: a failure is logged at debug
-/// and the connection kept), so a response's last small segment is sent at once instead of
-/// waiting for the client's delayed ACK. The gRPC receiver and the server's HTTP listeners
-/// (OTLP/HTTP, API) call it.
-pub fn set_nodelay(stream: &tokio::net::TcpStream) {
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
-    }
-}
-
-/// Serves OTLP/gRPC on `listener` until `shutdown` resolves. Accepted connections get
-/// `TCP_NODELAY`: without it the kernel held each response's last small segment until the
-/// client's delayed ACK (up to 40 ms), so an exporter with a few requests in flight waited on
-/// that instead of on the server (tonic sets it only on sockets it binds itself).
-///
-/// # Errors
-/// A transport error of the server.
+/// Serves OTLP/gRPC (HTTP/2 only) on `tcp` under the listener limits `limits` (the
+/// `[listen.otlp_grpc]` settings, see [`crate::listen`]) until `shutdown` resolves. A request
+/// refused by the listener is answered UNAVAILABLE with `RetryInfo`.
 pub async fn serve(
-    listener: tokio::net::TcpListener,
+    tcp: tokio::net::TcpListener,
     receiver: Arc<Receiver>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(), tonic::transport::Error> {
-    use tokio_stream::StreamExt;
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener)
-        .map(|accepted| accepted.inspect(set_nodelay));
-    tonic::transport::Server::builder()
-        .add_service(TraceServiceServer::new(receiver))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
+    limits: crate::listen::ListenerLimits,
+    metrics: crate::listen::ListenerMetrics,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let listener = crate::listen::Listener {
+        name: "otlp_grpc",
+        limits,
+        protocols: crate::listen::Protocols::Http2Only,
+        metrics,
+        refuse: Arc::new(|_, e| e.to_status().into_http::<axum::body::Body>()),
+    };
+    crate::listen::serve(tcp, listener, TraceServiceServer::new(receiver), shutdown).await;
 }
 
 #[cfg(test)]

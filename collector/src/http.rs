@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Extension, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -21,6 +21,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use prost::Message;
 
 use crate::error::IngestError;
+use crate::listen::{BodyBudget, ListenError};
 use crate::receiver::{Accepted, Receiver};
 
 /// Body encodings of OTLP/HTTP.
@@ -128,7 +129,49 @@ pub fn router(receiver: Arc<Receiver>) -> Router {
         .with_state(receiver)
 }
 
-async fn export(State(receiver): State<Arc<Receiver>>, headers: HeaderMap, body: Body) -> Response {
+/// Serves OTLP/HTTP (HTTP/1.1 and h2c) on `tcp` under the listener limits `limits` (the
+/// `[listen.otlp_http]` settings, see [`crate::listen`]) until `shutdown` resolves.
+pub async fn serve(
+    tcp: tokio::net::TcpListener,
+    receiver: Arc<Receiver>,
+    limits: crate::listen::ListenerLimits,
+    metrics: crate::listen::ListenerMetrics,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let listener = crate::listen::Listener {
+        name: "otlp_http",
+        limits,
+        protocols: crate::listen::Protocols::Http1AndH2c,
+        metrics,
+        refuse: Arc::new(refusal),
+    };
+    crate::listen::serve(tcp, listener, router(receiver), shutdown).await;
+}
+
+/// The answer to a request the listener refused (503 with `Retry-After`, a `google.rpc.Status`
+/// in the request's encoding, JSON when it has none).
+pub fn refusal(headers: &HeaderMap, err: &ListenError) -> Response {
+    let format = parse_content_type(
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    )
+    .unwrap_or(Format::Json);
+    error_response(format, &listen_refusal(err))
+}
+
+/// A listener refusal as the receivers' error: retryable, 503 / UNAVAILABLE, its message
+/// naming the setting.
+fn listen_refusal(err: &ListenError) -> IngestError {
+    IngestError::Unavailable(err.to_string())
+}
+
+async fn export(
+    State(receiver): State<Arc<Receiver>>,
+    headers: HeaderMap,
+    budget: Option<Extension<BodyBudget>>,
+    body: Body,
+) -> Response {
     let header = |name| {
         headers
             .get(name)
@@ -147,6 +190,7 @@ async fn export(State(receiver): State<Arc<Receiver>>, headers: HeaderMap, body:
         header(header::CONTENT_LENGTH),
         header(header::CONTENT_ENCODING),
         body,
+        budget.as_ref().map(|Extension(b)| b),
     )
     .await
     {
@@ -170,10 +214,11 @@ async fn handle(
     content_length: Option<&str>,
     encoding: Option<&str>,
     body: Body,
+    budget: Option<&BodyBudget>,
 ) -> Result<Accepted, IngestError> {
     let limit = receiver.limits().max_body_bytes;
     let declared = content_length.and_then(|l| l.trim().parse::<u64>().ok());
-    let raw = read_limited(body, declared, limit).await?;
+    let raw = read_limited(body, declared, limit, budget).await?;
     let encoding = encoding.map(str::to_owned);
     let decode = move || {
         let body = decompress(encoding.as_deref(), raw, limit)?;
@@ -203,18 +248,30 @@ enum Payload {
 /// Reads a request body of at most `limit` bytes. A body past the limit (declared by
 /// `Content-Length`, or found while reading a chunked body) is not buffered: it is read and
 /// discarded up to a bound (8× the limit, at least 128 MiB) so that a client still writing gets
-/// the 413 rather than a broken pipe; past the bound the connection is simply dropped.
+/// the 413 rather than a broken pipe; past the bound the connection is simply dropped. The
+/// listener charges every byte read to its `max_buffered_request_bytes`; a discarded body is
+/// given back to it (`budget`).
 ///
 /// # Errors
-/// [`IngestError::TooLarge`] past the limit; [`IngestError::BadData`] when the body stream fails.
+/// [`IngestError::TooLarge`] past the limit; [`IngestError::BadData`] when the body stream fails;
+/// [`IngestError::Unavailable`] (retryable) when the listener refused the body: its bytes
+/// would pass `max_buffered_request_bytes`, or it did not arrive within
+/// `request_read_timeout`.
 async fn read_limited(
     body: Body,
     declared: Option<u64>,
     limit: usize,
+    budget: Option<&BodyBudget>,
 ) -> Result<Bytes, IngestError> {
     let bound = (limit as u64).saturating_mul(8).max(128 * 1024 * 1024);
     let mut too_large = declared.is_some_and(|l| l > limit as u64);
-    let mut buf = bytes::BytesMut::new();
+    let release = |too_large: bool| {
+        if let (true, Some(b)) = (too_large, budget) {
+            b.release();
+        }
+    };
+    release(too_large);
+    let mut chunks = Chunks::default();
     let mut seen = 0u64;
     let mut stream = body.into_data_stream();
     while let Some(chunk) = futures::StreamExt::next(&mut stream).await {
@@ -222,28 +279,81 @@ async fn read_limited(
             Ok(c) => c,
             Err(_) if too_large => break,
             Err(e) => {
+                if let Some(refused) = crate::listen::find_listen_error(&e) {
+                    return Err(listen_refusal(refused));
+                }
                 return Err(IngestError::BadData(format!(
                     "could not read the request body: {e}"
                 )));
             }
         };
         seen += chunk.len() as u64;
-        if !too_large && buf.len() + chunk.len() > limit {
+        if !too_large && chunks.len + chunk.len() > limit {
             too_large = true;
-            buf = bytes::BytesMut::new();
+            chunks = Chunks::default();
+            release(true);
         }
         if too_large {
             if seen > bound {
                 break;
             }
         } else {
-            buf.extend_from_slice(&chunk);
+            chunks.push(chunk);
         }
     }
     if too_large {
         Err(IngestError::TooLarge { limit })
     } else {
-        Ok(buf.freeze())
+        Ok(chunks.join())
+    }
+}
+
+/// A body as it is read: chunks kept as they came and joined once at the end. Growing one
+/// buffer instead held up to twice the body (about four times in the allocator, with the
+/// buffers freed at each doubling) for every upload still arriving. Small chunks are copied
+/// into a shared tail so that a body sent a few bytes at a time costs no more than its bytes.
+#[derive(Default)]
+struct Chunks {
+    parts: Vec<Bytes>,
+    tail: bytes::BytesMut,
+    len: usize,
+}
+
+impl Chunks {
+    /// Chunks under this are copied into the tail, which is sealed at [`Chunks::TAIL`].
+    const SMALL: usize = 4096;
+    const TAIL: usize = 64 * 1024;
+
+    fn push(&mut self, chunk: Bytes) {
+        self.len += chunk.len();
+        if chunk.len() < Self::SMALL {
+            self.tail.extend_from_slice(&chunk);
+            if self.tail.len() >= Self::TAIL {
+                self.seal();
+            }
+        } else {
+            self.seal();
+            self.parts.push(chunk);
+        }
+    }
+
+    fn seal(&mut self) {
+        if !self.tail.is_empty() {
+            self.parts.push(std::mem::take(&mut self.tail).freeze());
+        }
+    }
+
+    /// The body as one buffer, copied only when it came in more than one piece.
+    fn join(mut self) -> Bytes {
+        self.seal();
+        if self.parts.len() <= 1 {
+            return self.parts.pop().unwrap_or_default();
+        }
+        let mut out = bytes::BytesMut::with_capacity(self.len);
+        for c in self.parts {
+            out.extend_from_slice(&c);
+        }
+        out.freeze()
     }
 }
 
@@ -356,14 +466,40 @@ mod tests {
             let chunks = (0..3).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![b'x'; 600])));
             Body::from_stream(futures::stream::iter(chunks))
         };
-        let ok = read_limited(chunked(), None, 4096).await.unwrap();
+        let ok = read_limited(chunked(), None, 4096, None).await.unwrap();
         assert_eq!(ok.len(), 1800);
-        let e = read_limited(chunked(), None, 1024).await.unwrap_err();
+        let e = read_limited(chunked(), None, 1024, None).await.unwrap_err();
         assert_eq!(e.http_status(), StatusCode::PAYLOAD_TOO_LARGE);
-        let e = read_limited(chunked(), Some(1_000_000), 4096)
+        let e = read_limited(chunked(), Some(1_000_000), 4096, None)
             .await
             .unwrap_err();
         assert_eq!(e.http_status(), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[test]
+    fn chunks_join_to_the_body_small_or_large() {
+        let mut c = Chunks::default();
+        let mut want = Vec::new();
+        for i in 0..3000u32 {
+            let piece = if i % 1000 == 999 {
+                vec![(i % 251) as u8; 70_000]
+            } else {
+                vec![(i % 251) as u8; (i % 7) as usize + 1]
+            };
+            want.extend_from_slice(&piece);
+            c.push(Bytes::from(piece));
+        }
+        assert!(
+            c.parts.len() < 20,
+            "small chunks are coalesced: {}",
+            c.parts.len()
+        );
+        assert_eq!(c.len, want.len());
+        assert_eq!(&c.join()[..], &want[..]);
+        let mut one = Chunks::default();
+        one.push(Bytes::from_static(b"whole"));
+        assert_eq!(&one.join()[..], b"whole");
+        assert!(Chunks::default().join().is_empty());
     }
 
     #[test]

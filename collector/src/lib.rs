@@ -6,7 +6,8 @@
 //!  HTTP :4318 ─ http ─┘   (json | prost)   └─ metrics (accepted / discarded by reason) ───┘
 //! ```
 //!
-//! Owns decoding (protobuf via prost, OTLP/JSON via [`json`]), limits at the edge, the OTLP
+//! Owns decoding (protobuf via prost, OTLP/JSON via [`json`]), limits at the edge (the
+//! listeners' connections, timeouts and buffered bytes in [`listen`]; body sizes), the OTLP
 //! status mapping ([`error`]), the conversion into `spans` rows ([`convert`]) and the
 //! [`sink::SpanSink`] port. Does not own storage: the server wires the store in as the sink.
 
@@ -15,6 +16,7 @@ pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod json;
+pub mod listen;
 pub mod metrics;
 pub mod receiver;
 pub mod sink;

@@ -15,6 +15,9 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+mod listen;
+pub use listen::ListenSettings;
+
 /// The whole configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -48,6 +51,9 @@ pub struct Config {
     pub alerts: crate::alerting::AlertSettings,
     /// Metrics derived from spans.
     pub metrics: MetricsSettings,
+    /// Limits of each listener's connections and requests (`[listen.otlp_grpc]`,
+    /// `[listen.otlp_http]`, `[listen.api]`).
+    pub listen: ListenSettings,
 }
 
 /// `[metrics]` settings.
@@ -343,6 +349,7 @@ impl Default for Config {
             analyzer: AnalyzerConfig::default(),
             alerts: crate::alerting::AlertSettings::default(),
             metrics: MetricsSettings::default(),
+            listen: ListenSettings::default(),
         }
     }
 }
@@ -477,6 +484,7 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        self.listen.validate(self.receiver.max_body_size)?;
         if self.receiver.max_body_size.as_u64() < 1024 {
             return Err(ConfigError::Invalid(
                 "receiver.max_body_size must be at least 1 KiB".into(),

@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::serve::ListenerExt;
-use dyeline_collector::grpc::set_nodelay;
+use dyeline_collector::listen::{self, ListenError, ListenerLimits, ListenerMetrics};
 use dyeline_collector::metrics::ReceiverMetrics;
 use dyeline_collector::{ConvertOptions, Limits, Receiver};
 use dyeline_control::api::ControlApi;
@@ -15,7 +14,6 @@ use dyeline_queries::{SqlEngine, render};
 use dyeline_store::{Store, StoreConfig};
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::api::{self, ApiState};
@@ -48,6 +46,71 @@ pub fn store_config(config: &Config) -> StoreConfig {
 /// A byte size as `usize` (saturating on a 32-bit target).
 fn bytes(size: bytesize::ByteSize) -> usize {
     usize::try_from(size.as_u64()).unwrap_or(usize::MAX)
+}
+
+/// The listeners' names, in the order of [`listener_limits`].
+const LISTENERS: [&str; 3] = ["otlp_grpc", "otlp_http", "api"];
+
+/// The limits of the OTLP/gRPC, OTLP/HTTP and API listeners, after raising the open-files
+/// limit to its hard value: their `max_connections` are lowered (with a warning) when together
+/// they would not fit in it, so that a full listener evicts or refuses connections rather
+/// than every listener failing its accepts with EMFILE.
+pub fn listener_limits(config: &Config) -> [ListenerLimits; 3] {
+    let mut limits = [
+        config.listen.otlp_grpc.limits(),
+        config.listen.otlp_http.limits(),
+        config.listen.api.limits(),
+    ];
+    let open_files = match listen::raise_open_files_limit() {
+        Ok((before, after)) if after > before => {
+            tracing::info!(
+                before,
+                after,
+                "open-files limit (RLIMIT_NOFILE) raised to its hard limit"
+            );
+            after
+        }
+        Ok((_, limit)) => {
+            tracing::info!(open_files = limit, "open-files limit (RLIMIT_NOFILE)");
+            limit
+        }
+        Err(e) => {
+            let current = listen::open_files_limit();
+            tracing::warn!(error = %e, open_files = current, "cannot raise the open-files limit");
+            current
+        }
+    };
+    let mut caps = limits.map(|l| l.max_connections);
+    if listen::fit_connection_caps(&mut caps, open_files) {
+        tracing::warn!(
+            open_files,
+            otlp_grpc = caps[0],
+            otlp_http = caps[1],
+            api = caps[2],
+            "the listeners' max_connections do not fit in the open-files limit and were lowered (raise the hard limit, ulimit -Hn, or lower [listen.*] max_connections)"
+        );
+        for (l, cap) in limits.iter_mut().zip(caps) {
+            l.max_connections = cap;
+        }
+    }
+    limits
+}
+
+/// The API's answer to a request its listener refused: 503 with `Retry-After` and the API's
+/// JSON error, code `unavailable`.
+fn api_refusal(_: &axum::http::HeaderMap, e: &ListenError) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let mut response = api::ApiError::new(
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        "unavailable",
+        e.to_string(),
+    )
+    .into_response();
+    response.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from(e.retry_after().as_secs().max(1)),
+    );
+    response
 }
 
 /// The conversion settings of `config`.
@@ -186,6 +249,9 @@ pub async fn serve(
     let mut registry = Registry::default();
     let receiver_metrics = ReceiverMetrics::default();
     receiver_metrics.register(&mut registry);
+    let listener_metrics = ListenerMetrics::default();
+    listener_metrics.register(&mut registry, &LISTENERS);
+    let [grpc_limits, http_limits, api_limits] = listener_limits(&config);
     store.metrics().register(&mut registry);
     let span_metrics = Arc::new(SpanMetrics::new(config.metrics.max_series));
     // Per-minute channel rollups answer the summary API over live ranges; their hop counts
@@ -244,14 +310,11 @@ pub async fn serve(
         spans: store.table(),
     });
 
-    let grpc_listener = TcpListener::bind(config.otlp_grpc_addr)
-        .await
+    let grpc_listener = listen::bind(config.otlp_grpc_addr)
         .map_err(|e| format!("binding OTLP/gRPC {}: {e}", config.otlp_grpc_addr))?;
-    let http_listener = TcpListener::bind(config.otlp_http_addr)
-        .await
+    let http_listener = listen::bind(config.otlp_http_addr)
         .map_err(|e| format!("binding OTLP/HTTP {}: {e}", config.otlp_http_addr))?;
-    let api_listener = TcpListener::bind(config.api_addr)
-        .await
+    let api_listener = listen::bind(config.api_addr)
         .map_err(|e| format!("binding API {}: {e}", config.api_addr))?;
     // The bound addresses (ports may be 0 = chosen by the OS), for scripts and tests.
     let bound = Bound {
@@ -294,16 +357,17 @@ pub async fn serve(
     let grpc = tokio::spawn(dyeline_collector::grpc::serve(
         grpc_listener,
         Arc::clone(&receiver),
+        grpc_limits,
+        listener_metrics.clone(),
         stopped(stop_rx.clone()),
     ));
-    let http = tokio::spawn(
-        axum::serve(
-            http_listener.tap_io(|s| set_nodelay(s)),
-            dyeline_collector::http::router(Arc::clone(&receiver)),
-        )
-        .with_graceful_shutdown(stopped(stop_rx.clone()))
-        .into_future(),
-    );
+    let http = tokio::spawn(dyeline_collector::http::serve(
+        http_listener,
+        Arc::clone(&receiver),
+        http_limits,
+        listener_metrics.clone(),
+        stopped(stop_rx.clone()),
+    ));
     let adapter = crate::dashboard::DashboardAdapter::new(
         Arc::clone(&api_state),
         store.metrics().rows_written.clone(),
@@ -313,14 +377,18 @@ pub async fn serve(
     let dashboard = dyeline_ui::Ui::new(Arc::new(adapter), std::time::Duration::from_secs(1));
     // Every route of the API port, merged first, then the one token check around all of them.
     let app = gate.wrap(api::router(api_state, control).merge(dyeline_ui::router(dashboard)));
-    let api = tokio::spawn(
-        axum::serve(
-            api_listener.tap_io(|s| set_nodelay(s)),
-            app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .with_graceful_shutdown(stopped(stop_rx.clone()))
-        .into_future(),
-    );
+    let api = tokio::spawn(listen::serve(
+        api_listener,
+        listen::Listener {
+            name: LISTENERS[2],
+            limits: api_limits,
+            protocols: listen::Protocols::Http1AndH2c,
+            metrics: listener_metrics,
+            refuse: Arc::new(api_refusal),
+        },
+        app,
+        stopped(stop_rx.clone()),
+    ));
     shutdown.await;
     tracing::info!("shutting down: draining requests and flushing the store");
     let _ = stop_tx.send(true);
