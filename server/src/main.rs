@@ -21,6 +21,7 @@ mod import;
 mod serve;
 mod sink;
 mod span_metrics;
+mod trace_view;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
