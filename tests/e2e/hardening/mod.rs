@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::Server;
 
+mod trace;
+
 /// The server's resident set size in bytes (`VmRSS` of `/proc/<pid>/status`).
 pub fn rss_bytes(server: &Server) -> u64 {
     proc_status_kib(server, "VmRSS:") * 1024
