@@ -140,7 +140,7 @@ def main():
             t0 = time.perf_counter()
             try:
                 body = call("GET", base + f"/api/v1/traces/{tid}")[1]
-                ok = stored and len(json.loads(body).get("roots", [])) > 0
+                ok = stored and len(json.loads(body).get("spans", [])) > 0
             except urllib.error.HTTPError as e:
                 ok = not stored and e.code == 404
             lookup[stored].append((time.perf_counter() - t0) * 1000.0)

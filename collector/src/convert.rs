@@ -279,7 +279,9 @@ impl DecisionMemo {
 }
 
 /// Writes an AnyValue as JSON: strings, numbers, booleans, arrays, objects (kvlist), and bytes
-/// as lower-case hex.
+/// as lower-case hex. It recurses once per level of nesting, which decoding bounds: the wire
+/// reader reads [`crate::view::MAX_DEPTH`] levels, prost [`crate::view::MAX_ARRAY_DEPTH`], the
+/// OTLP/JSON decoder about 40 ([`crate::json::RECURSION_MESSAGE`]); deeper is refused.
 fn write_json_value(out: &mut String, v: &Val<'_>) {
     match v {
         Val::Empty => out.push_str("null"),

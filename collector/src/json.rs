@@ -135,10 +135,18 @@ pub fn decode_export_request(body: &[u8]) -> Result<ExportTraceServiceRequest, J
     }
 }
 
+/// What a body nested deeper than serde_json's recursion limit (128, on by default) is told.
+pub const RECURSION_MESSAGE: &str = "recursion limit exceeded: JSON nests at most 128 levels \
+     (an arrayValue takes 3, so about 40 levels of attribute values); this limit is fixed";
+
 /// Turns a serde_json error plus the path recorded while it propagated into the public error.
 fn invalid(e: serde_json::Error) -> JsonDecodeError {
     let (line, column) = (e.line(), e.column());
     let mut message = e.to_string();
+    if message.starts_with("recursion limit exceeded") {
+        // serde_json's own words do not say where the limit is.
+        message = message.replacen("recursion limit exceeded", RECURSION_MESSAGE, 1);
+    }
     if line > 0 {
         let suffix = format!(" at line {line} column {column}");
         if message.ends_with(&suffix) {

@@ -143,6 +143,29 @@ pub struct WireError(&'static str);
 /// recursion limit of 100 messages; deeper values fall back to it).
 pub const MAX_DEPTH: usize = 32;
 
+/// prost's fixed recursion limit: messages nested deeper are refused (its
+/// `no-recursion-limit` feature, which would lift it, is off; a test checks it).
+pub const PROST_RECURSION_LIMIT: usize = 100;
+
+/// Deepest arrays of an attribute value prost reads within [`PROST_RECURSION_LIMIT`] (kvlists
+/// take more messages per level, so fewer).
+pub const MAX_ARRAY_DEPTH: usize = 47;
+
+/// Why a protobuf body was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProtobufError {
+    /// Not a valid message: prost's own error.
+    #[error("{0}")]
+    Invalid(prost::DecodeError),
+    /// Attribute values (arrays, kvlists) nested deeper than protobuf decoding goes.
+    #[error(
+        "attribute value nested too deep: protobuf decoding stops at {PROST_RECURSION_LIMIT} \
+         nested messages, which is {MAX_ARRAY_DEPTH} levels of arrayValue (fewer of \
+         kvlistValue). This limit is fixed: no setting raises it"
+    )]
+    TooDeep,
+}
+
 /// A decoded request: borrowed from the body, or decoded by prost (the fallback).
 pub enum Decoded<'a> {
     /// Read by the wire reader.
@@ -155,11 +178,21 @@ pub enum Decoded<'a> {
 /// wire reader refuses the body.
 ///
 /// # Errors
-/// prost's error when prost cannot decode the body either.
-pub fn decode_request(body: &[u8]) -> Result<Decoded<'_>, prost::DecodeError> {
+/// prost's error when prost cannot decode the body either ([`ProtobufError::Invalid`]), or
+/// [`ProtobufError::TooDeep`] when that is because messages nest past prost's recursion
+/// limit (prost's own message would list every level it went through).
+pub fn decode_request(body: &[u8]) -> Result<Decoded<'_>, ProtobufError> {
     match RequestView::decode(body) {
         Ok(v) => Ok(Decoded::View(v)),
-        Err(_) => ExportTraceServiceRequest::decode(body).map(|r| Decoded::Prost(Box::new(r))),
+        Err(_) => ExportTraceServiceRequest::decode(body)
+            .map(|r| Decoded::Prost(Box::new(r)))
+            .map_err(|e| {
+                if e.to_string().ends_with("recursion limit reached") {
+                    ProtobufError::TooDeep
+                } else {
+                    ProtobufError::Invalid(e)
+                }
+            }),
     }
 }
 
@@ -585,6 +618,7 @@ fn any_value(buf: &[u8], depth: usize) -> Result<Val<'_>, WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::AsArray;
     use opentelemetry_proto::tonic::common::v1::{
         ArrayValue, EntityRef, InstrumentationScope, KeyValueList,
     };
@@ -863,5 +897,113 @@ mod tests {
         // And shallow enough, the reader's own views.
         let body = span_with(|_| {}).encode_to_vec();
         assert!(matches!(decode_request(&body), Ok(Decoded::View(_))));
+    }
+
+    /// A span whose one attribute is an `AnyValue` nested `depth` arrays deep around an int,
+    /// encoded by hand from the inside out (prost's encoder recurses), in linear time.
+    fn nested_array_body(depth: usize) -> Vec<u8> {
+        fn header(out: &mut Vec<u8>, field: u8, len: usize) {
+            out.push(field << 3 | 2);
+            prost::encoding::encode_varint(len as u64, out);
+        }
+        let leaf = AnyValue {
+            value: Some(Value::IntValue(7)),
+        }
+        .encode_to_vec();
+        // Headers per level, innermost first: AnyValue.array_value (5) around ArrayValue,
+        // ArrayValue.values (1) around the next AnyValue.
+        let mut headers: Vec<Vec<u8>> = Vec::with_capacity(depth);
+        let mut len = leaf.len();
+        for _ in 0..depth {
+            let mut h = Vec::new();
+            let mut inner = Vec::new();
+            header(&mut inner, 1, len);
+            let array_len = inner.len() + len;
+            header(&mut h, 5, array_len);
+            h.extend_from_slice(&inner);
+            len += h.len();
+            headers.push(h);
+        }
+        let mut value = Vec::with_capacity(len);
+        for h in headers.iter().rev() {
+            value.extend_from_slice(h);
+        }
+        value.extend_from_slice(&leaf);
+        // KeyValue { key: "deep", value } inside the span of `span_with`, spliced in as the
+        // span's attribute field (9): the rest of the request is prost-encoded.
+        let mut kv = Vec::new();
+        header(&mut kv, 1, 4);
+        kv.extend_from_slice(b"deep");
+        header(&mut kv, 2, value.len());
+        kv.extend_from_slice(&value);
+        let mut span = span_with(|_| {}).resource_spans[0].scope_spans[0].spans[0].encode_to_vec();
+        header(&mut span, 9, kv.len());
+        span.extend_from_slice(&kv);
+        let mut scope = Vec::new();
+        header(&mut scope, 2, span.len());
+        scope.extend_from_slice(&span);
+        let mut resource = Vec::new();
+        header(&mut resource, 2, scope.len());
+        resource.extend_from_slice(&scope);
+        let mut body = Vec::new();
+        header(&mut body, 1, resource.len());
+        body.extend_from_slice(&resource);
+        body
+    }
+
+    #[test]
+    fn values_nested_past_prosts_limit_are_refused_as_too_deep_without_recursing() {
+        // Within prost's limit the hand encoding is what prost reads.
+        let body = nested_array_body(MAX_DEPTH + 2);
+        match decode_request(&body) {
+            Ok(Decoded::Prost(r)) => {
+                let mut v = r.resource_spans[0].scope_spans[0].spans[0].attributes[0]
+                    .value
+                    .clone()
+                    .unwrap();
+                let mut levels = 0;
+                while let Some(Value::ArrayValue(a)) = v.value {
+                    v = a.values.into_iter().next().unwrap();
+                    levels += 1;
+                }
+                assert_eq!((levels, v.value), (MAX_DEPTH + 2, Some(Value::IntValue(7))));
+            }
+            other => panic!("prost reads it: {:?}", other.err()),
+        }
+        // The message's numbers: MAX_ARRAY_DEPTH levels are read, one more is too deep; what
+        // is read is stored whole (the attributes' JSON holds every level).
+        let body = nested_array_body(MAX_ARRAY_DEPTH);
+        let Ok(Decoded::Prost(r)) = decode_request(&body) else {
+            panic!("prost reads {MAX_ARRAY_DEPTH} levels")
+        };
+        let rows = crate::convert::convert_request(&r, &Default::default()).unwrap();
+        let batch = rows.batch.expect("the span is stored");
+        let attributes = batch
+            .column_by_name(dyeline_model::schema::col::ATTRIBUTES)
+            .unwrap()
+            .as_string::<i32>()
+            .value(0)
+            .to_owned();
+        let nested = format!(
+            "{}7{}",
+            "[".repeat(MAX_ARRAY_DEPTH),
+            "]".repeat(MAX_ARRAY_DEPTH)
+        );
+        assert!(
+            attributes.contains(&format!("\"deep\":{nested}")),
+            "{attributes}"
+        );
+        // 100,000 levels (prost's limit is on: this would overflow the stack without it).
+        for depth in [MAX_ARRAY_DEPTH + 1, 100_000] {
+            let body = nested_array_body(depth);
+            assert!(body.len() < 2_000_000, "{}", body.len());
+            let err = decode_request(&body).err().expect("refused");
+            assert_eq!(err, ProtobufError::TooDeep);
+            let text = err.to_string();
+            assert!(
+                text.contains("nested too deep") && text.contains("fixed"),
+                "{text}"
+            );
+        }
     }
 }

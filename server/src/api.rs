@@ -51,6 +51,8 @@ pub struct ApiState {
     /// The store's `spans` (memory ∪ files): findings of one windowed type are counted
     /// from it as the files are read.
     pub spans: Arc<dyeline_store::table::SpansTable>,
+    /// The cap on one trace view (`[trace_view]`) and its counters.
+    pub trace_views: crate::trace_view::TraceViews,
 }
 
 /// An API error: status, code and message.
@@ -307,26 +309,55 @@ async fn findings(
     Ok(Json(json!({ "findings": out })).into_response())
 }
 
-/// One trace as a span tree with app, instance, host, colour, decisions, and the hop and
-/// missing-decision markers (domain §6.1–2). The id is 32 hex digits in any case.
+/// Query of `GET /api/v1/traces/{trace_id}`.
+#[derive(Deserialize, IntoParams)]
+struct TraceQuery {
+    /// Spans to skip from the start of the depth-first order (a later page). Default 0.
+    offset: Option<usize>,
+    /// Spans to return at most. Default and most: `[trace_view] max_spans` (10000).
+    limit: Option<usize>,
+}
+
+/// One trace as a flat span tree, depth-first (each span with its `depth`), with app,
+/// instance, host, colour, decisions, and the hop and missing-decision markers (domain
+/// §6.1–2). One response holds one page: at most `[trace_view] max_spans` spans from
+/// `offset`; it says the trace's `span_count`, how many spans it `returned`, how many it
+/// `left_out` and the `next_offset`. The id is 32 hex digits in any case.
 #[utoipa::path(get, path = "/api/v1/traces/{trace_id}", tag = "analysis",
-    params(("trace_id" = String, Path, description = "32 hex digits, any case")),
-    responses((status = 200, description = "the trace tree"),
+    params(("trace_id" = String, Path, description = "32 hex digits, any case"), TraceQuery),
+    responses((status = 200, body = dyeline_queries::drilldown::TraceView),
               (status = 400, body = dyeline_control::api::ErrorBody),
               (status = 404, body = dyeline_control::api::ErrorBody)))]
 async fn trace(
     State(state): State<Arc<ApiState>>,
     headers: HeaderMap,
     Path(trace_id): Path<String>,
+    query: Result<Query<TraceQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     state.auth.authorize(&headers, Access::Read)?;
     let id = dyeline_queries::drilldown::normalize_trace_id(&trace_id)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_trace_id", e.to_string()))?;
+    let invalid = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", m);
+    let Query(q) = query.map_err(|e| {
+        state.trace_views.refused();
+        invalid(format!(
+            "offset and limit are whole numbers ≥ 0: {}",
+            e.body_text()
+        ))
+    })?;
+    let page = state.trace_views.page(q.offset, q.limit).map_err(invalid)?;
     let timeline = state.plane.timeline();
-    match dyeline_queries::drilldown::trace(state.sql.context(), &timeline, &state.analyzer, &id)
-        .await?
-    {
-        Some(view) => Ok(Json(view).into_response()),
+    match dyeline_queries::drilldown::trace(state.sql.context(), &timeline, &id, page).await? {
+        Some(view) => {
+            state.trace_views.served(&view);
+            // A page is megabytes of JSON: serialised off the async workers.
+            let body = tokio::task::spawn_blocking(move || serde_json::to_vec(&view))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()))
+                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e))?;
+            Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+        }
         None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "trace_not_found",

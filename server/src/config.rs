@@ -54,6 +54,25 @@ pub struct Config {
     /// Limits of each listener's connections and requests (`[listen.otlp_grpc]`,
     /// `[listen.otlp_http]`, `[listen.api]`).
     pub listen: ListenSettings,
+    /// How much of one trace a view loads (`GET /api/v1/traces/{id}`, `/traces/{id}`).
+    pub trace_view: TraceViewSettings,
+}
+
+/// `[trace_view]` settings: one trace view (API or page) is a page of the trace's spans.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TraceViewSettings {
+    /// Spans one trace view returns at most (the API's `limit` and the page's length); the
+    /// view says how many it left out and pages with `offset`. Default 10000: such a page is
+    /// about 4 MB of JSON and 5 MB of HTML (11 MB of JSON when every span is a hop), and
+    /// takes well under a second; real traces rarely hold more. At most 1000000.
+    pub max_spans: usize,
+}
+
+impl Default for TraceViewSettings {
+    fn default() -> Self {
+        Self { max_spans: 10_000 }
+    }
 }
 
 /// `[metrics]` settings.
@@ -350,6 +369,7 @@ impl Default for Config {
             alerts: crate::alerting::AlertSettings::default(),
             metrics: MetricsSettings::default(),
             listen: ListenSettings::default(),
+            trace_view: TraceViewSettings::default(),
         }
     }
 }
@@ -502,6 +522,11 @@ impl Config {
             ));
         }
         self.sql.validate()?;
+        if !(1..=1_000_000).contains(&self.trace_view.max_spans) {
+            return Err(ConfigError::Invalid(
+                "trace_view.max_spans must be 1..=1000000".into(),
+            ));
+        }
         for (name, t) in std::iter::once(("defaults", &self.analyzer.defaults))
             .chain(self.analyzer.channels.iter().map(|(k, v)| (k.as_str(), v)))
         {
@@ -654,6 +679,25 @@ mod tests {
                 .contains("store.max_memory must be at least 64 MiB"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_trace_view_cap_is_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        assert_eq!(Config::default().trace_view.max_spans, 10_000);
+        std::fs::write(&file, "[trace_view]\nmax_spans = 500\n").unwrap();
+        let cfg = Config::load(Some(&file), Figment::new()).unwrap();
+        assert_eq!(cfg.trace_view.max_spans, 500);
+        for bad in ["0", "1000001"] {
+            std::fs::write(&file, format!("[trace_view]\nmax_spans = {bad}\n")).unwrap();
+            let err = Config::load(Some(&file), Figment::new()).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains("trace_view.max_spans must be 1..=1000000"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

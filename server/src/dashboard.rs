@@ -349,18 +349,19 @@ fn control_error(e: ControlError) -> SourceError {
     }
 }
 
-fn flatten(node: &drilldown::SpanNode, depth: usize, out: &mut Vec<TraceSpan>) {
-    out.push(TraceSpan {
-        span_id: node.span_id.clone(),
-        parent_span_id: node.parent_span_id.clone(),
-        depth,
-        name: node.name.clone(),
-        span_kind: node.span_kind.clone(),
-        traffic_kind: node.traffic_kind.clone(),
-        app: node.app.clone(),
-        instance: node.instance.clone(),
-        host: node.host.clone(),
-        color: node.color.clone(),
+/// The page's row of a drilldown span (already flat: the drilldown gives depth-first order).
+fn trace_span(node: drilldown::SpanNode) -> TraceSpan {
+    TraceSpan {
+        span_id: node.span_id,
+        parent_span_id: node.parent_span_id,
+        depth: node.depth,
+        name: node.name,
+        span_kind: node.span_kind,
+        traffic_kind: node.traffic_kind,
+        app: node.app,
+        instance: node.instance,
+        host: node.host,
+        color: node.color,
         decisions: node
             .decisions
             .iter()
@@ -369,14 +370,11 @@ fn flatten(node: &drilldown::SpanNode, depth: usize, out: &mut Vec<TraceSpan>) {
             .join("&"),
         start_unix_nano: node.start_time_unix_nano.parse().unwrap_or(0),
         duration_ns: node.duration_ns,
-        status_code: node.status_code.clone(),
+        status_code: node.status_code,
         is_error: node.is_error,
         waiting_for_parent: node.waiting_for_parent,
         hops: node.hops.iter().map(hop_line).collect(),
-        missing_decision_channels: node.missing_decision_channels.clone(),
-    });
-    for c in &node.children {
-        flatten(c, depth + 1, out);
+        missing_decision_channels: node.missing_decision_channels,
     }
 }
 
@@ -486,24 +484,29 @@ impl DashboardSource for DashboardAdapter {
         }))
     }
 
-    async fn trace(&self, trace_id: &str) -> Result<Option<TraceView>, SourceError> {
-        let timeline = self.inner.state.plane.timeline();
-        let view = drilldown::trace(
-            self.inner.state.sql.context(),
-            &timeline,
-            &self.inner.state.analyzer,
-            trace_id,
-        )
-        .await
-        .map_err(sql_error)?;
+    async fn trace(&self, trace_id: &str, offset: usize) -> Result<Option<TraceView>, SourceError> {
+        let state = &self.inner.state;
+        let timeline = state.plane.timeline();
+        let page_size = state.trace_views.max_spans();
+        let page = drilldown::TracePage {
+            offset,
+            limit: page_size,
+        };
+        let view = drilldown::trace(state.sql.context(), &timeline, trace_id, page)
+            .await
+            .map_err(sql_error)?;
         Ok(view.map(|v| {
-            let mut spans = Vec::with_capacity(v.span_count);
-            for r in &v.roots {
-                flatten(r, 0, &mut spans);
-            }
+            state.trace_views.served(&v);
             TraceView {
                 trace_id: v.trace_id,
-                spans,
+                span_count: v.span_count,
+                offset: v.offset,
+                page_size,
+                start_unix_nano: v.start_time_unix_nano.parse().unwrap_or(0),
+                end_unix_nano: v.end_time_unix_nano.parse().unwrap_or(0),
+                hop_spans: v.hop_span_count,
+                missing_spans: v.missing_decision_span_count,
+                spans: v.spans.into_iter().map(trace_span).collect(),
             }
         }))
     }

@@ -23,6 +23,7 @@ mod private;
 mod serve;
 mod sink;
 mod span_metrics;
+mod trace_view;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -298,6 +298,8 @@ pub async fn serve(
         shutdown: stop_rx.clone(),
     });
     let alert_book: crate::alerting::SharedAlerts = Default::default();
+    let trace_views = crate::trace_view::TraceViews::new(config.trace_view.max_spans);
+    trace_views.register(&mut registry);
     let api_state = Arc::new(ApiState {
         alerts: Arc::clone(&alert_book),
         auth,
@@ -308,6 +310,7 @@ pub async fn serve(
         registry: Mutex::new(registry),
         rollup: rollup.clone(),
         spans: store.table(),
+        trace_views,
     });
 
     let grpc_listener = listen::bind(config.otlp_grpc_addr)

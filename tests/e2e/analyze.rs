@@ -281,13 +281,6 @@ fn case17_error_spike_counts_status_and_5xx_not_server_4xx() {
     assert_eq!(v["error_spike"][0]["other_requests"].as_u64(), Some(210));
 }
 
-fn all_nodes(n: &Value, out: &mut Vec<Value>) {
-    out.push(n.clone());
-    for c in n["children"].as_array().unwrap() {
-        all_nodes(c, out);
-    }
-}
-
 #[test]
 fn findings_and_trace_drilldown_over_the_api() {
     let dir = temp_dir();
@@ -343,12 +336,23 @@ fn findings_and_trace_drilldown_over_the_api() {
     let (status, v) = get("/api/v1/traces/A1000000000000000000000000000004");
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["trace_id"], "a1000000000000000000000000000004");
-    let mut nodes = Vec::new();
-    for r in v["roots"].as_array().unwrap() {
-        all_nodes(r, &mut nodes);
-    }
+    let nodes = v["spans"].as_array().unwrap();
     assert_eq!(nodes.len(), v["span_count"].as_u64().unwrap() as usize);
-    assert_eq!(v["roots"].as_array().unwrap().len(), 1, "one tree");
+    assert_eq!(
+        (v["returned"].as_u64(), v["left_out"].as_u64()),
+        (Some(nodes.len() as u64), Some(0))
+    );
+    let depths: Vec<u64> = nodes.iter().map(|n| n["depth"].as_u64().unwrap()).collect();
+    assert_eq!(
+        depths.iter().filter(|&&d| d == 0).count(),
+        1,
+        "one tree: {depths:?}"
+    );
+    assert_eq!(depths[0], 0, "depth-first: the root first");
+    assert!(
+        depths.windows(2).all(|w| w[1] <= w[0] + 1),
+        "depth-first: {depths:?}"
+    );
     let hop = nodes
         .iter()
         .find(|n| !n["hops"].as_array().unwrap().is_empty())

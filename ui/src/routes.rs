@@ -435,10 +435,32 @@ async fn trace(
         true,
     )
     .await;
-    match ui.source.trace(&trace_id).await {
+    let offset = match param(&p, "offset").map(str::parse::<usize>).transpose() {
+        Ok(o) => o.unwrap_or(0),
+        Err(_) => {
+            let m = "offset: a whole number ≥ 0 (the first span shown)";
+            return error_page(jar, &c, StatusCode::BAD_REQUEST, m);
+        }
+    };
+    match ui.source.trace(&trace_id, offset).await {
         Ok(Some(v)) => {
-            let body = pages::trace::body(&v);
-            render(StatusCode::OK, jar, &c, body)
+            // A page of thousands of spans renders for a while: off the async workers.
+            let frame = c.clone();
+            let html = tokio::task::spawn_blocking(move || {
+                pages::document(&frame, pages::trace::body(&v))
+            })
+            .await;
+            match html {
+                Ok(html) => Page {
+                    status: StatusCode::OK,
+                    jar,
+                    html,
+                },
+                Err(e) => {
+                    let m = format!("rendering the trace failed: {e}");
+                    error_page(jar, &c, StatusCode::INTERNAL_SERVER_ERROR, &m)
+                }
+            }
         }
         Ok(None) => error_page(
             jar,

@@ -359,12 +359,27 @@ pub struct TraceSpan {
     pub missing_decision_channels: Vec<String>,
 }
 
-/// The trace page's data.
+/// The trace page's data: one page of the trace's spans in depth-first order (a trace may
+/// hold more spans than a page shows; the source caps a page).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TraceView {
     /// Trace id, hex.
     pub trace_id: String,
-    /// Spans, depth-first, children by start.
+    /// Spans the trace has stored (all pages).
+    pub span_count: usize,
+    /// Index in the depth-first order of the first span of `spans`.
+    pub offset: usize,
+    /// Most spans a page shows (the next page starts this many spans later).
+    pub page_size: usize,
+    /// Earliest span start of the whole trace, Unix ns.
+    pub start_unix_nano: i64,
+    /// Latest span end of the whole trace, Unix ns.
+    pub end_unix_nano: i64,
+    /// Spans of the whole trace with a hop.
+    pub hop_spans: usize,
+    /// Spans of the whole trace with a missing decision.
+    pub missing_spans: usize,
+    /// This page's spans, depth-first, children by start.
     pub spans: Vec<TraceSpan>,
 }
 
@@ -466,8 +481,9 @@ pub trait DashboardSource: Send + Sync + 'static {
     /// The channel page over `range`, `None` for an unknown channel.
     async fn channel(&self, id: &str, range: TimeRange)
     -> Result<Option<ChannelPage>, SourceError>;
-    /// One trace (id: 32 hex digits, any case); `None` when no span of it is stored.
-    async fn trace(&self, trace_id: &str) -> Result<Option<TraceView>, SourceError>;
+    /// One page of a trace (id: 32 hex digits, any case) from `offset` in its depth-first
+    /// order, as many spans as the source's cap; `None` when no span of it is stored.
+    async fn trace(&self, trace_id: &str, offset: usize) -> Result<Option<TraceView>, SourceError>;
     /// Traces matching `query` in `range`, newest first.
     async fn search(
         &self,

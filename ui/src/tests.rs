@@ -18,6 +18,48 @@ const SEC: i64 = 1_000_000_000;
 const TOKEN: &str = "secret-token";
 const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 
+/// A trace of one root and 24,999 children (a chain under the first two), shown 10 spans a
+/// page: [`wide`].
+const WIDE: &str = "00000000000000000000000000000abc";
+const WIDE_SPANS: usize = 25_001;
+
+/// The page of [`WIDE`] from `offset`, as a source capped at 10 spans a view gives it.
+fn wide(offset: usize) -> TraceView {
+    let span = |i: usize| TraceSpan {
+        span_id: format!("{i:016x}"),
+        parent_span_id: (i > 0).then(|| "0000000000000000".to_owned()),
+        depth: usize::from(i > 0) + if i == 1 { 99 } else { 0 },
+        name: format!("span {i}"),
+        span_kind: "SERVER".into(),
+        traffic_kind: None,
+        app: "order".into(),
+        instance: "order-1".into(),
+        host: None,
+        color: "blue".into(),
+        decisions: String::new(),
+        start_unix_nano: T0 + i as i64,
+        duration_ns: 1,
+        status_code: "OK".into(),
+        is_error: false,
+        waiting_for_parent: false,
+        hops: vec![],
+        missing_decision_channels: vec![],
+    };
+    TraceView {
+        trace_id: WIDE.into(),
+        span_count: WIDE_SPANS,
+        offset,
+        page_size: 10,
+        start_unix_nano: T0,
+        end_unix_nano: T0 + WIDE_SPANS as i64,
+        hop_spans: 0,
+        missing_spans: 0,
+        spans: (offset.min(WIDE_SPANS)..(offset + 10).min(WIDE_SPANS))
+            .map(span)
+            .collect(),
+    }
+}
+
 #[derive(Default)]
 struct Fixture {
     writes: Mutex<Vec<(String, Action, Option<String>)>>,
@@ -162,9 +204,19 @@ impl DashboardSource for Fixture {
             data_from_unix_nano: None,
         }))
     }
-    async fn trace(&self, trace_id: &str) -> Result<Option<TraceView>, SourceError> {
+    async fn trace(&self, trace_id: &str, offset: usize) -> Result<Option<TraceView>, SourceError> {
+        if trace_id == WIDE {
+            return Ok(Some(wide(offset)));
+        }
         Ok((trace_id == TRACE).then(|| TraceView {
             trace_id: TRACE.into(),
+            span_count: 2,
+            offset: 0,
+            page_size: 10_000,
+            start_unix_nano: T0,
+            end_unix_nano: T0 + 10_000_000,
+            hop_spans: 1,
+            missing_spans: 0,
             spans: vec![
                 TraceSpan {
                     span_id: "aaaaaaaaaaaaaaaa".into(),
@@ -408,6 +460,51 @@ async fn channel_page_shows_findings_controls_and_events() {
     let (status, html, _) = get(&app(Arc::default()), "/channels/trade?from=x", None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(html.contains("RFC 3339"));
+}
+
+#[tokio::test]
+async fn a_trace_page_shows_one_page_and_says_how_many_spans_it_left_out() {
+    let (status, html, _) = get(&app(Arc::default()), &format!("/traces/{WIDE}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(html.matches("<tr data-depth=").count(), 10, "{html}");
+    assert!(html.contains("spans 1–10 of 25,001 shown; "), "{html}");
+    assert!(
+        html.contains("<span id=\"left-out\">24,991</span> left out"),
+        "{html}"
+    );
+    assert!(html.contains(&format!(
+        "id=\"next-page\" href=\"/traces/{WIDE}?offset=10\""
+    )));
+    assert!(!html.contains("prev-page"));
+    // A deep span is indented as deep as MAX_INDENT and carries its depth.
+    assert!(html.contains("data-depth=\"100\""), "{html}");
+    assert!(html.contains("padding-left:48.3em"), "{html}");
+    let (_, html, _) = get(
+        &app(Arc::default()),
+        &format!("/traces/{WIDE}?offset=24995"),
+        None,
+    )
+    .await;
+    assert_eq!(html.matches("<tr data-depth=").count(), 6);
+    assert!(
+        html.contains("spans 24,996–25,001 of 25,001 shown; "),
+        "{html}"
+    );
+    assert!(html.contains(&format!(
+        "id=\"prev-page\" href=\"/traces/{WIDE}?offset=24985\""
+    )));
+    assert!(!html.contains("next-page"));
+    let (status, html, _) = get(
+        &app(Arc::default()),
+        &format!("/traces/{WIDE}?offset=-1"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(html.contains("offset: a whole number"), "{html}");
+    // A whole trace says nothing of pages.
+    let (_, html, _) = get(&app(Arc::default()), &format!("/traces/{TRACE}"), None).await;
+    assert!(!html.contains("trace-page"));
 }
 
 #[tokio::test]

@@ -105,7 +105,7 @@ fn nanos<S: Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
 
 /// Domain §6.1: a SERVER/CONSUMER span whose colour differs from its trace's colour in the
 /// channel (or a root-most span whose decision is not its colour).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct CrossColorHop {
     /// Trace id, lower-case hex.
     pub trace_id: String,
@@ -129,12 +129,13 @@ pub struct CrossColorHop {
     pub via: Vec<String>,
     /// The span's start, Unix ns.
     #[serde(serialize_with = "nanos")]
+    #[schema(value_type = String)]
     pub t_unix_nano: i64,
 }
 
 /// Domain §6.2: a SERVER/CONSUMER span of an app in a releasing channel without a decision
 /// for it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct MissingDecision {
     /// Trace id.
     pub trace_id: String,
@@ -150,6 +151,7 @@ pub struct MissingDecision {
     pub kind: &'static str,
     /// The span's start, Unix ns.
     #[serde(serialize_with = "nanos")]
+    #[schema(value_type = String)]
     pub t_unix_nano: i64,
 }
 

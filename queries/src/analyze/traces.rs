@@ -23,26 +23,96 @@ fn color_str(c: Color) -> &'static str {
     c.as_str()
 }
 
+/// Apps between a hop's span and its nearest ancestor in the channel that `via` names at most:
+/// the apps of the nearest this-many spans above the hop span. A longer path (a hostile
+/// trace: a chain of spans out of the channel above many hop spans) is cut there and `via`
+/// starts with [`VIA_CUT`], so a trace's hops cost at most this many steps each.
+pub const MAX_VIA_SPANS: usize = 256;
+/// First entry of a `via` cut at [`MAX_VIA_SPANS`] spans.
+pub const VIA_CUT: &str = "…";
+
 /// Runs both per-trace detections over every trace of `spans` (sorted by trace).
 pub fn find(spans: &Spans, hops: &mut Vec<CrossColorHop>, missing: &mut Vec<MissingDecision>) {
+    let mut sink = Sink {
+        keep: &|_| true,
+        hops,
+        missing,
+        counts: None,
+    };
+    find_into(spans, &mut sink);
+}
+
+/// How many findings the detections made, and on how many distinct span ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FindCounts {
+    /// Cross-colour hops.
+    pub hops: usize,
+    /// Span ids with at least one hop.
+    pub hop_spans: usize,
+    /// Missing decisions.
+    pub missing: usize,
+    /// Span ids with at least one missing decision.
+    pub missing_spans: usize,
+}
+
+/// As [`find`], keeping only the findings of the span ids `keep` accepts (the others are
+/// counted, not made: a trace view keeps those of its page), in time order as the report
+/// lists them.
+pub fn find_some(
+    spans: &Spans,
+    keep: &dyn Fn(u64) -> bool,
+    hops: &mut Vec<CrossColorHop>,
+    missing: &mut Vec<MissingDecision>,
+) -> FindCounts {
+    let mut counted = Counted::default();
+    let mut sink = Sink {
+        keep,
+        hops,
+        missing,
+        counts: Some(&mut counted),
+    };
+    find_into(spans, &mut sink);
+    let key = |t: i64, trace: &str, span: &str| (t, trace.to_owned(), span.to_owned());
+    hops.sort_by_cached_key(|h| key(h.t_unix_nano, &h.trace_id, &h.span_id));
+    missing.sort_by_cached_key(|m| key(m.t_unix_nano, &m.trace_id, &m.span_id));
+    FindCounts {
+        hops: counted.hops,
+        hop_spans: counted.hop_spans.len(),
+        missing: counted.missing,
+        missing_spans: counted.missing_spans.len(),
+    }
+}
+
+/// Counts of all findings, kept or not.
+#[derive(Default)]
+struct Counted {
+    hops: usize,
+    hop_spans: std::collections::HashSet<u64>,
+    missing: usize,
+    missing_spans: std::collections::HashSet<u64>,
+}
+
+/// Where findings go.
+struct Sink<'a> {
+    keep: &'a dyn Fn(u64) -> bool,
+    hops: &'a mut Vec<CrossColorHop>,
+    missing: &'a mut Vec<MissingDecision>,
+    counts: Option<&'a mut Counted>,
+}
+
+fn find_into(spans: &Spans, sink: &mut Sink<'_>) {
     let mut index = SpanIndex::default();
     for trace in spans.traces() {
         if trace
             .iter()
             .any(|s| s.channel.is_some() && s.kind != Kind::Other)
         {
-            one_trace(spans, trace, &mut index, hops, missing);
+            one_trace(spans, trace, &mut index, sink);
         }
     }
 }
 
-fn one_trace(
-    spans: &Spans,
-    ss: &[SpanRec],
-    index: &mut SpanIndex,
-    hops: &mut Vec<CrossColorHop>,
-    missing: &mut Vec<MissingDecision>,
-) {
+fn one_trace(spans: &Spans, ss: &[SpanRec], index: &mut SpanIndex, sink: &mut Sink<'_>) {
     index.clear();
     for (k, s) in ss.iter().enumerate() {
         index.entry(s.span).or_insert(k);
@@ -51,21 +121,8 @@ fn one_trace(
         .iter()
         .map(|s| s.parent.and_then(|p| index.get(&p.get()).copied()))
         .collect();
-    // Ancestors present in the trace (bounded walk: a cycle cannot loop forever).
-    let depth: Vec<usize> = (0..ss.len())
-        .map(|k| {
-            let mut d = 0;
-            let mut p = parent[k];
-            while let Some(q) = p {
-                d += 1;
-                if d > ss.len() {
-                    break;
-                }
-                p = parent[q];
-            }
-            d
-        })
-        .collect();
+    // Ancestors present in the trace (a span reaching a parent cycle counts as deepest).
+    let depth = depths(&parent);
     let mut channels: Vec<u32> = ss
         .iter()
         .filter(|s| s.kind != Kind::Other)
@@ -85,17 +142,27 @@ fn one_trace(
         };
         let trace_color = spans.decision(&ss[root], c).unwrap_or(ss[root].color);
         let channel = spans.channels.name(c);
+        // Each span's nearest ancestor in the channel, found once per span (made at the
+        // channel's first hop: most traces have none).
+        let mut near: Vec<Near> = Vec::new();
         for &k in &cands {
             let s = &ss[k];
             let kind = if s.kind == Kind::Server { "RPC" } else { "MQ" };
             let dec = spans.decision(s, c);
-            if dec.is_none() {
+            let kept = (sink.keep)(s.span);
+            if dec.is_none()
+                && let Some(c) = sink.counts.as_deref_mut()
+            {
+                c.missing += 1;
+                c.missing_spans.insert(s.span);
+            }
+            if dec.is_none() && kept {
                 let caller = match (s.parent, parent[k]) {
                     (None, _) => NONE_APP.to_owned(),
                     (Some(_), Some(p)) => spans.apps.name(ss[p].app).to_owned(),
                     (Some(_), None) => UNKNOWN_APP.to_owned(),
                 };
-                missing.push(MissingDecision {
+                sink.missing.push(MissingDecision {
                     trace_id: hex128(s.trace),
                     span_id: hex64(s.span),
                     channel: channel.to_owned(),
@@ -127,35 +194,24 @@ fn one_trace(
                     continue; // the other side is meant to consume it
                 }
             }
+            if let Some(c) = sink.counts.as_deref_mut() {
+                c.hops += 1;
+                c.hop_spans.insert(s.span);
+            }
+            if !kept {
+                continue;
+            }
             let reason = match dec {
                 Some(d) if d != s.color => "decision_mismatch",
                 Some(_) => "decision_changed",
                 None => "no_decision",
             };
-            let mut via_rev: Vec<u32> = Vec::new();
-            let mut from = None;
-            let mut p = parent[k];
-            let mut steps = 0;
-            while let Some(q) = p {
-                steps += 1;
-                if steps > ss.len() {
-                    break;
-                }
-                if ss[q].channel == Some(c) {
-                    from = Some(q);
-                    break;
-                }
-                via_rev.push(ss[q].app);
-                p = parent[q];
+            if near.is_empty() {
+                near.resize(ss.len(), Near::Unknown);
             }
-            let mut via: Vec<String> = Vec::new();
-            for a in via_rev.into_iter().rev() {
-                let name = spans.apps.name(a);
-                if !via.iter().any(|v| v == name) {
-                    via.push(name.to_owned());
-                }
-            }
-            hops.push(CrossColorHop {
+            let from = nearest_in(&parent, &mut near, k, |q| ss[q].channel == Some(c));
+            let via = via_apps(spans, ss, &parent, k, from);
+            sink.hops.push(CrossColorHop {
                 trace_id: hex128(s.trace),
                 span_id: hex64(s.span),
                 channel: channel.to_owned(),
@@ -171,5 +227,314 @@ fn one_trace(
                 t_unix_nano: s.start,
             });
         }
+    }
+}
+
+/// Each span's count of ancestors in the trace, in time linear in the spans (each span's
+/// parent walk stops at a span already counted). A span on a parent cycle, or one whose
+/// ancestors reach one, counts `parent.len() + 1` (deeper than any real span).
+fn depths(parent: &[Option<usize>]) -> Vec<usize> {
+    const UNKNOWN: usize = usize::MAX;
+    const ON_PATH: usize = usize::MAX - 1;
+    let looped = parent.len() + 1;
+    let mut depth = vec![UNKNOWN; parent.len()];
+    let mut path: Vec<usize> = Vec::new();
+    for k in 0..parent.len() {
+        if depth[k] != UNKNOWN {
+            continue;
+        }
+        path.clear();
+        let mut cur = k;
+        // Depth of the span just above the path's last one: `None` when that one is a root.
+        let above: Option<usize> = loop {
+            match depth[cur] {
+                ON_PATH => break Some(looped),
+                UNKNOWN => {
+                    depth[cur] = ON_PATH;
+                    path.push(cur);
+                    match parent[cur] {
+                        Some(p) => cur = p,
+                        None => break None,
+                    }
+                }
+                d => break Some(d),
+            }
+        };
+        let mut d = match above {
+            None => 0,
+            Some(a) if a >= looped => looped,
+            Some(a) => a + 1,
+        };
+        for &x in path.iter().rev() {
+            depth[x] = d;
+            if d < looped {
+                d += 1;
+            }
+        }
+    }
+    depth
+}
+
+/// A span's nearest ancestor in a channel, once known.
+#[derive(Clone, Copy)]
+enum Near {
+    Unknown,
+    OnPath,
+    Known(Option<usize>),
+}
+
+/// The nearest ancestor of `k` for which `inside` holds (none past a root or around a parent
+/// cycle), memoised in `near` so that every span is walked once per channel.
+fn nearest_in(
+    parent: &[Option<usize>],
+    near: &mut [Near],
+    k: usize,
+    inside: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    let mut path: Vec<usize> = Vec::new();
+    let mut cur = k;
+    let found = loop {
+        match near[cur] {
+            Near::Known(v) => break v,
+            Near::OnPath => break None,
+            Near::Unknown => {}
+        }
+        near[cur] = Near::OnPath;
+        path.push(cur);
+        match parent[cur] {
+            None => break None,
+            Some(p) if inside(p) => break Some(p),
+            Some(p) => cur = p,
+        }
+    };
+    for x in path {
+        near[x] = Near::Known(found);
+    }
+    found
+}
+
+/// The apps of the spans between `k` and its ancestor `from` (or the root), in call order,
+/// each once; at most [`MAX_VIA_SPANS`] spans are looked at (then [`VIA_CUT`] comes first).
+fn via_apps(
+    spans: &Spans,
+    ss: &[SpanRec],
+    parent: &[Option<usize>],
+    k: usize,
+    from: Option<usize>,
+) -> Vec<String> {
+    let mut via_rev: Vec<u32> = Vec::new();
+    let mut p = parent[k];
+    let mut steps = 0;
+    let mut cut = false;
+    while let Some(q) = p {
+        if Some(q) == from {
+            break;
+        }
+        if steps >= ss.len() {
+            break; // around a parent cycle
+        }
+        if steps == MAX_VIA_SPANS {
+            cut = true;
+            break;
+        }
+        steps += 1;
+        via_rev.push(ss[q].app);
+        p = parent[q];
+    }
+    let mut seen = std::collections::HashSet::with_capacity(via_rev.len());
+    let mut via: Vec<String> = Vec::new();
+    if cut {
+        via.push(VIA_CUT.to_owned());
+    }
+    for a in via_rev.into_iter().rev() {
+        if seen.insert(a) {
+            via.push(spans.apps.name(a).to_owned());
+        }
+    }
+    via
+}
+
+#[cfg(test)]
+mod tests {
+    use dyeline_control::{Channels, Op, Timeline};
+    use dyeline_model::{ChannelId, Color};
+
+    use super::super::load::{Kind, SpanRec, Spans, Traffic, resolve};
+    use super::*;
+
+    /// Spans of trace 1 in channel `trade` (releasing, all of `apps` in it): (span, parent,
+    /// app, colour), started one after the other.
+    fn trade(apps: &[&str], rows: &[(u64, Option<u64>, &str, Color)]) -> Spans {
+        let mut spans = Spans::default();
+        for (k, &(span, parent, app, color)) in rows.iter().enumerate() {
+            let app = spans.apps.intern(app);
+            let instance = spans.instances.intern("i");
+            spans.push(SpanRec {
+                trace: 1,
+                span,
+                parent: parent.and_then(std::num::NonZeroU64::new),
+                app,
+                instance,
+                color,
+                kind: Kind::Server,
+                traffic: Some(Traffic::Rpc),
+                start: 1_000 + k as i64,
+                end: 2_000 + k as i64,
+                is_error: false,
+                decision_set: 0,
+                channel: None,
+                blue_percent: 50,
+                interval: 0,
+                source: super::super::load::NO_SOURCE,
+            });
+        }
+        let id = ChannelId::new("trade").unwrap();
+        let mut initial = Channels::new();
+        initial.apply(&id, &Op::Apps(apps.iter().map(|a| a.to_string()).collect()));
+        let ops = vec![(0, id.clone(), Op::Start), (0, id, Op::Ratio(50))];
+        resolve(&mut spans, &Timeline::from_ops(initial, ops));
+        spans
+    }
+
+    fn found(spans: &Spans) -> (Vec<CrossColorHop>, Vec<MissingDecision>) {
+        let (mut h, mut m) = (Vec::new(), Vec::new());
+        find(spans, &mut h, &mut m);
+        (h, m)
+    }
+
+    /// The count of ancestors by walking, as the analyzer did before (quadratic).
+    fn walked(parent: &[Option<usize>]) -> Vec<usize> {
+        (0..parent.len())
+            .map(|k| {
+                let mut d = 0;
+                let mut p = parent[k];
+                while let Some(q) = p {
+                    d += 1;
+                    if d > parent.len() {
+                        break;
+                    }
+                    p = parent[q];
+                }
+                d
+            })
+            .collect()
+    }
+
+    #[test]
+    fn depths_equal_the_walk_with_cycles_and_tails() {
+        // 0 root; 1 → 0; 2 → 3 → 4 → 2 (cycle); 5 → 2 (tail into it); 6 → 5; 7 → 7.
+        let parent = [
+            None,
+            Some(0),
+            Some(3),
+            Some(4),
+            Some(2),
+            Some(2),
+            Some(5),
+            Some(7),
+        ];
+        assert_eq!(depths(&parent), walked(&parent));
+        assert_eq!(depths(&parent)[..2], [0, 1]);
+        assert!(depths(&parent)[2..].iter().all(|&d| d == parent.len() + 1));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn depths_equal_the_walk(raw in proptest::collection::vec(proptest::option::of(0usize..30), 0..30)) {
+            let n = raw.len();
+            let parent: Vec<Option<usize>> = raw.iter().map(|p| p.filter(|&q| q < n)).collect();
+            proptest::prop_assert_eq!(depths(&parent), walked(&parent));
+        }
+    }
+
+    /// A chain of 20,000 SERVER spans in a releasing channel, the last on the other colour:
+    /// one hop, found in linear time (the ancestor count was a walk per span: 2·10⁸ steps).
+    #[test]
+    fn a_chain_20_000_deep_is_judged_in_linear_time() {
+        const N: u64 = 20_000;
+        let rows: Vec<(u64, Option<u64>, &str, Color)> = (1..=N)
+            .map(|i| {
+                let color = if i == N { Color::Green } else { Color::Blue };
+                (i, (i > 1).then(|| i - 1), "order", color)
+            })
+            .collect();
+        let spans = trade(&["order"], &rows);
+        let started = std::time::Instant::now();
+        let (hops, missing) = found(&spans);
+        assert!(
+            started.elapsed().as_secs_f64() < 5.0,
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(hops.len(), 1);
+        assert_eq!(hops[0].span_id, hex64(N));
+        assert_eq!(hops[0].from_app, "order");
+        assert!(hops[0].via.is_empty());
+        assert_eq!(missing.len(), N as usize, "no span carries a decision");
+    }
+
+    /// A broom: a handle of 3,000 spans of an app outside the channel, and 3,000 hop spans
+    /// hanging from its end. Each hop looks at most MAX_VIA_SPANS spans for its `via`, which
+    /// then starts with the cut mark; its `from` is still the channel's root span.
+    #[test]
+    fn via_is_cut_on_a_long_path_out_of_the_channel() {
+        const HANDLE: u64 = 3_000;
+        let mut rows: Vec<(u64, Option<u64>, &str, Color)> = vec![(1, None, "order", Color::Blue)];
+        for i in 2..=HANDLE + 1 {
+            rows.push((
+                i,
+                Some(i - 1),
+                if i % 2 == 0 { "proxy" } else { "mesh" },
+                Color::Blue,
+            ));
+        }
+        for i in 0..3_000 {
+            rows.push((HANDLE + 2 + i, Some(HANDLE + 1), "stock", Color::Green));
+        }
+        // And one short path: order → proxy → stock.
+        rows.push((90_001, Some(1), "proxy", Color::Blue));
+        rows.push((90_002, Some(90_001), "stock", Color::Green));
+        let spans = trade(&["order", "stock"], &rows);
+        let started = std::time::Instant::now();
+        let (hops, _) = found(&spans);
+        assert!(
+            started.elapsed().as_secs_f64() < 10.0,
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(hops.len(), 3_001);
+        let far = hops
+            .iter()
+            .find(|h| h.span_id == hex64(HANDLE + 2))
+            .unwrap();
+        assert_eq!(far.from_app, "order");
+        // The 256 spans nearest the hop, farthest first: 2746 (proxy) … 3001 (mesh).
+        assert_eq!(far.via, vec![VIA_CUT, "proxy", "mesh"]);
+        let near = hops.iter().find(|h| h.span_id == hex64(90_002)).unwrap();
+        assert_eq!(
+            (near.from_app.as_str(), near.via.clone()),
+            ("order", vec!["proxy".to_owned()])
+        );
+        // Keeping one span's findings: the same one made, every one counted.
+        let (mut kept_hops, mut kept_missing) = (Vec::new(), Vec::new());
+        let counts = find_some(
+            &spans,
+            &|id| id == 90_002,
+            &mut kept_hops,
+            &mut kept_missing,
+        );
+        assert_eq!(kept_hops, vec![near.clone()]);
+        assert_eq!(kept_missing.len(), 1);
+        assert_eq!(kept_missing[0].span_id, hex64(90_002));
+        assert_eq!(
+            counts,
+            FindCounts {
+                hops: 3_001,
+                hop_spans: 3_001,
+                // The spans of the channel's apps: the root and the 3,001 stock spans.
+                missing: 3_002,
+                missing_spans: 3_002,
+            }
+        );
     }
 }

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use crate::support::Server;
 
-mod listen;
 
 /// The server's resident set size in bytes (`VmRSS` of `/proc/<pid>/status`).
 pub fn rss_bytes(server: &Server) -> u64 {
@@ -142,4 +141,6 @@ pub fn assert_up(server: &mut Server, what: &str) {
 
 mod auth;
 mod ingest;
+mod listen;
 mod sql;
+mod trace;

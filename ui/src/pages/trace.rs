@@ -1,6 +1,7 @@
 //! The trace page `/traces/{trace_id}` (a waterfall with each span's app, instance, host,
 //! colour chip, decisions and status; hop and missing-decision spans marked, with the via
-//! apps) and trace search `/traces` (the drilldown API's filters).
+//! apps; one page of a large trace, `?offset=`, saying how many spans it left out) and trace
+//! search `/traces` (the drilldown API's filters).
 
 use leptos::prelude::*;
 
@@ -8,33 +9,34 @@ use super::{Chrome, chip, trace_link};
 use crate::range::rfc3339;
 use crate::source::{TraceHit, TraceSearch, TraceView};
 
-/// The trace page's body.
+/// Indentation levels drawn at most: a deeper span is indented as this deep (its `depth`
+/// is in the row's `data-depth` and its tooltip).
+const MAX_INDENT: usize = 40;
+
+/// `n` with thousands separated by commas (`190,001`).
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The trace page's body: one page of the trace's spans, with how many are left out and
+/// links to the previous and next pages.
 pub fn body(view_: &TraceView) -> AnyView {
-    let t0 = view_
-        .spans
-        .iter()
-        .map(|s| s.start_unix_nano)
-        .min()
-        .unwrap_or(0);
-    let t1 = view_
-        .spans
-        .iter()
-        .map(|s| s.start_unix_nano + s.duration_ns.max(0))
-        .max()
-        .unwrap_or(t0 + 1);
-    let total = (t1 - t0).max(1) as f64;
-    let hops = view_.spans.iter().filter(|s| !s.hops.is_empty()).count();
-    let missing = view_
-        .spans
-        .iter()
-        .filter(|s| !s.missing_decision_channels.is_empty())
-        .count();
+    let t0 = view_.start_unix_nano;
+    let total = (view_.end_unix_nano - t0).max(1) as f64;
     let rows = view_
         .spans
         .iter()
         .map(|s| {
-            let left = (s.start_unix_nano - t0) as f64 / total * 100.0;
-            let width = (s.duration_ns.max(0) as f64 / total * 100.0).max(0.3);
+            let left = ((s.start_unix_nano - t0) as f64 / total * 100.0).clamp(0.0, 100.0);
+            let width = (s.duration_ns.max(0) as f64 / total * 100.0).clamp(0.3, 100.0);
             let mut class = String::from("span");
             if !s.hops.is_empty() {
                 class.push_str(" hop");
@@ -60,9 +62,10 @@ pub fn body(view_: &TraceView) -> AnyView {
                 Some(k) => format!("{} {k}", s.span_kind),
                 None => s.span_kind.clone(),
             };
+            let indent = 0.3 + s.depth.min(MAX_INDENT) as f64 * 1.2;
             view! {
-                <tr class=class data-span-id=s.span_id.clone()>
-                    <td class="name" style=format!("padding-left:{}em", 0.3 + s.depth as f64 * 1.2)>{s.name.clone()}</td>
+                <tr class=class data-depth=s.depth data-span-id=s.span_id.clone()>
+                    <td class="name" style=format!("padding-left:{indent:.1}em") title=format!("depth {}", s.depth)>{s.name.clone()}</td>
                     <td>{kind}</td>
                     <td>{s.app.clone()}</td>
                     <td>{s.instance.clone()}</td>
@@ -77,13 +80,42 @@ pub fn body(view_: &TraceView) -> AnyView {
             }
         })
         .collect_view();
+    let shown = view_.spans.len();
+    let paging = (shown < view_.span_count).then(|| {
+        let base = format!("/traces/{}", view_.trace_id);
+        let first = (shown > 0).then(|| {
+            format!(
+                "spans {}–{} of {} shown; ",
+                thousands(view_.offset + 1),
+                thousands(view_.offset + shown),
+                thousands(view_.span_count)
+            )
+        });
+        let prev = (view_.offset > 0).then(|| {
+            let to = view_.offset.saturating_sub(view_.page_size);
+            view! { " " <a id="prev-page" href=format!("{base}?offset={to}")>"previous page"</a> }
+        });
+        let next_at = view_.offset + shown;
+        let next = (shown > 0 && next_at < view_.span_count).then(|| {
+            view! { " " <a id="next-page" href=format!("{base}?offset={next_at}")>"next page"</a> }
+        });
+        view! {
+            <p class="facts" id="trace-page">
+                {first.unwrap_or_else(|| format!("no span at offset {}; ", thousands(view_.offset)))}
+                <span id="left-out">{thousands(view_.span_count - shown)}</span> " left out"
+                " (a page shows at most " {thousands(view_.page_size)} ")."
+                {prev}{next}
+            </p>
+        }
+    });
     view! {
         <h1>"Trace " <code id="trace-id">{view_.trace_id.clone()}</code></h1>
         <p class="facts">
-            {view_.spans.len()} " spans · " {format!("{:.2} ms", total / 1e6)}
+            <span id="span-count">{view_.span_count}</span> " spans · " {format!("{:.2} ms", total / 1e6)}
             " · started " {rfc3339(t0)}
-            " · " <span id="hop-count">{hops}</span> " hop span(s) · " <span id="missing-count">{missing}</span> " missing-decision span(s)"
+            " · " <span id="hop-count">{view_.hop_spans}</span> " hop span(s) · " <span id="missing-count">{view_.missing_spans}</span> " missing-decision span(s)"
         </p>
+        {paging}
         <table class="data waterfall" id="waterfall">
             <thead><tr><th>"span"</th><th>"kind"</th><th>"app"</th><th>"instance"</th><th>"host"</th><th>"colour"</th><th>"decisions"</th><th>"status"</th><th>"duration"</th><th>"timeline"</th><th>"marks"</th></tr></thead>
             <tbody>{rows}</tbody>

@@ -1,0 +1,293 @@
+//! The drilldown over an in-memory `spans` table (the columns it reads): pages put together
+//! give the whole trace whichever way its rows were read (kept from the first scan, or
+//! filled by a second), the counts say what was left out, and a chain 100,000 spans deep is
+//! one flat page at a time.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, UInt32Array};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
+use dyeline_control::Timeline;
+use dyeline_model::schema::spans_schema;
+
+use super::*;
+
+const TRACE: &str = "0123456789abcdef0123456789abcdef";
+
+/// A row: (span id, parent id or 0, start).
+type Row = (u64, u64, i64);
+
+/// A session whose `spans` holds `rows` of [`TRACE`] (plus one span of another trace), in
+/// batches of `batch` rows.
+fn session(rows: &[Row], batch: usize) -> SessionContext {
+    let names = [
+        "trace_id",
+        "span_id",
+        "parent_span_id",
+        "service_name",
+        "instance_id",
+        "color",
+        "color_rule",
+        "span_kind",
+        "traffic_kind",
+        "start_time_unix_nano",
+        "is_error",
+        "decisions",
+        "decision_source",
+        "malformed_pairs",
+        "conflicting_channels",
+        "end_time_unix_nano",
+        "name",
+        "host_name",
+        "duration_ns",
+        "status_code",
+    ];
+    let full = spans_schema();
+    let idx: Vec<usize> = names.iter().map(|n| full.index_of(n).unwrap()).collect();
+    let schema = Arc::new(full.project(&idx).unwrap());
+    let mut all: Vec<Row> = rows.to_vec();
+    all.push((u64::MAX, 0, 1));
+    let batches: Vec<RecordBatch> = all
+        .chunks(batch.max(1))
+        .enumerate()
+        .map(|(c, chunk)| {
+            let n = chunk.len();
+            let text = |f: &dyn Fn(usize, &Row) -> Option<String>| -> ArrayRef {
+                Arc::new(
+                    chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(i, r)| f(i, r))
+                        .collect::<StringArray>(),
+                )
+            };
+            let other = |r: &Row| r.0 == u64::MAX;
+            let cols: Vec<ArrayRef> = vec![
+                text(&|_, r| {
+                    Some(if other(r) {
+                        "f".repeat(32)
+                    } else {
+                        TRACE.to_owned()
+                    })
+                }),
+                text(&|_, r| Some(format!("{:016x}", r.0))),
+                text(&|_, r| (r.1 != 0).then(|| format!("{:016x}", r.1))),
+                text(&|_, _| Some("order".into())),
+                text(&|_, _| Some("order-1".into())),
+                text(&|_, r| {
+                    Some(
+                        if r.0 >= 1000 && !other(r) {
+                            "green"
+                        } else {
+                            "blue"
+                        }
+                        .into(),
+                    )
+                }),
+                text(&|_, _| Some("none".into())),
+                text(&|_, _| Some("SERVER".into())),
+                text(&|_, _| Some("RPC".into())),
+                Arc::new(chunk.iter().map(|r| r.2).collect::<Int64Array>()),
+                Arc::new(BooleanArray::from(vec![false; n])),
+                arrow::array::new_null_array(schema.field(11).data_type(), n),
+                text(&|_, _| None),
+                Arc::new(UInt32Array::from(vec![0; n])),
+                arrow::array::new_null_array(schema.field(14).data_type(), n),
+                Arc::new(chunk.iter().map(|r| r.2 + 10).collect::<Int64Array>()),
+                text(&|i, r| Some(format!("span {:x} of batch {c} row {i}", r.0))),
+                text(&|_, _| Some("host-blue-1".into())),
+                Arc::new(Int64Array::from(vec![10; n])),
+                text(&|_, _| Some("OK".into())),
+            ];
+            RecordBatch::try_new(Arc::clone(&schema), cols).unwrap()
+        })
+        .collect();
+    let ctx = SessionContext::new();
+    let table = MemTable::try_new(schema, vec![batches]).unwrap();
+    ctx.register_table("spans", Arc::new(table)).unwrap();
+    ctx
+}
+
+async fn view(ctx: &SessionContext, offset: usize, limit: usize) -> TraceView {
+    view_in(ctx, &Timeline::default(), offset, limit).await
+}
+
+async fn view_in(
+    ctx: &SessionContext,
+    timeline: &Timeline,
+    offset: usize,
+    limit: usize,
+) -> TraceView {
+    trace(
+        ctx,
+        timeline,
+        &TRACE.to_ascii_uppercase(),
+        TracePage { offset, limit },
+    )
+    .await
+    .unwrap()
+    .expect("the trace is stored")
+}
+
+/// (span id, depth, waiting) of a view's spans.
+fn shape(v: &TraceView) -> Vec<(String, usize, bool)> {
+    v.spans
+        .iter()
+        .map(|s| (s.span_id.clone(), s.depth, s.waiting_for_parent))
+        .collect()
+}
+
+#[tokio::test]
+async fn pages_read_either_way_make_up_the_whole_trace() {
+    // root 1 → 2 → 3; 1 → 4 (earlier than 2); 5's parent is absent; 6 ↔ 7 loop; 2 twice.
+    let rows: Vec<Row> = vec![
+        (3, 2, 30),
+        (1, 0, 10),
+        (2, 1, 20),
+        (4, 1, 15),
+        (5, 99, 12),
+        (6, 7, 40),
+        (7, 6, 41),
+        (2, 1, 21),
+    ];
+    let ctx = session(&rows, 3);
+    let whole = view(&ctx, 0, 100).await;
+    assert_eq!(
+        (
+            whole.span_count,
+            whole.returned,
+            whole.left_out,
+            whole.next_offset
+        ),
+        (8, 8, 0, None)
+    );
+    let id = |n: u64| format!("{n:016x}");
+    assert_eq!(
+        shape(&whole),
+        vec![
+            (id(1), 0, false),
+            (id(4), 1, false),
+            (id(2), 1, false),
+            (id(3), 2, false),
+            (id(2), 1, false),
+            (id(5), 0, true),
+            (id(6), 0, false),
+            (id(7), 0, false),
+        ]
+    );
+    // Each copy of span 2 keeps its own row (by start).
+    assert_eq!(whole.spans[2].start_time_unix_nano, "20");
+    assert_eq!(whole.spans[4].start_time_unix_nano, "21");
+    assert_eq!(
+        (whole.spans[0].host.as_deref(), whole.spans[0].duration_ns),
+        (Some("host-blue-1"), 10)
+    );
+    assert_eq!(
+        (
+            whole.start_time_unix_nano.as_str(),
+            whole.end_time_unix_nano.as_str(),
+            whole.max_depth
+        ),
+        ("10", "51", 2)
+    );
+    // Pages of 3 (a second scan fills them): the same spans, rows and all.
+    let mut paged = Vec::new();
+    let mut offset = Some(0);
+    while let Some(o) = offset {
+        let p = view(&ctx, o, 3).await;
+        assert_eq!((p.offset, p.limit, p.span_count), (o, 3, 8));
+        assert_eq!(p.left_out, 8 - p.returned);
+        offset = p.next_offset;
+        paged.extend(p.spans);
+    }
+    let json = |s: &[SpanNode]| serde_json::to_string(s).unwrap();
+    assert_eq!(json(&paged), json(&whole.spans));
+    // Past the end: nothing returned, everything left out.
+    let past = view(&ctx, 50, 3).await;
+    assert_eq!(
+        (past.offset, past.returned, past.left_out, past.next_offset),
+        (8, 0, 8, None)
+    );
+    // Another trace id: none.
+    let none = trace(
+        &ctx,
+        &Timeline::default(),
+        &"e".repeat(32),
+        TracePage {
+            offset: 0,
+            limit: 3,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(none.is_none());
+}
+
+/// A chain 100,000 spans deep, stored leaf first: each page of 10,000 holds the next depths,
+/// serialises flat, and the whole view is built without recursion.
+#[tokio::test]
+async fn a_chain_100_000_deep_is_viewed_a_flat_page_at_a_time() {
+    const N: u64 = 100_000;
+    let rows: Vec<Row> = (1..=N).rev().map(|i| (i, i - 1, i as i64)).collect();
+    let ctx = session(&rows, 8192);
+    for offset in [0usize, 90_000] {
+        let v = view(&ctx, offset, 10_000).await;
+        assert_eq!(
+            (v.span_count, v.returned, v.left_out, v.max_depth),
+            (N as usize, 10_000, 90_000, N as usize - 1)
+        );
+        for (k, s) in v.spans.iter().enumerate() {
+            assert_eq!(
+                (s.depth, s.span_id.clone()),
+                (offset + k, format!("{:016x}", offset + k + 1))
+            );
+        }
+        let json = serde_json::to_string(&v).unwrap();
+        assert!(json.len() < 5 << 20, "{} bytes", json.len());
+    }
+}
+
+/// In a releasing channel, the green children of a blue root are hops: a page carries the
+/// marks of its own spans, and the counts are the whole trace's.
+#[tokio::test]
+async fn a_page_marks_its_own_spans_and_counts_the_whole_traces() {
+    use dyeline_control::{Channels, Op};
+    use dyeline_model::ChannelId;
+    let id = ChannelId::new("trade").unwrap();
+    let mut initial = Channels::new();
+    initial.apply(&id, &Op::Apps(vec!["order".into()]));
+    let timeline = Timeline::from_ops(
+        initial,
+        vec![(0, id.clone(), Op::Start), (0, id, Op::Ratio(50))],
+    );
+    // Root 1 (blue), children 1000..1005 (green), by start.
+    let mut rows: Vec<Row> = vec![(1, 0, 10)];
+    rows.extend((1000..1005).map(|i| (i, 1, i as i64)));
+    let ctx = session(&rows, 2);
+    let v = view_in(&ctx, &timeline, 2, 2).await;
+    assert_eq!(
+        (
+            v.cross_color_hop_count,
+            v.hop_span_count,
+            v.missing_decision_count,
+            v.missing_decision_span_count
+        ),
+        (5, 5, 6, 6)
+    );
+    let ids: Vec<&str> = v.spans.iter().map(|s| s.span_id.as_str()).collect();
+    assert_eq!(ids, ["00000000000003e9", "00000000000003ea"]);
+    assert!(
+        v.spans
+            .iter()
+            .all(|s| s.hops.len() == 1 && s.missing_decision_channels == ["trade"])
+    );
+    assert_eq!(v.spans[0].hops[0].to_color, "green");
+    let listed: Vec<&str> = v
+        .cross_color_hops
+        .iter()
+        .map(|h| h.span_id.as_str())
+        .collect();
+    assert_eq!(listed, ids);
+    assert_eq!(v.missing_decisions.len(), 2);
+}
