@@ -372,9 +372,7 @@ where
             let (mut parts, body) = req.into_parts();
             parts.extensions.insert(BodyBudget(Arc::clone(&state)));
             if let Some(peer) = peer {
-                parts
-                    .extensions
-                    .insert(axum::extract::ConnectInfo(peer));
+                parts.extensions.insert(axum::extract::ConnectInfo(peer));
             }
             let body = LimitedBody::new(body, Arc::clone(&state));
             std::future::poll_fn(|cx| inner.poll_ready(cx))

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use crate::support::Server;
 
-
 /// The server's resident set size in bytes (`VmRSS` of `/proc/<pid>/status`).
 pub fn rss_bytes(server: &Server) -> u64 {
     proc_status_kib(server, "VmRSS:") * 1024
