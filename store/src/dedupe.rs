@@ -34,9 +34,8 @@ use arrow::datatypes::Int64Type;
 use dyeline_model::schema::col;
 use dyeline_model::{SpanId, SpanKey, TraceId};
 
-use crate::files::{
-    FileMeta, hour_of, read_keys, read_keys_of_traces, read_rows, read_trace_index,
-};
+use crate::file_read::{read_keys, read_keys_of_traces, read_rows, read_trace_index};
+use crate::layout::{FileMeta, hour_of};
 use crate::trace_index::{TraceIndex, trace_hash};
 
 /// A key as the filter holds it: the span id in the low 64 bits, a seeded hash of the trace
@@ -345,7 +344,7 @@ mod tests {
 
     /// Rows of `keys` as the store holds them (ids as hex), all starting at `start`.
     fn keyed_batch(keys: &[SpanKey], start: i64) -> RecordBatch {
-        crate::files::key_batch(
+        crate::file_read::key_batch(
             keys.iter().map(|k| k.trace_id.to_string()),
             keys.iter().map(|k| k.span_id.to_string()),
             keys.iter().map(|_| start),
@@ -369,7 +368,7 @@ mod tests {
         let segment = crate::segment::Segment::plain(capture.clone());
         let mut seq = 0;
         let written =
-            crate::files::write_segments(dir.path(), &[&segment], 0, &mut seq, 3).unwrap();
+            crate::file_write::write_segments(dir.path(), &[&segment], 0, &mut seq, 3).unwrap();
         // As found at open: no trace index yet.
         let listed: Vec<FileMeta> = written
             .into_iter()

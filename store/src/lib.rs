@@ -7,11 +7,11 @@
 //!     ─▶ queue (bounded: full → Saturated) ─▶ writer thread:
 //!     duplicate filter ─▶ WAL append ─▶ group commit (fsync by policy) ─▶ memory, plain ─▶ ack
 //! writer: once SEAL_ROWS plain rows have gathered ─▶ flusher thread: seal them, one in-memory
-//!     Parquet file per hour (files::encode_parts: rows sorted by trace), swapped in for
+//!     Parquet file per hour (seal::encode_parts: rows sorted by trace), swapped in for
 //!     the plain rows (one lock)
 //! writer: every flush interval or row cap ─▶ rotate WAL, freeze memory ─▶ flusher thread:
 //!     a file per hour, the sealed row groups copied as encoded and the plain rest encoded
-//!     (files::write_segments) ─▶ register files, drop frozen memory (one lock)
+//!     (file_write::write_segments) ─▶ register files, drop frozen memory (one lock)
 //!     ─▶ delete old WAL
 //! open: replay WAL segments through the duplicate filter ─▶ memory, sealed every SEAL_ROWS
 //!     (then flushed)
@@ -21,7 +21,11 @@
 //! Does not own decoding or analysis.
 
 pub mod dedupe;
-pub mod files;
+pub mod file_read;
+pub mod file_write;
+pub mod layout;
+pub mod part;
+pub mod seal;
 pub mod segment;
 pub mod table;
 pub mod trace_index;
@@ -43,7 +47,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
 
 use crate::dedupe::Dedupe;
-use crate::files::FileMeta;
+use crate::layout::{FileMeta, now_unix_ms};
 use crate::segment::Segment;
 use crate::wal::Wal;
 
@@ -330,7 +334,7 @@ struct Frozen {
 }
 
 /// Plain rows (as writes brought them) are sealed once this many have gathered: encoded
-/// into one in-memory Parquet file per hour ([`files::encode_parts`]), rows sorted by trace,
+/// into one in-memory Parquet file per hour ([`seal::encode_parts`]), rows sorted by trace,
 /// which a flush then copies into the hour's file as they are. About 50–75 MB of plain rows at
 /// most meanwhile (loadgen's spans take 760 B each as Arrow), then tens of bytes per span.
 /// Each sealed part is a row group of the files, so this is also their row-group size under
@@ -535,7 +539,7 @@ impl Store {
             std::fs::create_dir_all(&spans_dir).map_err(io)?;
         }
         let files = if config.persist {
-            files::list_files(&spans_dir, !config.read_only).map_err(io)?
+            layout::list_files(&spans_dir, !config.read_only).map_err(io)?
         } else {
             Vec::new()
         };
@@ -785,7 +789,7 @@ fn index_files(shared: &std::sync::Weak<Shared>) {
         if shared.strong_count() == 0 {
             return;
         }
-        match files::read_trace_index(&path) {
+        match file_read::read_trace_index(&path) {
             Ok(ix) => {
                 let Some(s) = shared.upgrade() else { return };
                 let ix = Arc::new(ix);
@@ -879,7 +883,7 @@ fn replay(
             // Sealed as the writer would, so replay holds no more plain rows than it does.
             if seal_due(&plain) {
                 let refs: Vec<&Segment> = plain.iter().collect();
-                let parts = files::encode_parts(&refs, zstd_level)?;
+                let parts = seal::encode_parts(&refs, zstd_level)?;
                 kept.extend(parts.into_iter().map(Segment::from_part));
                 plain.clear();
             }
@@ -1104,7 +1108,7 @@ fn seal_plain(shared: &Shared, zstd_level: i32) {
         (s.plain.clone(), s.plain_generation)
     };
     let refs: Vec<&Segment> = plain.iter().collect();
-    let sealed = files::encode_parts(&refs, zstd_level);
+    let sealed = seal::encode_parts(&refs, zstd_level);
     let mut s = shared.state.write();
     s.seal_pending = false;
     match sealed {
@@ -1132,12 +1136,6 @@ fn set_memory_gauges(metrics: &StoreMetrics, s: &State) {
     metrics
         .memory_bytes
         .set(segments().map(Segment::memory_bytes).sum::<usize>() as i64);
-}
-
-fn now_unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn flusher_loop(shared: &Shared, config: &StoreConfig, rx: &Receiver<FlushJob>) {
@@ -1184,7 +1182,7 @@ fn flush_frozen(shared: &Shared, config: &StoreConfig, seq: &mut u64) -> Result<
     let started = Instant::now();
     let segments: Vec<&Segment> = frozen.iter().flat_map(|f| &f.segments).collect();
     let rows: usize = segments.iter().map(|s| s.rows()).sum();
-    let new_files = files::write_segments(
+    let new_files = file_write::write_segments(
         &shared.spans_dir,
         &segments,
         now_unix_ms(),
@@ -1252,7 +1250,7 @@ mod tests {
                 span_id: SpanId::from_bytes(&(i + 1).to_be_bytes()).unwrap(),
             })
             .collect();
-        let batch = files::key_batch(
+        let batch = file_read::key_batch(
             keys.iter().map(|k| k.trace_id.to_string()),
             keys.iter().map(|k| k.span_id.to_string()),
             ids.iter().map(|&i| 3_600_000_000_000 + i as i64),
@@ -1532,7 +1530,7 @@ mod tests {
         let mut stored: Vec<String> = snap
             .files
             .iter()
-            .flat_map(|f| files::read_keys(&f.path).unwrap())
+            .flat_map(|f| file_read::read_keys(&f.path).unwrap())
             .map(|(_, span)| span)
             .collect();
         stored.sort();

@@ -23,7 +23,7 @@ use arrow::ipc::{CompressionType, MetadataVersion};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::files::{Part, start_range};
+use crate::part::{Part, start_range};
 use crate::trace_index::TraceIndex;
 
 /// One batch of rows: plain or sealed (see the module doc).
@@ -49,7 +49,7 @@ impl Segment {
         }
     }
 
-    /// One hour's rows sealed as Parquet ([`crate::files::encode_parts`]).
+    /// One hour's rows sealed as Parquet ([`crate::seal::encode_parts`]).
     pub fn from_part(part: Part) -> Self {
         Self {
             rows: part.rows,
@@ -372,7 +372,7 @@ mod tests {
         let traces: Vec<String> = (0..n).map(|i| format!("{:032x}", (i * 7919) % n)).collect();
         let spans: Vec<String> = (0..n).map(|i| format!("{i:016x}")).collect();
         let starts: Vec<i64> = (0..n as i64).map(|i| 1_000 + i * 7).collect();
-        let keys = crate::files::key_batch(traces, spans, starts).unwrap();
+        let keys = crate::file_read::key_batch(traces, spans, starts).unwrap();
         let names: Vec<String> = (0..n).map(|i| format!("GET /items/{}", i % 50)).collect();
         let mut fields = keys.schema().fields().to_vec();
         fields.push(Arc::new(Field::new("name", DataType::Utf8, false)));
@@ -390,7 +390,7 @@ mod tests {
             batch.project(&[3, 0]).unwrap()
         );
 
-        let parts = crate::files::encode_parts(&[&plain], 3).unwrap();
+        let parts = crate::seal::encode_parts(&[&plain], 3).unwrap();
         assert_eq!(parts.len(), 1, "one hour");
         let sealed = Segment::from_part(parts.into_iter().next().unwrap());
         assert!(!sealed.is_plain());

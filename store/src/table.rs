@@ -36,7 +36,7 @@ use datafusion::physical_plan::union::UnionExec;
 use dyeline_model::schema::{col, spans_schema};
 
 use crate::Shared;
-use crate::files::{FileMeta, HOUR_NS};
+use crate::layout::{FileMeta, HOUR_NS};
 use crate::segment::Segment;
 use crate::trace_index::may_hold_any;
 

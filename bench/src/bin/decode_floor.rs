@@ -4,8 +4,8 @@
 //! (`view::RequestView::decode`, no prost message) and conversion, and that plus the store's
 //! WAL record encoding (`segment::encode_record`: LZ4 Arrow IPC), and its bytes per span (and
 //! the encoding alone); and the flusher thread's part: the rows sealed as in-memory Parquet,
-//! `SEAL_ROWS` at a time (`files::encode_parts`; its sort, `files::storage_order`, also
-//! alone), then those parts written as files (`files::write_segments`, which copies their row
+//! `SEAL_ROWS` at a time (`seal::encode_parts`; its sort, `part::storage_order`, also
+//! alone), then those parts written as files (`file_write::write_segments`, which copies their row
 //! groups), wall time of one thread each. Prints one JSON line. Uses the
 //! server's allocator (mimalloc), so the floor and the full path allocate alike.
 
@@ -142,14 +142,14 @@ fn main() {
         gathered += segment.rows();
         chunks.last_mut().expect("one").push(segment);
     }
-    // The seal's sort alone (`files::storage_order`), on the same groups of rows.
+    // The seal's sort alone (`part::storage_order`), on the same groups of rows.
     let chunk_batches: Vec<Vec<arrow::array::RecordBatch>> = chunks
         .iter()
         .map(|c| c.iter().map(|s| s.decode().expect("plain rows")).collect())
         .collect();
     let order = median_seconds(stage_reps, |_| {
         for batches in &chunk_batches {
-            std::hint::black_box(dyeline_store::files::storage_order(batches).expect("order"));
+            std::hint::black_box(dyeline_store::part::storage_order(batches).expect("order"));
         }
     });
     drop(chunk_batches);
@@ -157,7 +157,7 @@ fn main() {
     let seal = median_seconds(args.reps, |_| {
         sealed = chunks
             .iter()
-            .flat_map(|c| dyeline_store::files::encode_parts(c, args.zstd_level).expect("seal"))
+            .flat_map(|c| dyeline_store::seal::encode_parts(c, args.zstd_level).expect("seal"))
             .map(Segment::from_part)
             .collect();
     });
@@ -173,9 +173,14 @@ fn main() {
     let flush = median_seconds(args.reps, |first| {
         std::fs::create_dir_all(&scratch).expect("scratch dir");
         let mut seq = 0;
-        let files =
-            dyeline_store::files::write_segments(&scratch, &refs, 0, &mut seq, args.zstd_level)
-                .expect("flush");
+        let files = dyeline_store::file_write::write_segments(
+            &scratch,
+            &refs,
+            0,
+            &mut seq,
+            args.zstd_level,
+        )
+        .expect("flush");
         if first {
             parquet_bytes = files.iter().map(|f| f.size).sum();
         }

@@ -1,7 +1,7 @@
 //! What the duplicate filter's first write to an hour that already has Parquet files costs (a
 //! span arriving after the hour's keys were dropped, such as a long job's span or a backfill,
 //! or the first write after a restart): `Dedupe::filter` of one span, against the filter's
-//! former way, loading every key of the hour's files (`files::read_keys`, a parse and a set
+//! former way, loading every key of the hour's files (`file_read::read_keys`, a parse and a set
 //! insert per key). The hour holds `--requests` x 1,000 `loadgen` spans, written as the store
 //! flushes them (500 requests per file). Cases: a span of a new trace with the files' trace
 //! indexes in memory (as the store holds them), the same without (right after a restart,
@@ -14,8 +14,9 @@ use arrow::array::RecordBatch;
 use clap::Parser;
 use dyeline_model::{SpanId, SpanKey, TraceId};
 use dyeline_store::dedupe::Dedupe;
-use dyeline_store::files::{self, FileMeta};
+use dyeline_store::layout::{self, FileMeta};
 use dyeline_store::segment::Segment;
+use dyeline_store::{file_read, file_write, part};
 use prost::Message;
 
 #[global_allocator]
@@ -49,7 +50,7 @@ fn time(reps: usize, mut run: impl FnMut() -> usize) -> (f64, usize) {
 }
 
 fn one_span(key: SpanKey, start: i64) -> RecordBatch {
-    files::key_batch(
+    file_read::key_batch(
         [key.trace_id.to_string()],
         [key.span_id.to_string()],
         [start],
@@ -75,21 +76,21 @@ fn main() {
                     .expect("convert")
                     .batch
                     .expect("rows");
-                start = files::start_range(&batch).expect("rows").0;
+                start = part::start_range(&batch).expect("rows").0;
                 Segment::plain(batch)
             })
             .collect();
         let refs: Vec<&Segment> = segments.iter().collect();
-        metas.extend(files::write_segments(&dir, &refs, 0, &mut seq, 3).expect("flush"));
+        metas.extend(file_write::write_segments(&dir, &refs, 0, &mut seq, 3).expect("flush"));
     }
-    let hour = files::hour_of(start);
+    let hour = layout::hour_of(start);
     assert!(
         metas.iter().all(|f| f.hour_start_unix_nano == hour),
         "one hour"
     );
     let rows: u64 = metas
         .iter()
-        .map(|f| files::read_rows(&f.path).expect("rows"))
+        .map(|f| file_read::read_rows(&f.path).expect("rows"))
         .sum();
     let unindexed: Vec<FileMeta> = metas
         .iter()
@@ -101,7 +102,7 @@ fn main() {
         let d = Dedupe::new(Duration::from_secs(3600));
         let mut set = std::collections::HashSet::new();
         for f in &metas {
-            for (t, s) in files::read_keys(&f.path).expect("keys") {
+            for (t, s) in file_read::read_keys(&f.path).expect("keys") {
                 let key = SpanKey {
                     trace_id: TraceId::from_hex(&t).expect("trace"),
                     span_id: SpanId::from_hex(&s).expect("span"),
@@ -115,7 +116,7 @@ fn main() {
         trace_id: TraceId::from_bytes(&u128::MAX.to_be_bytes()).expect("trace"),
         span_id: SpanId::from_bytes(&7u64.to_be_bytes()).expect("span"),
     };
-    let (t, s) = files::read_keys(&metas[0].path).expect("keys")[0].clone();
+    let (t, s) = file_read::read_keys(&metas[0].path).expect("keys")[0].clone();
     let stored_key = SpanKey {
         trace_id: TraceId::from_hex(&t).expect("trace"),
         span_id: SpanId::from_hex(&s).expect("span"),

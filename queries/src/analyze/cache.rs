@@ -28,7 +28,7 @@ use datafusion::parquet::arrow::arrow_reader::{
     ParquetRecordBatchReaderBuilder,
 };
 use dyeline_control::Timeline;
-use dyeline_store::files::{FileMeta, HOUR_NS};
+use dyeline_store::layout::{FileMeta, HOUR_NS};
 use dyeline_store::segment::Segment;
 use dyeline_store::table::SpansTable;
 

@@ -1,0 +1,304 @@
+//! Reading the store's files: the (trace_id, span_id) keys of a file, whole ([`read_keys`]) or
+//! of given traces only, through the `trace_id` bloom filters and page index
+//! ([`read_keys_of_traces`]); a file's [`TraceIndex`] and row count; and [`key_batch`], the
+//! key columns as a batch.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::error::ArrowError;
+use dyeline_model::schema::col;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::trace_index::{TraceIndex, trace_hash};
+
+/// The batches of columns `names` of the file at `path`.
+///
+/// # Errors
+/// I/O or Parquet errors opening the file (each batch may still carry a read error).
+fn read_columns(
+    path: &Path,
+    names: &[&str],
+) -> io::Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader> {
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(File::open(path)?).map_err(io::Error::other)?;
+    let mask = ProjectionMask::columns(builder.parquet_schema(), names.iter().copied());
+    builder
+        .with_projection(mask)
+        .build()
+        .map_err(io::Error::other)
+}
+
+/// Reads (trace_id, span_id) of every row of `path` (for rebuilding the duplicate filter).
+///
+/// # Errors
+/// I/O or Parquet errors.
+pub fn read_keys(path: &Path) -> io::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    collect_keys(
+        read_columns(path, &[col::TRACE_ID, col::SPAN_ID])?,
+        |_| true,
+        &mut out,
+    )?;
+    Ok(out)
+}
+
+/// Appends to `out` the (trace_id, span_id) of the rows `reader` yields whose trace id passes
+/// `keep`; returns the rows read.
+fn collect_keys(
+    reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+    keep: impl Fn(&str) -> bool,
+    out: &mut Vec<(String, String)>,
+) -> io::Result<usize> {
+    let mut read = 0;
+    for batch in reader {
+        let batch = batch.map_err(io::Error::other)?;
+        read += batch.num_rows();
+        let t = batch
+            .column_by_name(col::TRACE_ID)
+            .and_then(|c| c.as_string_opt::<i32>());
+        let s = batch
+            .column_by_name(col::SPAN_ID)
+            .and_then(|c| c.as_string_opt::<i32>());
+        if let (Some(t), Some(s)) = (t, s) {
+            for i in 0..batch.num_rows() {
+                if keep(t.value(i)) {
+                    out.push((t.value(i).to_owned(), s.value(i).to_owned()));
+                }
+            }
+        }
+    }
+    Ok(read)
+}
+
+/// True when one of `traces` (sorted, as stored) lies in `min..=max` (raw bytes of Parquet
+/// statistics); a missing bound means "may".
+fn any_within(traces: &[String], min: Option<&[u8]>, max: Option<&[u8]>) -> bool {
+    let from = min.map_or(0, |lo| traces.partition_point(|t| t.as_bytes() < lo));
+    match (traces.get(from), max) {
+        (None, _) => false,
+        (Some(t), Some(hi)) => t.as_bytes() <= hi,
+        (Some(_), None) => true,
+    }
+}
+
+/// Reads (trace_id, span_id) of the rows of the file at `path` whose trace id is one of
+/// `traces` (sorted and distinct, lower-case hex as stored), and how many rows it read to find
+/// them. Only the row groups whose `trace_id` min/max and bloom filter hold one of the ids are
+/// read, and within them only such pages (the page index; a row group is sorted by trace id,
+/// so a trace sits in one or two pages of [`DATA_PAGE_ROWS`](crate::part::DATA_PAGE_ROWS) rows). Exact: statistics only skip rows that cannot
+/// match, and the rows read are compared by value. A file without statistics or page index
+/// is read whole.
+///
+/// # Errors
+/// I/O or Parquet errors.
+pub fn read_keys_of_traces(
+    path: &Path,
+    traces: &[String],
+) -> io::Result<(Vec<(String, String)>, usize)> {
+    use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
+    use parquet::file::page_index::column_index::ColumnIndexMetaData;
+
+    let options = ArrowReaderOptions::new()
+        .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Optional);
+    let file = File::open(path)?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file.try_clone()?, options)
+        .map_err(io::Error::other)?;
+    let meta = Arc::clone(builder.metadata());
+    let Some(trace_col) = builder
+        .parquet_schema()
+        .columns()
+        .iter()
+        .position(|c| c.path().string() == col::TRACE_ID)
+    else {
+        return Ok((Vec::new(), 0));
+    };
+    let mut row_groups = Vec::new();
+    let mut selectors: Vec<RowSelector> = Vec::new();
+    for (g, group) in meta.row_groups().iter().enumerate() {
+        let stats = group.column(trace_col).statistics();
+        if !any_within(
+            traces,
+            stats.and_then(|s| s.min_bytes_opt()),
+            stats.and_then(|s| s.max_bytes_opt()),
+        ) {
+            continue;
+        }
+        // Row groups of several seals each span the whole id range: their bloom filters
+        // tell them apart (a row group without one is read).
+        let bloom =
+            parquet::bloom_filter::Sbbf::read_from_column_chunk(group.column(trace_col), &file)
+                .map_err(io::Error::other)?;
+        if bloom.is_some_and(|b| !traces.iter().any(|t| b.check(t.as_str()))) {
+            continue;
+        }
+        row_groups.push(g);
+        let rows = usize::try_from(group.num_rows()).unwrap_or(0);
+        let pages = meta
+            .column_index()
+            .zip(meta.offset_index())
+            .and_then(|(ci, oi)| Some((ci.get(g)?.get(trace_col)?, oi.get(g)?.get(trace_col)?)));
+        let Some((ColumnIndexMetaData::BYTE_ARRAY(index), offsets)) = pages else {
+            selectors.push(RowSelector::select(rows));
+            continue;
+        };
+        let locations = offsets.page_locations();
+        for (p, page) in locations.iter().enumerate() {
+            let first = usize::try_from(page.first_row_index).unwrap_or(0);
+            let end = locations
+                .get(p + 1)
+                .map_or(rows, |n| usize::try_from(n.first_row_index).unwrap_or(rows));
+            let n = end.saturating_sub(first);
+            if any_within(traces, index.min_value(p), index.max_value(p)) {
+                selectors.push(RowSelector::select(n));
+            } else {
+                selectors.push(RowSelector::skip(n));
+            }
+        }
+    }
+    if row_groups.is_empty() {
+        return Ok((Vec::new(), 0));
+    }
+    let mask = ProjectionMask::columns(builder.parquet_schema(), [col::TRACE_ID, col::SPAN_ID]);
+    let reader = builder
+        .with_row_groups(row_groups)
+        .with_row_selection(RowSelection::from(selectors))
+        .with_projection(mask)
+        .build()
+        .map_err(io::Error::other)?;
+    let mut out = Vec::new();
+    let read = collect_keys(
+        reader,
+        |t| traces.binary_search_by(|x| x.as_str().cmp(t)).is_ok(),
+        &mut out,
+    )?;
+    Ok((out, read))
+}
+
+/// The rows of the file at `path` (its footer).
+///
+/// # Errors
+/// I/O or Parquet errors.
+pub fn read_rows(path: &Path) -> io::Result<u64> {
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(File::open(path)?).map_err(io::Error::other)?;
+    Ok(u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0))
+}
+
+/// The [`TraceIndex`] of the file at `path` (reads its `trace_id` column only).
+///
+/// # Errors
+/// I/O or Parquet errors (a file removed by retention meanwhile, a corrupt file).
+pub fn read_trace_index(path: &Path) -> io::Result<TraceIndex> {
+    let mut hashes = Vec::new();
+    for batch in read_columns(path, &[col::TRACE_ID])? {
+        let batch = batch.map_err(io::Error::other)?;
+        if let Some(ids) = batch
+            .column_by_name(col::TRACE_ID)
+            .and_then(|c| c.as_string_opt::<i32>())
+        {
+            hashes.extend(ids.iter().flatten().map(trace_hash));
+        }
+    }
+    Ok(TraceIndex::from_hashes(hashes))
+}
+
+/// A batch of the `spans` key columns only: `trace_id` and `span_id` (hex, as stored) and
+/// `start_time_unix_nano` (Unix ns), row i from the i-th item of each. It is what the duplicate
+/// filter and the Parquet writer's sort read; the store's tests and benchmarks build rows with it.
+///
+/// # Errors
+/// An Arrow error when the three lengths differ.
+pub fn key_batch(
+    traces: impl IntoIterator<Item = String>,
+    spans: impl IntoIterator<Item = String>,
+    starts: impl IntoIterator<Item = i64>,
+) -> Result<RecordBatch, ArrowError> {
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    let schema = Arc::new(Schema::new(vec![
+        Field::new(col::TRACE_ID, DataType::Utf8, false),
+        Field::new(col::SPAN_ID, DataType::Utf8, false),
+        Field::new(col::START_TIME_UNIX_NANO, DataType::Int64, false),
+    ]));
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from_iter_values(traces)),
+            Arc::new(StringArray::from_iter_values(spans)),
+            Arc::new(Int64Array::from_iter_values(starts)),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file_write::write_segments_in;
+    use crate::part::DATA_PAGE_ROWS;
+    use crate::segment::Segment;
+
+    #[test]
+    fn trace_ranges_hold_ids_by_byte_order() {
+        let ids = ["0b".to_owned(), "0d".to_owned()];
+        assert!(any_within(&ids, Some(b"0a"), Some(b"0b")));
+        assert!(any_within(&ids, Some(b"0c"), Some(b"0e")));
+        assert!(!any_within(&ids, Some(b"0c"), Some(b"0c")));
+        assert!(!any_within(&ids, Some(b"0e"), Some(b"0f")));
+        assert!(!any_within(&ids, Some(b"00"), Some(b"0a")));
+        assert!(any_within(&ids, None, Some(b"0b")));
+        assert!(any_within(&ids, Some(b"0d"), None));
+        assert!(!any_within(&ids, Some(b"0e"), None));
+        assert!(!any_within(&[], None, None));
+    }
+
+    #[test]
+    fn keys_of_traces_are_read_from_their_pages_of_the_row_groups_holding_them() {
+        // 40,000 spans of 8,000 traces (5 each) in row groups of 10,000 rows, pages of
+        // DATA_PAGE_ROWS: the selection must map pages to rows across skipped row groups.
+        let n = 40_000u64;
+        let trace = |i: u64| format!("{:032x}", i / 5 + 1);
+        let batch = key_batch(
+            (0..n).map(trace),
+            (0..n).map(|i| format!("{:016x}", i + 1)),
+            (0..n).map(|i| i as i64),
+        )
+        .unwrap();
+        let segment = Segment::plain(batch.clone());
+        let dir = tempfile::tempdir().unwrap();
+        let mut seq = 0;
+        let metas = write_segments_in(dir.path(), &[&segment], 5, &mut seq, 3, 10_000).unwrap();
+        let path = &metas[0].path;
+        let groups = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+            .unwrap()
+            .metadata()
+            .num_row_groups();
+        assert_eq!(groups, 4);
+        let all = read_keys(path).unwrap();
+        // Traces in the second and fourth row groups, and one in no row group.
+        let mut wanted = vec![trace(12_345), trace(35_000), format!("{:032x}", u128::MAX)];
+        wanted.sort();
+        let (mut found, read) = read_keys_of_traces(path, &wanted).unwrap();
+        found.sort();
+        let mut expected: Vec<(String, String)> = all
+            .into_iter()
+            .filter(|(t, _)| wanted.contains(t))
+            .collect();
+        expected.sort();
+        assert_eq!(expected.len(), 10);
+        assert_eq!(found, expected);
+        assert!(
+            (10..=2 * DATA_PAGE_ROWS).contains(&read),
+            "{read} rows read"
+        );
+        // No wanted trace: nothing read.
+        assert_eq!(
+            read_keys_of_traces(path, &[format!("{:032x}", 0)]).unwrap(),
+            (Vec::new(), 0)
+        );
+    }
+}
