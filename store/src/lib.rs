@@ -20,6 +20,13 @@
 //! Owns durability, the one-row-per-span rule (domain §1), retention and the table provider.
 //! Does not own decoding or analysis.
 
+mod config;
+mod error;
+mod lock;
+mod metrics;
+#[cfg(test)]
+mod test_support;
+
 pub mod dedupe;
 pub mod file_read;
 pub mod file_write;
@@ -31,6 +38,11 @@ pub mod table;
 pub mod trace_index;
 pub mod wal;
 
+pub use config::{DUPLICATE_FILTER_QUIET, FsyncPolicy, SEAL_BYTES, SEAL_ROWS, StoreConfig};
+pub use error::StoreError;
+pub use lock::LOCK_FILE;
+pub use metrics::StoreMetrics;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -40,152 +52,13 @@ use std::time::{Duration, Instant};
 use arrow::array::RecordBatch;
 use dyeline_model::SpanKey;
 use parking_lot::{Mutex, RwLock};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
 
 use crate::dedupe::Dedupe;
 use crate::layout::{FileMeta, now_unix_ms};
+use crate::lock::lock_data_dir;
 use crate::segment::Segment;
 use crate::wal::Wal;
-
-/// When the WAL is fsynced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FsyncPolicy {
-    /// fsync once per commit group, before the group is acknowledged (default).
-    Always,
-    /// Leave it to the OS: acknowledged data survives a process crash, not a power loss.
-    Never,
-}
-
-/// Store settings.
-#[derive(Debug, Clone)]
-pub struct StoreConfig {
-    /// Root data directory (`wal/` and `spans/` are created under it).
-    pub data_dir: PathBuf,
-    /// WAL fsync policy.
-    pub fsync: FsyncPolicy,
-    /// Memory is flushed to Parquet at least this often.
-    pub flush_interval: Duration,
-    /// … or once it holds this many rows.
-    pub flush_max_rows: usize,
-    /// Parquet files are deleted this long after they were written (default 7 days).
-    pub retention: Duration,
-    /// Writes waiting for the writer thread before new ones are refused as saturated.
-    pub queue_capacity: usize,
-    /// Bytes the rows held in memory may take (sealed, plain, and frozen for a flush:
-    /// `dyeline_store_memory_bytes`) before new writes are refused as saturated (HTTP 429,
-    /// gRPC UNAVAILABLE, with Retry-After), and a flush starts at once. Without it, writes
-    /// arriving faster than the flusher seals and writes them (more receiving cores than one
-    /// flusher keeps up with, a disk that refuses the flush) would grow memory without bound.
-    /// [`Store::write_waiting`] (import) waits instead. Default 1 GiB.
-    pub max_memory_bytes: usize,
-    /// zstd level of Parquet (sealed memory and files). Default 1: on release-walk it wrote
-    /// 29.3 bytes per span against 32.5 at level 3, and sealed loadgen rows about a quarter
-    /// faster (`decode_floor --zstd-level`).
-    pub zstd_level: i32,
-    /// When false, nothing is written to disk (WAL and Parquet off; for benchmarks only).
-    pub persist: bool,
-    /// Open for reading only (`dyeline sql`, `analyze` beside a running server): the WAL is
-    /// replayed into memory but nothing is written, flushed or deleted; writes are refused.
-    pub read_only: bool,
-    /// Bytes the Parquet files' trace-id indexes ([`trace_index`]) may take in memory, 8 per
-    /// distinct trace per file. Files ordered by hour, then write time, newest first, keep
-    /// theirs while the running total fits ([`trim_trace_indexes`]); every older file's is
-    /// dropped (not rebuilt until the next start), and a trace lookup then opens that file
-    /// instead of skipping it. Without a bound the indexes of a week of files grow with the
-    /// traffic (0.7 GB a day per 1,000 new traces per second). Default 256 MiB.
-    pub trace_index_max_bytes: usize,
-}
-
-impl StoreConfig {
-    /// Defaults for `data_dir`: fsync always, flush every 60 s or 500,000 rows, 7 days
-    /// retention, 256 queued writes, 1 GiB of rows in memory, zstd level 1, 256 MiB of file
-    /// trace indexes.
-    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
-        Self {
-            data_dir: data_dir.into(),
-            fsync: FsyncPolicy::Always,
-            flush_interval: Duration::from_secs(60),
-            flush_max_rows: 500_000,
-            retention: Duration::from_secs(7 * 24 * 3600),
-            queue_capacity: 256,
-            max_memory_bytes: 1 << 30,
-            zstd_level: 1,
-            persist: true,
-            read_only: false,
-            trace_index_max_bytes: 256 * 1024 * 1024,
-        }
-    }
-}
-
-/// Store errors.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
-    /// The write queue is full; retry later.
-    #[error("write queue full")]
-    Saturated,
-    /// The store is closed.
-    #[error("store is closed")]
-    Closed,
-    /// An I/O or encoding failure.
-    #[error("store I/O error: {0}")]
-    Io(String),
-    /// Another process holds the data directory's lock ([`LOCK_FILE`]): a data directory takes
-    /// one writing store at a time. `holder` is what that process wrote in the lock file (its
-    /// pid), empty when unreadable.
-    #[error(
-        "data directory {dir} is in use by another process{}: one dyeline serve, import or \
-         demo writes to a data directory at a time (readers such as dyeline sql and analyze \
-         need no lock)",
-        if holder.is_empty() { String::new() } else { format!(" ({holder})") }
-    )]
-    InUse {
-        /// The data directory.
-        dir: String,
-        /// The holder's note, `pid N`.
-        holder: String,
-    },
-}
-
-/// The file a writable store locks in its data directory, for as long as it is open (an
-/// exclusive `flock`, released by the kernel when the process ends, even by SIGKILL). A
-/// second writer on the same directory would replay the first one's WAL and, at its next
-/// flush, delete WAL segments the first is still appending to: acknowledged spans lost at
-/// the first one's next crash. The file holds the holder's `pid N`, for the error message.
-pub const LOCK_FILE: &str = "LOCK";
-
-/// Takes the lock of `data_dir` ([`LOCK_FILE`]) and writes this process's pid in it.
-fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, StoreError> {
-    use std::io::{Seek, Write};
-    let path = data_dir.join(LOCK_FILE);
-    let io = |e: std::io::Error| StoreError::Io(format!("lock file {}: {e}", path.display()));
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .map_err(io)?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let holder = std::fs::read_to_string(&path).unwrap_or_default();
-            return Err(StoreError::InUse {
-                dir: data_dir.display().to_string(),
-                holder: holder.trim().to_owned(),
-            });
-        }
-        Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
-    }
-    file.set_len(0).map_err(io)?;
-    file.rewind().map_err(io)?;
-    write!(file, "pid {}", std::process::id()).map_err(io)?;
-    Ok(file)
-}
 
 /// What a write did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -199,133 +72,6 @@ pub struct WriteReport {
     pub kept: Option<RecordBatch>,
 }
 
-/// The store's own metrics.
-#[derive(Debug, Clone)]
-pub struct StoreMetrics {
-    /// `dyeline_store_wal_bytes_total`.
-    pub wal_bytes: Counter,
-    /// `dyeline_store_rows_written_total`.
-    pub rows_written: Counter,
-    /// `dyeline_store_duplicate_rows_total`.
-    pub duplicate_rows: Counter,
-    /// `dyeline_store_flush_seconds`.
-    pub flush_seconds: Histogram,
-    /// `dyeline_store_memory_rows`.
-    pub memory_rows: Gauge,
-    /// `dyeline_store_memory_bytes`: bytes the rows held in memory take
-    /// ([`Segment::memory_bytes`]: plain Arrow buffers as allocated, sealed Parquet bytes).
-    pub memory_bytes: Gauge,
-    /// `dyeline_store_duplicate_filter_keys`: span keys the duplicate filter holds
-    /// ([`dedupe`]: every key of each hour partition being written, 16 bytes each in a hash
-    /// table, about 19–39 bytes with its overhead); set by the writer thread every loop
-    /// (at most 250 ms apart).
-    pub duplicate_filter_keys: Gauge,
-    /// `dyeline_store_parquet_files`.
-    pub parquet_files: Gauge,
-    /// `dyeline_store_trace_index_bytes`: bytes of the Parquet files' trace indexes held
-    /// (at most [`StoreConfig::trace_index_max_bytes`]).
-    pub trace_index_bytes: Gauge,
-    /// `dyeline_store_parquet_bytes`.
-    pub parquet_bytes: Gauge,
-    /// `dyeline_store_wal_replayed_rows_total`.
-    pub wal_replayed_rows: Counter,
-    /// `dyeline_store_wal_torn_tails_total`.
-    pub wal_torn_tails: Counter,
-    /// `dyeline_store_flush_errors_total`.
-    pub flush_errors: Counter,
-}
-
-impl Default for StoreMetrics {
-    fn default() -> Self {
-        Self {
-            wal_bytes: Counter::default(),
-            rows_written: Counter::default(),
-            duplicate_rows: Counter::default(),
-            flush_seconds: Histogram::new([0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
-            memory_rows: Gauge::default(),
-            memory_bytes: Gauge::default(),
-            duplicate_filter_keys: Gauge::default(),
-            parquet_files: Gauge::default(),
-            trace_index_bytes: Gauge::default(),
-            parquet_bytes: Gauge::default(),
-            wal_replayed_rows: Counter::default(),
-            wal_torn_tails: Counter::default(),
-            flush_errors: Counter::default(),
-        }
-    }
-}
-
-impl StoreMetrics {
-    /// Registers every metric.
-    pub fn register(&self, r: &mut Registry) {
-        r.register(
-            "dyeline_store_wal_bytes",
-            "Bytes appended to the WAL",
-            self.wal_bytes.clone(),
-        );
-        r.register(
-            "dyeline_store_rows_written",
-            "Rows stored",
-            self.rows_written.clone(),
-        );
-        r.register(
-            "dyeline_store_duplicate_rows",
-            "Rows dropped as already stored",
-            self.duplicate_rows.clone(),
-        );
-        r.register(
-            "dyeline_store_flush_seconds",
-            "Time to flush memory to Parquet",
-            self.flush_seconds.clone(),
-        );
-        r.register(
-            "dyeline_store_memory_rows",
-            "Rows held in memory",
-            self.memory_rows.clone(),
-        );
-        r.register(
-            "dyeline_store_memory_bytes",
-            "Bytes the rows held in memory take (plain Arrow buffers, sealed Parquet)",
-            self.memory_bytes.clone(),
-        );
-        r.register(
-            "dyeline_store_duplicate_filter_keys",
-            "Span keys held by the duplicate filter (every span of the hours being written)",
-            self.duplicate_filter_keys.clone(),
-        );
-        r.register(
-            "dyeline_store_parquet_files",
-            "Parquet files",
-            self.parquet_files.clone(),
-        );
-        r.register(
-            "dyeline_store_trace_index_bytes",
-            "Bytes of the Parquet files' trace-id indexes held in memory",
-            self.trace_index_bytes.clone(),
-        );
-        r.register(
-            "dyeline_store_parquet_bytes",
-            "Bytes in Parquet files",
-            self.parquet_bytes.clone(),
-        );
-        r.register(
-            "dyeline_store_wal_replayed_rows",
-            "Rows recovered from the WAL at start",
-            self.wal_replayed_rows.clone(),
-        );
-        r.register(
-            "dyeline_store_wal_torn_tails",
-            "WAL segments that ended in a torn record",
-            self.wal_torn_tails.clone(),
-        );
-        r.register(
-            "dyeline_store_flush_errors",
-            "Failed flushes (retried)",
-            self.flush_errors.clone(),
-        );
-    }
-}
-
 /// Memory frozen for a flush, with the last WAL segment holding its rows.
 #[derive(Clone)]
 struct Frozen {
@@ -333,33 +79,12 @@ struct Frozen {
     segments: Vec<Segment>,
 }
 
-/// Plain rows (as writes brought them) are sealed once this many have gathered: encoded
-/// into one in-memory Parquet file per hour ([`seal::encode_parts`]), rows sorted by trace,
-/// which a flush then copies into the hour's file as they are. About 50–75 MB of plain rows at
-/// most meanwhile (loadgen's spans take 760 B each as Arrow), then tens of bytes per span.
-/// Each sealed part is a row group of the files, so this is also their row-group size under
-/// steady load; a trace whose spans straddle two seals sits in two row groups.
-pub const SEAL_ROWS: usize = 64 * 1024;
-
-/// … or once the plain rows take this many bytes, whichever comes first: small writes carry
-/// a batch's fixed costs for few rows (a 20-span request took about 3 KB per span plain), so
-/// rows alone would not bound the memory they hold before a seal.
-pub const SEAL_BYTES: usize = 32 * 1024 * 1024;
-
 /// True when the plain rows `plain` are due to be sealed ([`SEAL_ROWS`] or [`SEAL_BYTES`]);
 /// the writer and WAL replay seal by the same rule.
 fn seal_due(plain: &[Segment]) -> bool {
     plain.iter().map(Segment::rows).sum::<usize>() >= SEAL_ROWS
         || plain.iter().map(Segment::memory_bytes).sum::<usize>() >= SEAL_BYTES
 }
-
-/// The duplicate filter drops an hour's key set once no span of that hour has arrived for this
-/// long, or for 4 × `flush_interval` if longer (by then the hour's rows are in Parquet, where a
-/// later span of the hour is looked up by its trace: [`dedupe`]). With spans arriving on time an
-/// hour's set lives its hour and about 11 minutes more (the sweep runs once a minute), so the
-/// filter holds at most about 71 minutes of keys. It was 1 h, and two hours of keys, while a
-/// span for a dropped hour reloaded every key of the hour.
-pub const DUPLICATE_FILTER_QUIET: Duration = Duration::from_secs(600);
 
 /// What queries see; one lock so a flush swaps memory for files atomically.
 #[derive(Default)]
@@ -1237,51 +962,9 @@ fn apply_retention(shared: &Shared, retention: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Array, AsArray};
-    use dyeline_model::{SpanId, TraceId};
-
-    /// `n` rows from row `first` on: trace i / 5, span i, start time i (ns after an hour).
-    fn rows(first: u64, n: u64) -> (RecordBatch, Vec<SpanKey>) {
-        let ids: Vec<u64> = (first..first + n).collect();
-        let keys: Vec<SpanKey> = ids
-            .iter()
-            .map(|&i| SpanKey {
-                trace_id: TraceId::from_bytes(&u128::from(i / 5 + 1).to_be_bytes()).unwrap(),
-                span_id: SpanId::from_bytes(&(i + 1).to_be_bytes()).unwrap(),
-            })
-            .collect();
-        let batch = file_read::key_batch(
-            keys.iter().map(|k| k.trace_id.to_string()),
-            keys.iter().map(|k| k.span_id.to_string()),
-            ids.iter().map(|&i| 3_600_000_000_000 + i as i64),
-        )
-        .unwrap();
-        (batch, keys)
-    }
-
-    /// Writes `rows(first, n)` and waits for its report.
-    async fn write(store: &Store, first: u64, n: u64) -> WriteReport {
-        let (batch, keys) = rows(first, n);
-        store
-            .try_write(batch, keys)
-            .unwrap()
-            .await
-            .unwrap()
-            .unwrap()
-    }
-
-    fn span_ids(segments: &[Segment]) -> Vec<String> {
-        let mut ids: Vec<String> = segments
-            .iter()
-            .flat_map(|s| {
-                let b = s.decode().unwrap();
-                let ids = b.column(1).as_string::<i32>().clone();
-                (0..ids.len()).map(move |i| ids.value(i).to_owned())
-            })
-            .collect();
-        ids.sort();
-        ids
-    }
+    use crate::test_support::{
+        close, expected_span_ids, open_unsynced, rows, rows_held, span_ids, wait_for_a_seal, write,
+    };
 
     fn file(hour: i64, written: i64, traces: Option<usize>) -> FileMeta {
         FileMeta {
@@ -1368,36 +1051,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_second_writer_on_a_data_dir_is_refused_until_the_first_is_closed() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = open_unsynced(dir.path());
-        assert_eq!(write(&first, 0, 100).await.stored, 100);
-
-        let second = Store::open(StoreConfig::new(dir.path()));
-        match second {
-            Err(StoreError::InUse { holder, .. }) => {
-                assert_eq!(holder, format!("pid {}", std::process::id()));
-            }
-            Err(e) => panic!("expected InUse, got {e}"),
-            Ok(_) => panic!("a second writer opened a locked data directory"),
-        }
-        // A reader takes no lock: it sees the first writer's rows (replayed from its WAL).
-        let mut read = StoreConfig::new(dir.path());
-        read.read_only = true;
-        let reader = Store::open(read).unwrap();
-        assert_eq!(reader.metrics().wal_replayed_rows.get(), 100);
-        drop(reader);
-
-        // The refused writer touched nothing: the first still writes, and after it closes a
-        // new writer opens and holds every row once.
-        assert_eq!(write(&first, 100, 50).await.stored, 50);
-        close(first).await;
-        let reopened = open_unsynced(dir.path());
-        assert_eq!(write(&reopened, 0, 150).await.duplicates, 150);
-        close(reopened).await;
-    }
-
-    #[tokio::test]
     async fn writes_past_the_memory_bound_are_refused_until_a_flush_frees_it() {
         let dir = tempfile::tempdir().unwrap();
         let mut config = StoreConfig::new(dir.path());
@@ -1433,44 +1086,6 @@ mod tests {
                 .unwrap();
         assert_eq!(waited.stored, 100);
         close(store).await;
-    }
-
-    /// Closes `store` (flush, join its threads, release its lock) off the async thread.
-    async fn close(store: Store) {
-        tokio::task::spawn_blocking(move || store.close())
-            .await
-            .unwrap();
-    }
-
-    /// A store in `dir` that does not fsync (the seal tests write tens of thousands of rows).
-    fn open_unsynced(dir: &Path) -> Store {
-        let mut config = StoreConfig::new(dir);
-        config.fsync = FsyncPolicy::Never;
-        Store::open(config).unwrap()
-    }
-
-    /// Waits (up to 20 s) until the flusher thread has sealed some rows.
-    async fn wait_for_a_seal(store: &Store) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while store.snapshot().segments.iter().all(Segment::is_plain) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Rows held in `segments`, sealed or plain.
-    fn rows_held(segments: &[Segment], sealed: bool) -> usize {
-        segments
-            .iter()
-            .filter(|s| s.is_plain() != sealed)
-            .map(Segment::rows)
-            .sum()
-    }
-
-    /// The span ids of `rows(0, n)`, sorted.
-    fn expected_span_ids(n: u64) -> Vec<String> {
-        let mut v: Vec<String> = rows(0, n).1.iter().map(|k| k.span_id.to_string()).collect();
-        v.sort();
-        v
     }
 
     #[tokio::test]
