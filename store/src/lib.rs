@@ -22,8 +22,10 @@
 
 mod config;
 mod error;
+mod jobs;
 mod lock;
 mod metrics;
+mod state;
 #[cfg(test)]
 mod test_support;
 
@@ -40,8 +42,10 @@ pub mod wal;
 
 pub use config::{DUPLICATE_FILTER_QUIET, FsyncPolicy, SEAL_BYTES, SEAL_ROWS, StoreConfig};
 pub use error::StoreError;
+pub use jobs::WriteReport;
 pub use lock::LOCK_FILE;
 pub use metrics::StoreMetrics;
+pub use state::{Snapshot, trim_trace_indexes};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -55,177 +59,21 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 
 use crate::dedupe::Dedupe;
+use crate::jobs::{FlushJob, PendingAck, WriteJob};
 use crate::layout::{FileMeta, now_unix_ms};
 use crate::lock::lock_data_dir;
 use crate::segment::Segment;
+use crate::state::{
+    Frozen, Shared, State, files_of_hour, seal_due, set_file_gauges, set_memory_gauges,
+};
 use crate::wal::Wal;
-
-/// What a write did.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct WriteReport {
-    /// Rows stored.
-    pub stored: u64,
-    /// Rows dropped as already stored.
-    pub duplicates: u64,
-    /// The rows stored (duplicates removed), for metrics derived from spans; `None` when
-    /// none was.
-    pub kept: Option<RecordBatch>,
-}
-
-/// Memory frozen for a flush, with the last WAL segment holding its rows.
-#[derive(Clone)]
-struct Frozen {
-    wal_segment: u64,
-    segments: Vec<Segment>,
-}
-
-/// True when the plain rows `plain` are due to be sealed ([`SEAL_ROWS`] or [`SEAL_BYTES`]);
-/// the writer and WAL replay seal by the same rule.
-fn seal_due(plain: &[Segment]) -> bool {
-    plain.iter().map(Segment::rows).sum::<usize>() >= SEAL_ROWS
-        || plain.iter().map(Segment::memory_bytes).sum::<usize>() >= SEAL_BYTES
-}
-
-/// What queries see; one lock so a flush swaps memory for files atomically.
-#[derive(Default)]
-pub(crate) struct State {
-    /// Sealed rows not yet frozen for a flush.
-    active: Vec<Segment>,
-    /// Writes held plain, oldest first, until [`SEAL_ROWS`] of them (or [`SEAL_BYTES`]) are
-    /// sealed into `active`.
-    plain: Vec<Segment>,
-    /// Bumped each time the writer freezes `plain` for a flush, so a seal that read `plain`
-    /// before knows its rows went elsewhere.
-    plain_generation: u64,
-    /// A seal job is queued or running.
-    seal_pending: bool,
-    /// Rows of `active` and `plain`.
-    active_rows: usize,
-    frozen: Vec<Frozen>,
-    files: Vec<FileMeta>,
-    /// Bytes of the trace indexes `files` hold (set by [`Shared::files_changed`], grown by
-    /// the background indexer), so the indexer checks the budget without a pass over the files.
-    trace_index_bytes: usize,
-}
-
-/// A consistent view for one query.
-pub struct Snapshot {
-    /// In-memory segments.
-    pub segments: Vec<Segment>,
-    /// Parquet files.
-    pub files: Vec<FileMeta>,
-}
-
-pub(crate) struct Shared {
-    state: RwLock<State>,
-    metrics: StoreMetrics,
-    spans_dir: PathBuf,
-    wal_dir: PathBuf,
-    /// [`StoreConfig::trace_index_max_bytes`].
-    trace_index_max_bytes: usize,
-}
-
-/// Keeps the trace indexes of the newest files within `budget` bytes
-/// ([`StoreConfig::trace_index_max_bytes`]): files ordered by hour, then write time, then
-/// place in `files` (later is newer), newest first, keep theirs while the running total fits;
-/// from the first that does not fit on, every older file's index is dropped (a strict prefix,
-/// so the indexes held are always those of the most recent data). Files without an index are
-/// passed over. Returns the bytes kept.
-pub fn trim_trace_indexes(files: &mut [FileMeta], budget: usize) -> usize {
-    let mut order: Vec<usize> = (0..files.len()).collect();
-    order.sort_by_key(|&i| {
-        std::cmp::Reverse((files[i].hour_start_unix_nano, files[i].written_unix_ms, i))
-    });
-    let mut kept = 0usize;
-    let mut full = false;
-    for i in order {
-        let Some(bytes) = files[i].traces.as_ref().map(|t| t.bytes()) else {
-            continue;
-        };
-        if !full && kept + bytes <= budget {
-            kept += bytes;
-        } else {
-            full = true;
-            files[i].traces = None;
-        }
-    }
-    kept
-}
-
-fn set_file_gauges(metrics: &StoreMetrics, files: &[FileMeta], trace_index_bytes: usize) {
-    metrics.parquet_files.set(files.len() as i64);
-    metrics
-        .parquet_bytes
-        .set(files.iter().map(|f| f.size as i64).sum());
-    metrics.trace_index_bytes.set(trace_index_bytes as i64);
-}
-
-impl Shared {
-    /// True while the rows in memory take `limit` bytes or more (the `memory_bytes` gauge,
-    /// which the writer and flusher set under the state lock; read without it).
-    fn memory_full(&self, limit: usize) -> bool {
-        usize::try_from(self.metrics.memory_bytes.get()).unwrap_or(0) >= limit
-    }
-
-    /// Applies the trace-index budget to the files of `state` and sets the file gauges (files,
-    /// bytes, trace-index bytes); called with the write lock after every change of the files.
-    fn files_changed(&self, state: &mut State) {
-        state.trace_index_bytes = trim_trace_indexes(&mut state.files, self.trace_index_max_bytes);
-        set_file_gauges(&self.metrics, &state.files, state.trace_index_bytes);
-    }
-
-    pub(crate) fn snapshot(&self) -> Snapshot {
-        let s = self.state.read();
-        let mut segments = s.active.clone();
-        segments.extend(s.plain.iter().cloned());
-        for f in &s.frozen {
-            segments.extend(f.segments.iter().cloned());
-        }
-        Snapshot {
-            segments,
-            files: s.files.clone(),
-        }
-    }
-}
-
-type Ack<T> = oneshot::Sender<Result<T, StoreError>>;
-
-/// A write waiting for its group's commit: its ack, its report, the keys it inserted.
-type PendingAck = (
-    Ack<WriteReport>,
-    WriteReport,
-    Vec<(i64, dedupe::Fingerprint)>,
-);
-
-enum Msg {
-    Write {
-        batch: RecordBatch,
-        /// The WAL record ([`segment::encode_record`]); `None` when there is no WAL.
-        record: Option<Vec<u8>>,
-        /// The rows as memory will hold them (their trace index and time range computed on
-        /// the caller's thread).
-        segment: Box<Segment>,
-        keys: Vec<SpanKey>,
-        ack: Ack<WriteReport>,
-    },
-    Flush {
-        ack: Ack<()>,
-    },
-}
-
-enum FlushJob {
-    /// Seal the plain rows ([`SEAL_ROWS`]).
-    Seal,
-    /// Write the frozen memory to files, then ack.
-    Flush { acks: Vec<Ack<()>> },
-}
 
 /// The span store. Cheap to share behind an `Arc`; [`Store::close`] flushes and stops it.
 pub struct Store {
     shared: Arc<Shared>,
     /// Writes carry a WAL record (the store persists and is writable).
     wal_records: bool,
-    tx: Mutex<Option<SyncSender<Msg>>>,
+    tx: Mutex<Option<SyncSender<WriteJob>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// [`StoreConfig::max_memory_bytes`].
     max_memory_bytes: usize,
@@ -388,7 +236,7 @@ impl Store {
         let segment = Box::new(Segment::plain(batch.clone()));
         let guard = self.tx.lock();
         let tx = guard.as_ref().ok_or(StoreError::Closed)?;
-        match tx.try_send(Msg::Write {
+        match tx.try_send(WriteJob::Write {
             batch,
             record,
             segment,
@@ -422,7 +270,7 @@ impl Store {
         let record = self.record(&batch)?;
         let segment = Box::new(Segment::plain(batch.clone()));
         tokio::task::spawn_blocking(move || {
-            tx.send(Msg::Write {
+            tx.send(WriteJob::Write {
                 batch,
                 record,
                 segment,
@@ -458,7 +306,7 @@ impl Store {
     pub async fn flush(&self) -> Result<(), StoreError> {
         let (ack, rx) = oneshot::channel();
         let tx = self.tx.lock().clone().ok_or(StoreError::Closed)?;
-        tokio::task::spawn_blocking(move || tx.send(Msg::Flush { ack }).map_err(|_| ()))
+        tokio::task::spawn_blocking(move || tx.send(WriteJob::Flush { ack }).map_err(|_| ()))
             .await
             .map_err(|e| StoreError::Io(e.to_string()))?
             .map_err(|_| StoreError::Closed)?;
@@ -471,7 +319,7 @@ impl Store {
         let tx = self.tx.lock().take();
         if let Some(tx) = tx {
             let (ack, rx) = oneshot::channel();
-            if tx.send(Msg::Flush { ack }).is_ok() {
+            if tx.send(WriteJob::Flush { ack }).is_ok() {
                 let _ = rx.blocking_recv();
             }
             drop(tx);
@@ -553,19 +401,6 @@ fn index_files(shared: &std::sync::Weak<Shared>) {
         elapsed = ?started.elapsed(),
         "indexed the trace ids of the stored files"
     );
-}
-
-fn files_of_hour(shared: &Shared) -> impl Fn(i64) -> Vec<FileMeta> + '_ {
-    move |hour| {
-        shared
-            .state
-            .read()
-            .files
-            .iter()
-            .filter(|f| f.hour_start_unix_nano == hour)
-            .cloned()
-            .collect()
-    }
 }
 
 /// Replays WAL segments into memory (through the duplicate filter, so rows already flushed
@@ -651,7 +486,7 @@ pub fn keys_of(batch: &RecordBatch) -> Vec<SpanKey> {
 fn writer_loop(
     shared: &Shared,
     config: &StoreConfig,
-    rx: &Receiver<Msg>,
+    rx: &Receiver<WriteJob>,
     mut wal: Option<Wal>,
     mut dedupe: Dedupe,
     flush_tx: &mpsc::Sender<FlushJob>,
@@ -679,7 +514,7 @@ fn writer_loop(
         let mut wal_failed: Option<String> = None;
         for msg in group {
             match msg {
-                Msg::Write {
+                WriteJob::Write {
                     batch,
                     record,
                     segment,
@@ -723,7 +558,7 @@ fn writer_loop(
                     }
                     acks.push((ack, report, f.inserted));
                 }
-                Msg::Flush { ack } => flush_acks.push(ack),
+                WriteJob::Flush { ack } => flush_acks.push(ack),
             }
         }
         if let (Some(w), None, false) = (wal.as_mut(), &wal_failed, acks.is_empty())
@@ -847,22 +682,6 @@ fn seal_plain(shared: &Shared, zstd_level: i32) {
     }
 }
 
-/// Sets `dyeline_store_memory_rows` and `dyeline_store_memory_bytes` from `s`.
-fn set_memory_gauges(metrics: &StoreMetrics, s: &State) {
-    let segments = || {
-        s.active
-            .iter()
-            .chain(&s.plain)
-            .chain(s.frozen.iter().flat_map(|f| &f.segments))
-    };
-    metrics
-        .memory_rows
-        .set(segments().map(Segment::rows).sum::<usize>() as i64);
-    metrics
-        .memory_bytes
-        .set(segments().map(Segment::memory_bytes).sum::<usize>() as i64);
-}
-
 fn flusher_loop(shared: &Shared, config: &StoreConfig, rx: &Receiver<FlushJob>) {
     let mut seq = 0u64;
     let mut last_retention = Instant::now() - Duration::from_secs(3600);
@@ -965,48 +784,6 @@ mod tests {
     use crate::test_support::{
         close, expected_span_ids, open_unsynced, rows, rows_held, span_ids, wait_for_a_seal, write,
     };
-
-    fn file(hour: i64, written: i64, traces: Option<usize>) -> FileMeta {
-        FileMeta {
-            path: PathBuf::from(format!("/h{hour}/w{written}")),
-            hour_start_unix_nano: hour,
-            written_unix_ms: written,
-            size: 1,
-            traces: traces.map(|n| {
-                Arc::new(trace_index::TraceIndex::from_hashes(
-                    (0..n as u64).collect(),
-                ))
-            }),
-        }
-    }
-
-    #[test]
-    fn trace_indexes_of_the_newest_files_are_kept_within_the_budget() {
-        // 8 bytes per trace. Newest first: (3, 1) 10 traces, (2, 9) none, (2, 5) 10,
-        // (1, 7) 5, (1, 1) 1.
-        let mut files = vec![
-            file(1, 1, Some(1)),
-            file(2, 5, Some(10)),
-            file(3, 1, Some(10)),
-            file(1, 7, Some(5)),
-            file(2, 9, None),
-        ];
-        let held = |f: &[FileMeta]| -> Vec<bool> { f.iter().map(|f| f.traces.is_some()).collect() };
-        // Everything fits.
-        assert_eq!(trim_trace_indexes(&mut files, 1000), 26 * 8);
-        assert_eq!(held(&files), [true, true, true, true, false]);
-        // 20 traces fit: the two newest indexed files. The older (1, 7) and (1, 1) lose
-        // theirs, the small (1, 1) too although it alone would fit: a strict prefix.
-        assert_eq!(trim_trace_indexes(&mut files, 20 * 8 + 7), 20 * 8);
-        assert_eq!(held(&files), [false, true, true, false, false]);
-        // Budget below the newest file: no index at all.
-        assert_eq!(trim_trace_indexes(&mut files, 79), 0);
-        assert_eq!(held(&files), [false; 5]);
-        // Same hour and write time: the later in the list is the newer.
-        let mut files = vec![file(1, 1, Some(1)), file(1, 1, Some(1))];
-        assert_eq!(trim_trace_indexes(&mut files, 8), 8);
-        assert_eq!(held(&files), [false, true]);
-    }
 
     #[tokio::test]
     async fn file_trace_indexes_stay_within_the_budget_when_written_and_rebuilt() {

@@ -35,9 +35,9 @@ use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::union::UnionExec;
 use dyeline_model::schema::{col, spans_schema};
 
-use crate::Shared;
 use crate::layout::{FileMeta, HOUR_NS};
 use crate::segment::Segment;
+use crate::state::Shared;
 use crate::trace_index::may_hold_any;
 
 /// A partition of memory segments, decoded lazily as the scan pulls batches.
