@@ -22,6 +22,9 @@
 //! ids' hashes collide: for `p` pairs of held spans with equal span ids the chance of one
 //! wrongly dropped span is about `p / 2⁶⁴`, and for random span ids `p` is itself about
 //! `n² / 2⁶⁵`.
+//!
+//! Also [`keys_of`]: the keys of a stored batch, read back from its id columns (WAL replay filters
+//! its records with them).
 
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
@@ -318,6 +321,25 @@ fn load_keys(keys: &mut Set, hasher: &foldhash::fast::RandomState, path: &Path) 
 fn fingerprint(hasher: &foldhash::fast::RandomState, key: &SpanKey) -> Fingerprint {
     let trace = hasher.hash_one(key.trace_id.to_bytes());
     (u128::from(trace) << 64) | u128::from(u64::from_be_bytes(key.span_id.to_bytes()))
+}
+
+/// Reads the keys of a stored batch back from its id columns.
+pub fn keys_of(batch: &RecordBatch) -> Vec<SpanKey> {
+    let (Some(t), Some(s)) = (
+        batch.column_by_name(col::TRACE_ID),
+        batch.column_by_name(col::SPAN_ID),
+    ) else {
+        return Vec::new();
+    };
+    let (t, s) = (t.as_string::<i32>(), s.as_string::<i32>());
+    (0..batch.num_rows())
+        .filter_map(|i| {
+            Some(SpanKey {
+                trace_id: TraceId::from_hex(t.value(i)).ok()?,
+                span_id: SpanId::from_hex(s.value(i)).ok()?,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
