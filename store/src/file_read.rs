@@ -2,6 +2,12 @@
 //! of given traces only, through the `trace_id` bloom filters and page index
 //! ([`read_keys_of_traces`]); a file's [`TraceIndex`] and row count; and [`key_batch`], the
 //! key columns as a batch.
+//!
+//! And per-file reading for readers outside the store (the analyzer keeps its records per
+//! file, files being immutable once written): [`crate::Snapshot::files_in`] lists the files of
+//! a time range as [`FileSource`]s, and [`FileSource::open`] reads the columns asked of one,
+//! the low-cardinality ones as dictionaries ([`DICTIONARY_COLUMNS`]), so no reader outside the
+//! store opens Parquet itself.
 
 use std::fs::File;
 use std::io;
@@ -9,11 +15,16 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema};
 use arrow::error::ArrowError;
 use dyeline_model::schema::col;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
+};
 
+use crate::layout::FileMeta;
 use crate::trace_index::{TraceIndex, trace_hash};
 
 /// The batches of columns `names` of the file at `path`.
@@ -235,12 +246,118 @@ pub fn key_batch(
     )
 }
 
+/// The columns an analyzer reads as dictionaries from the store's files: few distinct values
+/// each, and stored dictionary-encoded, so a reader materialises no string per row and can
+/// intern each distinct value once.
+pub const DICTIONARY_COLUMNS: [&str; 7] = [
+    col::SERVICE_NAME,
+    col::INSTANCE_ID,
+    col::COLOR,
+    col::COLOR_RULE,
+    col::SPAN_KIND,
+    col::TRAFFIC_KIND,
+    col::DECISION_SOURCE,
+];
+
+/// Rows per batch of a [`FileSource::open`] reader.
+pub const READ_BATCH_ROWS: usize = 8192;
+
+/// One Parquet file of the store, to be read by a reader that works file by file (the
+/// analyzer keeps its records per file, files being immutable once written):
+/// [`crate::Snapshot::files_in`] lists them, [`FileSource::open`] reads one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSource {
+    meta: FileMeta,
+}
+
+/// A reader of one store file ([`FileSource::open`]): its batches and its row count.
+pub struct FileBatches {
+    /// The batches, of at most [`READ_BATCH_ROWS`] rows each.
+    pub reader: ParquetRecordBatchReader,
+    /// Rows of the file (from its footer): a reader can size what it builds once.
+    pub rows: usize,
+}
+
+impl FileSource {
+    /// The file `meta` of the store.
+    pub fn new(meta: FileMeta) -> Self {
+        Self { meta }
+    }
+
+    /// Its metadata.
+    pub fn meta(&self) -> &FileMeta {
+        &self.meta
+    }
+
+    /// Its absolute path: a file's identity (the store never reuses a name).
+    pub fn path(&self) -> &Path {
+        &self.meta.path
+    }
+
+    /// Its size in bytes.
+    pub fn size(&self) -> u64 {
+        self.meta.size
+    }
+
+    /// A reader of the columns `columns` (by name; the batches hold them in the file's column
+    /// order) in batches of [`READ_BATCH_ROWS`] rows, each of `dictionaries` (as
+    /// [`DICTIONARY_COLUMNS`]) that is stored as `Utf8` read as `Dictionary(Int32, Utf8)`, as
+    /// it is stored.
+    ///
+    /// # Errors
+    /// I/O and Parquet errors opening the file (one deleted by retention since it was listed:
+    /// [`io::ErrorKind::NotFound`]); a column of `columns` the file lacks. Each batch may still
+    /// carry a read error.
+    pub fn open(&self, columns: &[&str], dictionaries: &[&str]) -> io::Result<FileBatches> {
+        let file = File::open(self.path())?;
+        let plain = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+            .map_err(io::Error::other)?;
+        let hinted: Vec<Field> = plain
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| {
+                if dictionaries.contains(&f.name().as_str()) && f.data_type() == &DataType::Utf8 {
+                    Field::new(
+                        f.name(),
+                        DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+                        f.is_nullable(),
+                    )
+                } else {
+                    f.as_ref().clone()
+                }
+            })
+            .collect();
+        let metadata = ArrowReaderMetadata::try_new(
+            Arc::clone(plain.metadata()),
+            ArrowReaderOptions::new().with_schema(Arc::new(Schema::new(hinted))),
+        )
+        .map_err(io::Error::other)?;
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata);
+        let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
+        let arrow_schema = builder.schema().clone();
+        let roots = columns
+            .iter()
+            .map(|n| arrow_schema.index_of(n).map_err(io::Error::other))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        let reader = builder
+            .with_projection(mask)
+            .with_batch_size(READ_BATCH_ROWS)
+            .build()
+            .map_err(io::Error::other)?;
+        Ok(FileBatches { reader, rows })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::file_write::write_segments_in;
+    use crate::file_write::{write_segments, write_segments_in};
     use crate::part::DATA_PAGE_ROWS;
     use crate::segment::Segment;
+    use crate::test_support::{close, open_unsynced, write};
+    use arrow::array::Array;
 
     #[test]
     fn trace_ranges_hold_ids_by_byte_order() {
@@ -300,5 +417,166 @@ mod tests {
             read_keys_of_traces(path, &[format!("{:032x}", 0)]).unwrap(),
             (Vec::new(), 0)
         );
+    }
+
+    /// Rows with two low-cardinality columns beside the keys: `service_name` (one of 3) and
+    /// `name` (one of 7), and `color`, null every fifth row; `n` rows in one hour.
+    fn analyzer_rows(n: usize) -> RecordBatch {
+        use arrow::array::StringArray;
+        let keys = key_batch(
+            (0..n).map(|i| format!("{:032x}", i / 4 + 1)),
+            (0..n).map(|i| format!("{:016x}", i + 1)),
+            (0..n).map(|i| i as i64),
+        )
+        .unwrap();
+        let mut fields = keys.schema().fields().to_vec();
+        let mut columns = keys.columns().to_vec();
+        for (name, values) in [
+            (
+                col::SERVICE_NAME,
+                (0..n).map(|i| Some(format!("svc{}", i % 3))).collect(),
+            ),
+            (
+                col::NAME,
+                (0..n).map(|i| Some(format!("op{}", i % 7))).collect(),
+            ),
+            (
+                col::COLOR,
+                (0..n)
+                    .map(|i| (i % 5 != 0).then(|| ["blue", "green"][i % 2].to_owned()))
+                    .collect::<Vec<_>>(),
+            ),
+        ] {
+            fields.push(Arc::new(Field::new(name, DataType::Utf8, true)));
+            columns.push(Arc::new(StringArray::from(values)));
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    /// The column `name` of every batch `reader` yields, as plain strings.
+    fn strings(batches: &[RecordBatch], name: &str) -> Vec<Option<String>> {
+        batches
+            .iter()
+            .flat_map(|b| {
+                let c =
+                    arrow::compute::cast(b.column_by_name(name).unwrap(), &DataType::Utf8).unwrap();
+                let c = c.as_string::<i32>();
+                (0..c.len())
+                    .map(|i| c.is_valid(i).then(|| c.value(i).to_owned()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_file_source_reads_the_columns_asked_with_the_dictionary_columns_as_dictionaries() {
+        let n = 2 * READ_BATCH_ROWS + 100;
+        let dir = tempfile::tempdir().unwrap();
+        let segment = Segment::plain(analyzer_rows(n));
+        let mut seq = 0;
+        let meta = write_segments(dir.path(), &[&segment], 1, &mut seq, 3)
+            .unwrap()
+            .remove(0);
+        let source = FileSource::new(meta.clone());
+        assert_eq!(
+            (source.path(), source.size()),
+            (meta.path.as_path(), meta.size)
+        );
+        assert_eq!(source.meta(), &meta);
+
+        // Asked out of order: the batches hold the columns in the file's order.
+        let asked = [col::COLOR, col::TRACE_ID, col::NAME, col::SERVICE_NAME];
+        let FileBatches { reader, rows } = source.open(&asked, &DICTIONARY_COLUMNS).unwrap();
+        assert_eq!(rows, n);
+        let batches: Vec<RecordBatch> = reader.map(Result::unwrap).collect();
+        assert!(batches.iter().all(|b| b.num_rows() <= READ_BATCH_ROWS));
+        assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), n);
+        let schema = batches[0].schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            [col::TRACE_ID, col::SERVICE_NAME, col::NAME, col::COLOR]
+        );
+        let dictionary = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+        let type_of = |name: &str| schema.field_with_name(name).unwrap().data_type().clone();
+        assert_eq!(type_of(col::SERVICE_NAME), dictionary);
+        assert_eq!(type_of(col::COLOR), dictionary);
+        // Not a dictionary column, and ids are never read as dictionaries.
+        assert_eq!(type_of(col::NAME), DataType::Utf8);
+        assert_eq!(type_of(col::TRACE_ID), DataType::Utf8);
+
+        // The same values as a plain read of the file, nulls kept.
+        let plain: Vec<RecordBatch> = source
+            .open(&asked, &[])
+            .unwrap()
+            .reader
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(plain[0].schema().field(1).data_type(), &DataType::Utf8);
+        for name in asked {
+            assert_eq!(strings(&batches, name), strings(&plain, name), "{name}");
+        }
+        assert_eq!(
+            strings(&batches, col::COLOR)
+                .iter()
+                .filter(|c| c.is_none())
+                .count(),
+            n.div_ceil(5)
+        );
+
+        // A column the file lacks, and a file deleted since it was listed (retention).
+        assert!(source.open(&["no_such_column"], &[]).is_err());
+        std::fs::remove_file(&meta.path).unwrap();
+        let gone = source.open(&asked, &DICTIONARY_COLUMNS).err().unwrap();
+        assert_eq!(gone.kind(), io::ErrorKind::NotFound);
+    }
+
+    /// The files and segments of one snapshot hold every stored span of a range once, the
+    /// files read through [`FileSource::open`], whatever has been flushed.
+    #[tokio::test]
+    async fn a_snapshot_reads_every_stored_span_of_a_range_once_through_files_and_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_unsynced(dir.path());
+        // Hour 1 (test_support::rows): two flushed files, then rows held in memory.
+        for first in [0, 100] {
+            assert_eq!(write(&store, first, 100).await.stored, 100);
+            store.flush().await.unwrap();
+        }
+        assert_eq!(write(&store, 200, 50).await.stored, 50);
+        let hour = crate::layout::HOUR_NS;
+        let snap = store.snapshot();
+        let span_ids = |lo: i64, hi: i64| -> Vec<String> {
+            let mut ids = Vec::new();
+            for file in snap.files_in(lo, hi) {
+                for b in file
+                    .open(&[col::SPAN_ID], &DICTIONARY_COLUMNS)
+                    .unwrap()
+                    .reader
+                {
+                    let b = b.unwrap();
+                    let c = b.column(0).as_string::<i32>();
+                    ids.extend(c.iter().flatten().map(str::to_owned));
+                }
+            }
+            for s in snap.segments_in(lo, hi) {
+                let b = s.decode().unwrap();
+                let c = b.column_by_name(col::SPAN_ID).unwrap().as_string::<i32>();
+                ids.extend(c.iter().flatten().map(str::to_owned));
+            }
+            ids.sort();
+            ids
+        };
+        assert_eq!(snap.files_in(hour, 2 * hour - 1).len(), 2);
+        assert_eq!(snap.segments_in(hour, 2 * hour - 1).len(), 1);
+        let mut all: Vec<String> = (0..250u64).map(|i| format!("{:016x}", i + 1)).collect();
+        all.sort();
+        assert_eq!(span_ids(hour, 2 * hour - 1), all);
+        assert_eq!(span_ids(i64::MIN, i64::MAX), all);
+        // Files are chosen by hour, segments by their start range (rows start at hour + i).
+        assert_eq!(snap.files_in(hour + 10, hour + 20).len(), 2);
+        assert!(snap.segments_in(hour + 10, hour + 20).is_empty());
+        assert!(span_ids(0, hour - 1).is_empty());
+        assert!(span_ids(2 * hour, i64::MAX).is_empty());
+        close(store).await;
     }
 }

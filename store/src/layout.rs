@@ -32,6 +32,15 @@ pub struct FileMeta {
     pub traces: Option<Arc<TraceIndex>>,
 }
 
+impl FileMeta {
+    /// True when the file's hour partition may hold span starts in `lo..=hi` (Unix ns).
+    pub fn overlaps(&self, lo: i64, hi: i64) -> bool {
+        let start = self.hour_start_unix_nano;
+        let end = start.saturating_add(HOUR_NS - 1);
+        start <= hi && end >= lo
+    }
+}
+
 /// The hour partition (its start, Unix ns) of a span start time.
 pub fn hour_of(start_unix_nano: i64) -> i64 {
     start_unix_nano.div_euclid(HOUR_NS) * HOUR_NS

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use parking_lot::RwLock;
 
 use crate::config::{SEAL_BYTES, SEAL_ROWS};
+use crate::file_read::FileSource;
 use crate::layout::FileMeta;
 use crate::metrics::StoreMetrics;
 use crate::segment::Segment;
@@ -54,6 +55,32 @@ pub struct Snapshot {
     pub segments: Vec<Segment>,
     /// Parquet files.
     pub files: Vec<FileMeta>,
+}
+
+impl Snapshot {
+    /// The files that may hold span starts in `lo..=hi` (Unix ns, inclusive): those whose
+    /// hour partition overlaps it, in the snapshot's order, to be read one by one
+    /// ([`FileSource::open`]). With [`Snapshot::segments_in`] of the same snapshot, every
+    /// stored span of the range once: a flush between two snapshots moves rows from memory
+    /// to a file.
+    pub fn files_in(&self, lo: i64, hi: i64) -> Vec<FileSource> {
+        self.files
+            .iter()
+            .filter(|f| f.overlaps(lo, hi))
+            .cloned()
+            .map(FileSource::new)
+            .collect()
+    }
+
+    /// The memory segments holding span starts in `lo..=hi` (Unix ns, inclusive), in the
+    /// snapshot's order (a clone shares the rows).
+    pub fn segments_in(&self, lo: i64, hi: i64) -> Vec<Segment> {
+        self.segments
+            .iter()
+            .filter(|s| s.start_range().is_some_and(|(a, b)| a <= hi && b >= lo))
+            .cloned()
+            .collect()
+    }
 }
 
 pub(crate) struct Shared {

@@ -35,7 +35,7 @@ use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::union::UnionExec;
 use dyeline_model::schema::{col, spans_schema};
 
-use crate::layout::{FileMeta, HOUR_NS};
+use crate::layout::FileMeta;
 use crate::segment::Segment;
 use crate::state::Shared;
 use crate::trace_index::may_hold_any;
@@ -211,13 +211,6 @@ fn trace_ids_in(e: &Expr) -> Option<Vec<String>> {
     }
 }
 
-/// True when a file of hour `f` may hold starts in `[lo, hi]`.
-fn overlaps(f: &FileMeta, lo: i64, hi: i64) -> bool {
-    let start = f.hour_start_unix_nano;
-    let end = start.saturating_add(HOUR_NS - 1);
-    start <= hi && end >= lo
-}
-
 #[async_trait]
 impl TableProvider for SpansTable {
     fn schema(&self) -> SchemaRef {
@@ -280,7 +273,7 @@ impl TableProvider for SpansTable {
         let files: Vec<FileMeta> = snap
             .files
             .into_iter()
-            .filter(|f| overlaps(f, lo, hi) && may_hold_any(f.traces.as_deref(), traces))
+            .filter(|f| f.overlaps(lo, hi) && may_hold_any(f.traces.as_deref(), traces))
             .collect();
         if !files.is_empty() {
             // Footers, page indexes and bloom filters are read once per file and kept in the
