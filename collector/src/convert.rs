@@ -1,5 +1,5 @@
 //! OTLP → Arrow: a pure function turning an `ExportTraceServiceRequest` (its borrowed views,
-//! [`crate::view`]: read from protobuf bytes, or from a prost message) into rows of the
+//! [`crate::wire`]: read from protobuf bytes, or from a prost message) into rows of the
 //! `spans` table ([`dyeline_model::schema`]), resolving the release fields at ingest.
 //!
 //! Owns: per-span validation (OTLP: a trace id of 16 bytes and a span id of 8 bytes, not all
@@ -27,7 +27,7 @@ use dyeline_model::{
 };
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
-use crate::view::{Kv, RequestView, Val};
+use crate::wire::{Kv, RequestView, Val};
 
 /// Why one span of an accepted request was rejected (a closed set, used as a metric label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -280,7 +280,7 @@ impl DecisionMemo {
 
 /// Writes an AnyValue as JSON: strings, numbers, booleans, arrays, objects (kvlist), and bytes
 /// as lower-case hex. It recurses once per level of nesting, which decoding bounds: the wire
-/// reader reads [`crate::view::MAX_DEPTH`] levels, prost [`crate::view::MAX_ARRAY_DEPTH`], the
+/// reader reads [`crate::wire::MAX_DEPTH`] levels, prost [`crate::wire::MAX_ARRAY_DEPTH`], the
 /// OTLP/JSON decoder about 40 ([`crate::json::RECURSION_MESSAGE`]); deeper is refused.
 fn write_json_value(out: &mut String, v: &Val<'_>) {
     match v {
@@ -572,7 +572,7 @@ pub fn convert_request(
     convert_view(&RequestView::from_prost(request), options)
 }
 
-/// Converts one request's views ([`crate::view`]); what [`convert_request`] does.
+/// Converts one request's views ([`crate::wire`]); what [`convert_request`] does.
 ///
 /// # Errors
 /// Only an internal Arrow error (a schema mismatch, a bug) is returned.

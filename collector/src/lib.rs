@@ -20,7 +20,7 @@ pub mod listen;
 pub mod metrics;
 pub mod receiver;
 pub mod sink;
-pub mod view;
+pub mod wire;
 
 pub use convert::{ConvertOptions, RejectReason, SpanRows, convert_request, convert_view};
 pub use error::IngestError;

@@ -91,7 +91,7 @@ proptest! {
         order in prop::sample::subsequence(DecisionSource::DEFAULT_ORDER.to_vec(), 0..=3)
             .prop_shuffle(),
     ) {
-        let attrs = crate::view::kvs(&attrs);
+        let attrs = crate::wire::kvs(&attrs);
         let found = SpanAttrs::of(&attrs);
         let slots = [
             ("job.name", found.job_name),
@@ -137,7 +137,7 @@ fn a_full_memo_still_parses_new_texts() {
             }),
             ..Default::default()
         }];
-        let attrs = crate::view::kvs(&attrs);
+        let attrs = crate::wire::kvs(&attrs);
         let found = SpanAttrs::of(&attrs);
         let got = memo.find(&DecisionSource::DEFAULT_ORDER, &found);
         let (_, text, d) = memo.resolve(got.as_ref().unwrap());
