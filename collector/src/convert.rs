@@ -15,10 +15,12 @@
 //! distinct decision texts of a request is parsed once.
 //!
 //! The face of the conversion; its parts, each below the face:
-//! - [`columns`]: `SpanColumns`, one Arrow builder per `spans` column, finished in schema order;
-//! - [`attrs`]: the attribute keys promoted to columns (`KEY_*`), `SpanAttrs`, `ResourceInfo`;
-//! - [`decision`]: `DecisionMemo`, the decision on each span;
-//! - [`json_out`]: the JSON text of the attribute and event columns.
+//! - `convert/columns.rs`: `SpanColumns`, one Arrow builder per `spans` column, finished in
+//!   schema order;
+//! - `convert/attrs.rs`: the attribute keys promoted to columns (`KEY_*`), `SpanAttrs`,
+//!   `ResourceInfo`;
+//! - `convert/decision.rs`: `DecisionMemo`, the decision on each span;
+//! - `convert/json_out.rs`: the JSON text of the attribute and event columns.
 
 mod attrs;
 mod columns;
