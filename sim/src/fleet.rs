@@ -24,7 +24,7 @@
 //! The face of the fleet ([`Fleet`]: start, load, quiet steps, deploys, shutdown) over its
 //! parts: `fleet/config.rs` (apps, channels, versions, cluster sizes, [`FleetConfig`]),
 //! `fleet/faults.rs`, `fleet/mq.rs` ([`Topic`]), `fleet/telemetry.rs` (each instance's SDK),
-//! `fleet/instance.rs` ([`Instance`]) and `fleet/error.rs` ([`BoxError`]).
+//! `fleet/instance.rs` ([`Instance`]) and `fleet/error.rs` ([`FleetError`]).
 //!
 //! [`DecisionAttributeProcessor`]: crate::routing::DecisionAttributeProcessor
 //! [`Router`]: crate::routing::Router
@@ -52,7 +52,7 @@ pub use config::{
     APPS, FleetConfig, JOB_NAME, JOB_PERIOD_SECS, LEGACY_PROXY, PAY_APPS, TOPIC, TRADE_APPS, V1,
     V2, cluster_sizes,
 };
-pub use error::BoxError;
+pub use error::FleetError;
 pub use faults::Faults;
 pub use instance::Instance;
 pub use mq::{ConsumerState, Topic};
@@ -82,7 +82,7 @@ impl Fleet {
     /// # Errors
     /// A port that cannot be bound, an exporter that cannot be built, a control API that
     /// cannot be read.
-    pub async fn start(config: FleetConfig) -> Result<Self, BoxError> {
+    pub async fn start(config: FleetConfig) -> Result<Self, FleetError> {
         let (stop_tx, stop) = watch::channel(false);
         let registry = Arc::new(Registry::default());
         let control = ControlClient::new(&config.control, config.token.clone());
@@ -303,7 +303,12 @@ impl Fleet {
     ///
     /// # Errors
     /// An exporter that cannot be built.
-    pub async fn deploy(&self, apps: &[&str], color: Color, version: &str) -> Result<(), BoxError> {
+    pub async fn deploy(
+        &self,
+        apps: &[&str],
+        color: Color,
+        version: &str,
+    ) -> Result<(), FleetError> {
         for inst in self
             .instances
             .iter()

@@ -13,7 +13,7 @@ use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider,
 };
 
-use super::error::BoxError;
+use super::error::FleetError;
 use crate::routing::DecisionAttributeProcessor;
 
 /// One instance's tracer provider, its tracer and the `service.version` its resource says.
@@ -30,7 +30,7 @@ pub(super) fn telemetry(
     app: &str,
     instance: &str,
     version: &str,
-) -> Result<Telemetry, BoxError> {
+) -> Result<Telemetry, FleetError> {
     // The tonic exporter must be built inside a tokio runtime (it spawns its connection).
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_tonic()
