@@ -1,7 +1,7 @@
 //! OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
 //!
 //! The request message is taken as raw bytes (a pass-through codec) and decoded here, by the
-//! wire reader of [`crate::view`] (prost when it refuses), so an undecodable message answers
+//! wire reader of [`crate::wire`] (prost when it refuses), so an undecodable message answers
 //! INVALID_ARGUMENT naming the problem (OTLP/gRPC) rather than tonic's generic INTERNAL. gzip
 //! request compression is accepted; the message size limit is the receiver's body limit, after
 //! decompression, and a message past it answers RESOURCE_EXHAUSTED without `RetryInfo`

@@ -138,7 +138,7 @@ impl Receiver {
     }
 
     /// Converts a protobuf `ExportTraceServiceRequest` body and stores its rows, as
-    /// [`Receiver::export`] does. The body is read by the wire reader of [`crate::view`]
+    /// [`Receiver::export`] does. The body is read by the wire reader of [`crate::wire`]
     /// (prost decides when the wire reader refuses it), on the blocking pool, borrowing from
     /// `body` (no copy).
     ///
@@ -152,9 +152,9 @@ impl Receiver {
     ) -> Result<Accepted, IngestError> {
         let options = Arc::clone(&self.options);
         let converted = self
-            .blocking(move || match crate::view::decode_request(&body) {
-                Ok(crate::view::Decoded::View(view)) => Ok(convert_view(&view, &options)),
-                Ok(crate::view::Decoded::Prost(request)) => Ok(convert_request(&request, &options)),
+            .blocking(move || match crate::wire::decode_request(&body) {
+                Ok(crate::wire::Decoded::View(view)) => Ok(convert_view(&view, &options)),
+                Ok(crate::wire::Decoded::Prost(request)) => Ok(convert_request(&request, &options)),
                 Err(e) => Err(IngestError::BadData(format!(
                     "invalid protobuf ExportTraceServiceRequest: {e}"
                 ))),

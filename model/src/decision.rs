@@ -290,8 +290,8 @@ pub enum DecisionSource {
 }
 
 impl DecisionSource {
-    /// The attribute key.
-    pub fn as_str(self) -> &'static str {
+    /// The attribute key (a `const fn`, so the collector can match on it).
+    pub const fn as_str(self) -> &'static str {
         match self {
             Self::Attribute => "x-deploy-channel-type",
             Self::BaggageAttribute => "baggage.x-deploy-channel-type",

@@ -9,6 +9,15 @@ use std::sync::{Arc, OnceLock};
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
+/// The version of the `spans` layout below, for the Parquet key-value metadata of each file
+/// (under [`SCHEMA_VERSION_KEY`], written as decimal text) so a reader can tell which layout a
+/// file was written with. Raise it when a column is added, removed, renamed, or changes type,
+/// nullability or meaning.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The Parquet key-value metadata key holding [`SCHEMA_VERSION`].
+pub const SCHEMA_VERSION_KEY: &str = "dyeline.spans.schema_version";
+
 /// Column names, in schema order.
 pub mod col {
     /// Lower-case hex, 32 characters.

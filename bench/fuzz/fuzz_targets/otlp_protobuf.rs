@@ -1,9 +1,9 @@
 //! OTLP/protobuf decoding, then conversion to rows: neither may panic on any input. The wire
-//! reader (`dyeline_collector::view`) must take no body prost refuses, and must read what
+//! reader (`dyeline_collector::wire`) must take no body prost refuses, and must read what
 //! prost reads; no more spans are counted as having truncated decisions than were converted.
 #![no_main]
 
-use dyeline_collector::view::RequestView;
+use dyeline_collector::wire::RequestView;
 use libfuzzer_sys::fuzz_target;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;

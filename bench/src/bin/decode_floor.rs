@@ -1,7 +1,7 @@
 //! The floor of the ingest path: raw `prost` decode of the same requests `loadgen` sends, on
 //! one core. Also times the OTLP → Arrow conversion (`convert_request`, in process, no I/O) and
 //! sums the Arrow memory of the converted rows; then the receivers' own path: the wire reader
-//! (`view::RequestView::decode`, no prost message) and conversion, and that plus the store's
+//! (`wire::RequestView::decode`, no prost message) and conversion, and that plus the store's
 //! WAL record encoding (`segment::encode_record`: LZ4 Arrow IPC), and its bytes per span (and
 //! the encoding alone); and the flusher thread's part: the rows sealed as in-memory Parquet,
 //! `SEAL_ROWS` at a time (`seal::encode_parts`; its sort, `part::storage_order`, also
@@ -39,8 +39,8 @@ struct Args {
 }
 
 /// The wire reader's views of one request body.
-fn wire(body: &[u8]) -> dyeline_collector::view::RequestView<'_> {
-    dyeline_collector::view::RequestView::decode(body).expect("wire decode")
+fn wire(body: &[u8]) -> dyeline_collector::wire::RequestView<'_> {
+    dyeline_collector::wire::RequestView::decode(body).expect("wire decode")
 }
 
 /// Median wall seconds of `reps` runs of `pass` (one pass over every request); its argument

@@ -71,7 +71,7 @@ fn main() {
             .iter()
             .map(|&i| {
                 let body = dyeline_bench::request(1, i, 1000).encode_to_vec();
-                let view = dyeline_collector::view::RequestView::decode(&body).expect("decode");
+                let view = dyeline_collector::wire::RequestView::decode(&body).expect("decode");
                 let batch = dyeline_collector::convert_view(&view, &options)
                     .expect("convert")
                     .batch

@@ -1,24 +1,10 @@
 //! Unit and property tests of the OTLP → Arrow conversion.
 
+use super::attrs::{find, source_slot, string_values};
 use super::*;
+use dyeline_model::decision::read_decision;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 use proptest::prelude::*;
-
-#[test]
-fn json_strings_escape_like_serde_json() {
-    for s in [
-        "plain",
-        "quote \" and \\ back",
-        "line\nbreak\ttab\r",
-        "\u{1}\u{8}\u{c}\u{1f}\u{7f}",
-        "ünï ☃ 🎉",
-        "",
-    ] {
-        let mut out = String::new();
-        write_json_str(&mut out, s);
-        assert_eq!(out, serde_json::to_string(s).unwrap(), "{s:?}");
-    }
-}
 
 /// Attribute keys the one-pass lookup knows, and others.
 const KEYS: [&str; 13] = [
@@ -91,7 +77,7 @@ proptest! {
         order in prop::sample::subsequence(DecisionSource::DEFAULT_ORDER.to_vec(), 0..=3)
             .prop_shuffle(),
     ) {
-        let attrs = crate::view::kvs(&attrs);
+        let attrs = crate::wire::kvs(&attrs);
         let found = SpanAttrs::of(&attrs);
         let slots = [
             ("job.name", found.job_name),
@@ -124,27 +110,6 @@ proptest! {
             );
         }
     }
-}
-
-#[test]
-fn a_full_memo_still_parses_new_texts() {
-    let mut memo = DecisionMemo::default();
-    for i in 0..MEMO_MAX + 3 {
-        let attrs = vec![KeyValue {
-            key: "x-deploy-channel-type".into(),
-            value: Some(AnyValue {
-                value: Some(Value::StringValue(format!("ch{i}=green"))),
-            }),
-            ..Default::default()
-        }];
-        let attrs = crate::view::kvs(&attrs);
-        let found = SpanAttrs::of(&attrs);
-        let got = memo.find(&DecisionSource::DEFAULT_ORDER, &found);
-        let (_, text, d) = memo.resolve(got.as_ref().unwrap());
-        assert_eq!(text, format!("ch{i}=green"));
-        assert_eq!(d.get(&format!("ch{i}")), Some(dyeline_model::Color::Green));
-    }
-    assert_eq!(memo.entries.len(), MEMO_MAX);
 }
 
 #[test]

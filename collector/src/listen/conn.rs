@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -22,51 +22,12 @@ use http::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::conn_state::{ConnState, NOT_BLOCKED};
 use super::request::{ConnService, LimitedBody};
 use super::{BoxError, CLOSE_GRACE, Protocols, Shared};
-
-/// One connection's state, seen by its task, its requests and the admission of others.
-pub(crate) struct ConnState {
-    id: u64,
-    /// Requests in flight.
-    in_flight: AtomicUsize,
-    /// When the connection was accepted or its last request ended (ms since the epoch).
-    idle_since_ms: AtomicU64,
-    /// Since when writes have been refused by a full socket (ms since the epoch), or
-    /// [`NOT_BLOCKED`].
-    write_blocked_since_ms: AtomicU64,
-    /// Set once the server has decided to close it (idle, evicted, shutting down).
-    closing: AtomicBool,
-    /// Wakes the task to close the connection (eviction).
-    evict: Notify,
-}
-
-impl ConnState {
-    pub(crate) fn request_started(&self) {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-    }
-
-    pub(crate) fn request_ended(&self, now_ms: u64) {
-        self.idle_since_ms.store(now_ms, Ordering::Release);
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    fn idle(&self) -> bool {
-        self.in_flight.load(Ordering::Acquire) == 0
-    }
-
-    /// How long writes have been blocked, if they are.
-    fn write_blocked_for(&self, now_ms: u64) -> Option<Duration> {
-        let since = self.write_blocked_since_ms.load(Ordering::Acquire);
-        (since != NOT_BLOCKED).then(|| Duration::from_millis(now_ms.saturating_sub(since)))
-    }
-}
-
-/// [`ConnState::write_blocked_since_ms`] when writes are not blocked.
-const NOT_BLOCKED: u64 = u64::MAX;
 
 /// The accepted socket, noting in its [`ConnState`] since when a write has found it full.
 struct Tracked {
@@ -143,14 +104,10 @@ pub(crate) struct Connections {
 
 impl Connections {
     fn insert(&self, now_ms: u64) -> Arc<ConnState> {
-        let state = Arc::new(ConnState {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            in_flight: AtomicUsize::new(0),
-            idle_since_ms: AtomicU64::new(now_ms),
-            write_blocked_since_ms: AtomicU64::new(NOT_BLOCKED),
-            closing: AtomicBool::new(false),
-            evict: Notify::new(),
-        });
+        let state = Arc::new(ConnState::new(
+            self.next_id.fetch_add(1, Ordering::Relaxed),
+            now_ms,
+        ));
         self.active.fetch_add(1, Ordering::AcqRel);
         self.open
             .lock()

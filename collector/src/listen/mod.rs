@@ -21,6 +21,7 @@
 //! Does not own what a request means: the services (tonic, axum routers) are given to it.
 
 mod conn;
+mod conn_state;
 mod metrics;
 mod nofile;
 mod request;

@@ -16,7 +16,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tonic_types::{ErrorDetails, StatusExt};
 
-use super::conn::ConnState;
+use super::conn_state::ConnState;
 use super::{BoxError, Shared};
 
 /// The delay a refused client is asked to wait before retrying.

@@ -1,0 +1,202 @@
+//! The attributes conversion reads: the keys promoted to columns (as `KEY_*` consts, one place
+//! for each spelling), a span's attributes found in one pass ([`SpanAttrs`]) and a resource's
+//! values computed once for all its spans ([`ResourceInfo`]).
+//!
+//! Owns which keys become columns and the fallbacks between them (`service.instance.id`, else
+//! `host.name`, else `k8s.pod.name`; `unknown_service` for a resource with no name). Does not
+//! own the decision grammar (`dyeline_model::decision`) nor the colour rules.
+
+use dyeline_model::{ColorRules, DecisionSource};
+
+use super::json_out::write_json_object;
+use crate::wire::{Kv, Val};
+
+/// Resource `service.name` (column `service_name`).
+pub(super) const KEY_SERVICE_NAME: &str = "service.name";
+/// Resource `service.version` (column `service_version`).
+pub(super) const KEY_SERVICE_VERSION: &str = "service.version";
+/// Resource `service.instance.id`, the first choice for column `instance_id`.
+pub(super) const KEY_SERVICE_INSTANCE_ID: &str = "service.instance.id";
+/// Resource `host.name` (column `host_name`, and the second choice for `instance_id`).
+pub(super) const KEY_HOST_NAME: &str = "host.name";
+/// Resource `k8s.pod.name`, the third choice for `instance_id` (not promoted: it stays in
+/// `resource_attributes`).
+pub(super) const KEY_K8S_POD_NAME: &str = "k8s.pod.name";
+/// Span `job.name` (column `job_name`).
+pub(super) const KEY_JOB_NAME: &str = "job.name";
+/// Span `http.response.status_code` (column `http_status_code`).
+pub(super) const KEY_HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
+/// Span `http.status_code`, the legacy key of `http_status_code`.
+pub(super) const KEY_HTTP_STATUS_CODE: &str = "http.status_code";
+/// Span `rpc.grpc.status_code` (column `rpc_grpc_status_code`).
+pub(super) const KEY_RPC_GRPC_STATUS_CODE: &str = "rpc.grpc.status_code";
+/// Span `messaging.system` (column `messaging_system`).
+pub(super) const KEY_MESSAGING_SYSTEM: &str = "messaging.system";
+/// Span `messaging.consumer.group.name` (column `consumer_group`).
+pub(super) const KEY_MESSAGING_CONSUMER_GROUP_NAME: &str = "messaging.consumer.group.name";
+/// Span `messaging.rocketmq.client_group`, the fallback of `consumer_group`.
+pub(super) const KEY_MESSAGING_ROCKETMQ_CLIENT_GROUP: &str = "messaging.rocketmq.client_group";
+/// The span attribute of [`DecisionSource::Attribute`].
+const KEY_DECISION_ATTRIBUTE: &str = DecisionSource::Attribute.as_str();
+/// The span attribute of [`DecisionSource::BaggageAttribute`].
+const KEY_DECISION_BAGGAGE_ATTRIBUTE: &str = DecisionSource::BaggageAttribute.as_str();
+/// The span attribute of [`DecisionSource::BaggageHeader`].
+const KEY_DECISION_BAGGAGE_HEADER: &str = DecisionSource::BaggageHeader.as_str();
+
+/// Resource attribute keys promoted to columns (left out of `resource_attributes`).
+const PROMOTED_RESOURCE: [&str; 4] = [
+    KEY_SERVICE_NAME,
+    KEY_SERVICE_VERSION,
+    KEY_SERVICE_INSTANCE_ID,
+    KEY_HOST_NAME,
+];
+
+fn str_value<'a>(v: &Val<'a>) -> Option<&'a str> {
+    match v {
+        Val::Str(s) => Some(s),
+        _ => None,
+    }
+}
+
+pub(super) fn int_value(v: &Val<'_>) -> Option<i64> {
+    match v {
+        Val::Int(i) => Some(*i),
+        Val::Str(s) => s.trim().parse().ok(),
+        Val::Double(d) if d.fract() == 0.0 && d.abs() < 1e15 => Some(*d as i64),
+        _ => None,
+    }
+}
+
+/// The string values of an attribute as [`read_decision`] takes them: one for a string, the
+/// string items of an array, none for another type or no value.
+///
+/// [`read_decision`]: dyeline_model::decision::read_decision
+pub(super) fn string_values<'a>(v: Option<&Val<'a>>) -> Vec<&'a str> {
+    match v {
+        Some(Val::Str(s)) => vec![*s],
+        Some(Val::Array(a)) => a.iter().filter_map(str_value).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The value of the first attribute named `key` ([`Val::Empty`] when it has none).
+pub(super) fn find<'v, 'a>(attrs: &'v [Kv<'a>], key: &str) -> Option<&'v Val<'a>> {
+    attrs.iter().find(|kv| kv.key == key).map(|kv| &kv.value)
+}
+
+fn find_str<'a>(attrs: &[Kv<'a>], key: &str) -> Option<&'a str> {
+    find(attrs, key).and_then(str_value)
+}
+
+/// True for the span attribute keys promoted to columns (left out of `attributes`).
+pub(super) fn promoted_span(key: &str) -> bool {
+    matches!(
+        key,
+        KEY_MESSAGING_SYSTEM
+            | KEY_MESSAGING_CONSUMER_GROUP_NAME
+            | KEY_MESSAGING_ROCKETMQ_CLIENT_GROUP
+            | KEY_JOB_NAME
+            | KEY_HTTP_RESPONSE_STATUS_CODE
+            | KEY_HTTP_STATUS_CODE
+            | KEY_RPC_GRPC_STATUS_CODE
+    )
+}
+
+/// The slot of a decision source in [`SpanAttrs::decision`].
+pub(super) fn source_slot(source: DecisionSource) -> usize {
+    match source {
+        DecisionSource::Attribute => 0,
+        DecisionSource::BaggageAttribute => 1,
+        DecisionSource::BaggageHeader => 2,
+    }
+}
+
+/// One attribute as a lookup by key finds it: `None` when the key is absent, else its first
+/// occurrence's value ([`Val::Empty`] when it has none).
+type Slot<'v, 'a> = Option<&'v Val<'a>>;
+
+/// The span attributes that conversion reads, found in one pass over the span's attributes
+/// instead of one scan per key. Each slot holds the key's first occurrence, as [`find`] would.
+#[derive(Default)]
+pub(super) struct SpanAttrs<'v, 'a> {
+    pub(super) job_name: Slot<'v, 'a>,
+    pub(super) http_status: Slot<'v, 'a>,
+    pub(super) http_status_legacy: Slot<'v, 'a>,
+    pub(super) grpc_status: Slot<'v, 'a>,
+    pub(super) messaging_system: Slot<'v, 'a>,
+    pub(super) consumer_group: Slot<'v, 'a>,
+    pub(super) rocketmq_group: Slot<'v, 'a>,
+    /// Indexed by [`source_slot`].
+    pub(super) decision: [Slot<'v, 'a>; 3],
+}
+
+impl<'v, 'a> SpanAttrs<'v, 'a> {
+    pub(super) fn of(attrs: &'v [Kv<'a>]) -> Self {
+        let mut s = Self::default();
+        for kv in attrs {
+            let slot = match kv.key {
+                KEY_JOB_NAME => &mut s.job_name,
+                KEY_HTTP_RESPONSE_STATUS_CODE => &mut s.http_status,
+                KEY_HTTP_STATUS_CODE => &mut s.http_status_legacy,
+                KEY_RPC_GRPC_STATUS_CODE => &mut s.grpc_status,
+                KEY_MESSAGING_SYSTEM => &mut s.messaging_system,
+                KEY_MESSAGING_CONSUMER_GROUP_NAME => &mut s.consumer_group,
+                KEY_MESSAGING_ROCKETMQ_CLIENT_GROUP => &mut s.rocketmq_group,
+                KEY_DECISION_ATTRIBUTE => &mut s.decision[0],
+                KEY_DECISION_BAGGAGE_ATTRIBUTE => &mut s.decision[1],
+                KEY_DECISION_BAGGAGE_HEADER => &mut s.decision[2],
+                _ => continue,
+            };
+            if slot.is_none() {
+                *slot = Some(&kv.value);
+            }
+        }
+        s
+    }
+
+    pub(super) fn get_str(slot: Slot<'v, 'a>) -> Option<&'a str> {
+        slot.and_then(str_value)
+    }
+}
+
+/// Per-resource values, computed once and repeated on each of its spans.
+pub(super) struct ResourceInfo {
+    pub(super) service_name: String,
+    pub(super) service_version: Option<String>,
+    pub(super) instance_id: String,
+    pub(super) host_name: Option<String>,
+    pub(super) color: &'static str,
+    pub(super) color_rule: String,
+    pub(super) attributes_json: String,
+}
+
+/// The value of `service.name` when the resource has none (the SDKs' default prefix).
+pub const UNKNOWN_SERVICE: &str = "unknown_service";
+/// The value of `instance_id` when the resource names no instance.
+pub const UNKNOWN_INSTANCE: &str = "unknown_instance";
+
+pub(super) fn resource_info(attrs: &[Kv<'_>], rules: &ColorRules) -> ResourceInfo {
+    let host_name = find_str(attrs, KEY_HOST_NAME).map(str::to_owned);
+    let instance_id = [KEY_SERVICE_INSTANCE_ID, KEY_HOST_NAME, KEY_K8S_POD_NAME]
+        .iter()
+        .find_map(|k| find_str(attrs, k).filter(|s| !s.is_empty()))
+        .unwrap_or(UNKNOWN_INSTANCE)
+        .to_owned();
+    let resolved = rules.resolve(|k| find_str(attrs, k));
+    let mut attributes_json = String::new();
+    write_json_object(&mut attributes_json, attrs, |k| {
+        PROMOTED_RESOURCE.contains(&k)
+    });
+    ResourceInfo {
+        service_name: find_str(attrs, KEY_SERVICE_NAME)
+            .filter(|s| !s.is_empty())
+            .unwrap_or(UNKNOWN_SERVICE)
+            .to_owned(),
+        service_version: find_str(attrs, KEY_SERVICE_VERSION).map(str::to_owned),
+        instance_id,
+        host_name,
+        color: resolved.color.as_str(),
+        color_rule: resolved.rule.to_owned(),
+        attributes_json,
+    }
+}
