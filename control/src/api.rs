@@ -13,6 +13,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use dyeline_model::time::parse_time;
 use dyeline_model::weights::{Weights, count_aware_weights, weights};
 use futures::Stream;
 use serde::{Deserialize, Serialize};
@@ -744,23 +745,6 @@ async fn channel_events_stream(
         .into_response())
 }
 
-/// Parses a time given as RFC 3339 or Unix nanoseconds.
-///
-/// # Errors
-/// [`ControlError::InvalidQuery`] naming the text.
-pub fn parse_time(text: &str) -> Result<i64, ControlError> {
-    let t = text.trim();
-    if let Ok(n) = t.parse::<i64>() {
-        return Ok(n);
-    }
-    chrono::DateTime::parse_from_rfc3339(t)
-        .ok()
-        .and_then(|d| d.timestamp_nanos_opt())
-        .ok_or_else(|| {
-            ControlError::InvalidQuery(format!("{text:?} is neither RFC 3339 nor Unix nanoseconds"))
-        })
-}
-
 /// Query of the timeline route.
 #[derive(Deserialize, IntoParams)]
 pub struct TimelineQuery {
@@ -886,18 +870,5 @@ mod tests {
             distinct.len()
         );
         assert_eq!(apply_delay("x", Duration::ZERO), Duration::ZERO);
-    }
-
-    #[test]
-    fn times_parse_as_rfc3339_or_nanos() {
-        assert_eq!(
-            parse_time("1735732800000000000").unwrap(),
-            1_735_732_800_000_000_000
-        );
-        assert_eq!(
-            parse_time("2025-01-01T12:00:00Z").unwrap(),
-            1_735_732_800_000_000_000
-        );
-        assert!(parse_time("yesterday").is_err());
     }
 }

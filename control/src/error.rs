@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use dyeline_model::time::BadTime;
 use serde_json::json;
 
 /// Why a control-plane request was refused. Every refused request changes nothing.
@@ -128,6 +129,12 @@ impl ControlError {
             Forbidden(_) => "forbidden",
             Storage(_) => "storage",
         }
+    }
+}
+
+impl From<BadTime> for ControlError {
+    fn from(e: BadTime) -> Self {
+        ControlError::InvalidQuery(e.to_string())
     }
 }
 

@@ -6,9 +6,10 @@
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use dyeline_model::ChannelId;
+use dyeline_model::time::{UnixNanos, now_unix_nano, rfc3339};
 use parking_lot::RwLock;
 use serde::Serialize;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -19,7 +20,7 @@ use utoipa::ToSchema;
 use crate::error::ControlError;
 use crate::events::{EventBody, EventKind, app_events, channel_events};
 use crate::state::{Channel, Channels, Effective, Op};
-use crate::timeline::{Timeline, TimelineChannel, TimelineDoc, TimelineEvent, UnixNanos};
+use crate::timeline::{Timeline, TimelineChannel, TimelineDoc, TimelineEvent};
 
 /// The control database's file name inside the data dir.
 pub const DB_FILE: &str = "control.db";
@@ -158,19 +159,6 @@ pub struct ImportReport {
     /// Operations already present (same time, channel and op) and skipped, so a re-import
     /// changes nothing.
     pub skipped: usize,
-}
-
-/// Current Unix time in nanoseconds.
-pub fn now_unix_nano() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
-/// RFC 3339 UTC text of Unix nanoseconds.
-pub fn rfc3339(t_unix_nano: i64) -> String {
-    chrono::DateTime::from_timestamp_nanos(t_unix_nano)
-        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
 fn op_columns(op: &Op) -> (Option<i64>, Option<String>) {

@@ -5,42 +5,12 @@
 //! the dashboard.
 
 use dyeline_model::ChannelId;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use dyeline_model::time::UnixNanos;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::ControlError;
 use crate::state::{Channel, Channels, Effective, Op};
-
-/// A time in Unix nanoseconds. JSON: a decimal string (as written; exact beyond 2^53) or a
-/// number (as read).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, ToSchema)]
-#[schema(value_type = String, example = "1735732800000000000")]
-pub struct UnixNanos(pub i64);
-
-impl Serialize for UnixNanos {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for UnixNanos {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Repr {
-            Int(i64),
-            Text(String),
-        }
-        match Repr::deserialize(d)? {
-            Repr::Int(v) => Ok(UnixNanos(v)),
-            Repr::Text(s) => s
-                .trim()
-                .parse()
-                .map(UnixNanos)
-                .map_err(|_| serde::de::Error::custom(format!("{s:?} is not Unix nanoseconds"))),
-        }
-    }
-}
 
 /// A channel of a timeline document with its apps (`global`'s list is empty: it holds every
 /// app). In `GET /api/v1/timeline` these are the channels as they were at the range's start;
@@ -276,18 +246,6 @@ mod tests {
         let changes = tl.changes("order");
         assert_eq!(changes.len(), 3, "{changes:?}");
         assert_eq!(changes[2].effective.blue_percent, 30);
-    }
-
-    #[test]
-    fn nanos_read_from_string_or_number_and_write_as_string() {
-        let a: UnixNanos = serde_json::from_str("\"1735732800000000001\"").unwrap();
-        let b: UnixNanos = serde_json::from_str("1735732800000000001").unwrap();
-        assert_eq!(a, b);
-        assert_eq!(
-            serde_json::to_string(&a).unwrap(),
-            "\"1735732800000000001\""
-        );
-        assert!(serde_json::from_str::<UnixNanos>("\"soon\"").is_err());
     }
 
     #[test]

@@ -113,9 +113,7 @@ impl DashboardAdapter {
                     return;
                 }
             };
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as i64 * 1_000_000_000);
+            let now = dyeline_ui::range::now_whole_seconds();
             let Ok(range) = dyeline_ui::range::resolve(None, None, now, newest) else {
                 return;
             };
