@@ -13,6 +13,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use dyeline_model::release::{Channel, Effective, Op, ReleaseError, TimelineDoc};
 use dyeline_model::time::parse_time;
 use dyeline_model::weights::{Weights, count_aware_weights, weights};
 use futures::Stream;
@@ -26,8 +27,6 @@ use utoipa_axum::routes;
 use crate::auth::{Access, Auth};
 use crate::error::ControlError;
 use crate::plane::{ControlPlane, Cursor, Event, WriteOutcome, normalize_note};
-use crate::state::{Channel, Effective, Op};
-use crate::timeline::TimelineDoc;
 
 /// What the control routes share.
 pub struct ControlApi {
@@ -241,10 +240,10 @@ async fn put_channel(
                 )));
             }
             let apps = m.remove("apps").ok_or_else(|| {
-                ControlError::InvalidApps(format!("apps is missing; expected {shape}"))
+                ReleaseError::InvalidApps(format!("apps is missing; expected {shape}"))
             })?;
             let apps: Vec<String> = serde_json::from_value(apps)
-                .map_err(|_| ControlError::InvalidApps("apps must be a list of strings".into()))?;
+                .map_err(|_| ReleaseError::InvalidApps("apps must be a list of strings".into()))?;
             Ok((Op::Apps(apps), None))
         },
         status,
@@ -388,26 +387,26 @@ pub struct RatioBody {
 ///
 /// # Errors
 /// [`ControlError::InvalidBody`] for a missing or non-object body;
-/// [`ControlError::InvalidBluePercent`] for a missing, fractional, textual or out-of-range
+/// [`ReleaseError::InvalidBluePercent`] for a missing, fractional, textual or out-of-range
 /// value (checked first); [`ControlError::InvalidNote`] for a note that is not a string or
 /// is longer than [`crate::plane::NOTE_MAX_CHARS`] characters.
 pub fn parse_ratio_body(body: &[u8]) -> Result<RatioBody, ControlError> {
     let shape = "{\"blue_percent\": 0..100}";
     let m = json_object(body, shape)?;
     let blue_percent = match m.get("blue_percent") {
-        None => Err(ControlError::InvalidBluePercent(format!(
+        None => Err(ReleaseError::InvalidBluePercent(format!(
             "blue_percent is missing; expected {shape}"
         ))),
         Some(Value::Number(n)) => match n.as_i64() {
             Some(r @ 0..=100) => Ok(r as u8),
-            Some(r) => Err(ControlError::InvalidBluePercent(format!(
+            Some(r) => Err(ReleaseError::InvalidBluePercent(format!(
                 "blue_percent {r} is outside 0..=100"
             ))),
-            None => Err(ControlError::InvalidBluePercent(format!(
+            None => Err(ReleaseError::InvalidBluePercent(format!(
                 "blue_percent {n} is not an integer 0..=100"
             ))),
         },
-        Some(other) => Err(ControlError::InvalidBluePercent(format!(
+        Some(other) => Err(ReleaseError::InvalidBluePercent(format!(
             "blue_percent must be a JSON integer 0..=100, not {other}"
         ))),
     }?;

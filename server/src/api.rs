@@ -14,6 +14,7 @@ use axum::{Json, Router};
 use dyeline_control::api::ControlApi;
 use dyeline_control::auth::{Access, Auth};
 use dyeline_control::{ControlError, ControlPlane};
+use dyeline_model::release::ReleaseError;
 use dyeline_model::time::{BadTime, now_unix_nano, parse_time};
 use dyeline_queries::alerts::AlertState;
 use dyeline_queries::analyze::cache::{count_windows_once, load_once};
@@ -404,7 +405,7 @@ async fn channel_summary(
     state.auth.authorize(&headers, Access::Read)?;
     let timeline = state.plane.timeline();
     if state.plane.channel(&id).is_err() && !timeline.ops().any(|(_, c, _)| c.as_str() == id) {
-        return Err(ControlError::ChannelNotFound(id).into());
+        return Err(ControlError::from(ReleaseError::ChannelNotFound(id)).into());
     }
     let minute_end = {
         let m = dyeline_queries::rollup::MINUTE_NS;

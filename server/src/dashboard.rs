@@ -20,10 +20,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use axum::http::{HeaderMap, HeaderValue, header};
+use dyeline_control::ControlError;
 use dyeline_control::auth::Access;
-use dyeline_control::state::{Op, ReleaseState};
-use dyeline_control::{ControlError, Timeline};
 use dyeline_model::Color;
+use dyeline_model::release::{Op, ReleaseState, Timeline};
 use dyeline_model::weights::count_aware_weights;
 use dyeline_queries::alerts::AlertState;
 use dyeline_queries::analyze::cache::{SpanCache, load_cached};

@@ -4,13 +4,13 @@
 //! of any app at any instant ([`Timeline::effective_at`], domain §4), used by the analyzer and
 //! the dashboard.
 
-use dyeline_model::ChannelId;
-use dyeline_model::time::UnixNanos;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::error::ControlError;
-use crate::state::{Channel, Channels, Effective, Op};
+use super::channels::{Channel, Channels, Effective, Op};
+use super::error::ReleaseError;
+use crate::ids::ChannelId;
+use crate::time::UnixNanos;
 
 /// A channel of a timeline document with its apps (`global`'s list is empty: it holds every
 /// app). In `GET /api/v1/timeline` these are the channels as they were at the range's start;
@@ -56,11 +56,11 @@ impl TimelineEvent {
     /// The operation this event records.
     ///
     /// # Errors
-    /// [`ControlError::InvalidTimeline`] for an unknown op, a ratio without an integer
+    /// [`ReleaseError::InvalidTimeline`] for an unknown op, a ratio without an integer
     /// blue_percent in 0..=100, an apps op without apps, or an invalid channel id.
-    pub fn to_op(&self) -> Result<(ChannelId, Op), ControlError> {
+    pub fn to_op(&self) -> Result<(ChannelId, Op), ReleaseError> {
         let id = ChannelId::new(&self.channel).map_err(|_| {
-            ControlError::InvalidTimeline(format!("channel id {:?} is invalid", self.channel))
+            ReleaseError::InvalidTimeline(format!("channel id {:?} is invalid", self.channel))
         })?;
         let op = match self.op.as_str() {
             "start" => Op::Start,
@@ -68,7 +68,7 @@ impl TimelineEvent {
             "ratio" => match self.blue_percent {
                 Some(r @ 0..=100) => Op::Ratio(r as u8),
                 other => {
-                    return Err(ControlError::InvalidTimeline(format!(
+                    return Err(ReleaseError::InvalidTimeline(format!(
                         "ratio on {:?} at {} needs blue_percent 0..=100, got {other:?}",
                         self.channel, self.t_unix_nano.0
                     )));
@@ -77,14 +77,14 @@ impl TimelineEvent {
             "apps" => match &self.apps {
                 Some(apps) => Op::Apps(apps.clone()),
                 None => {
-                    return Err(ControlError::InvalidTimeline(format!(
+                    return Err(ReleaseError::InvalidTimeline(format!(
                         "apps op on {:?} has no apps list",
                         self.channel
                     )));
                 }
             },
             other => {
-                return Err(ControlError::InvalidTimeline(format!(
+                return Err(ReleaseError::InvalidTimeline(format!(
                     "op {other:?} is not start, ratio, finish or apps"
                 )));
             }
@@ -132,13 +132,13 @@ impl Timeline {
     /// happened, not a request to validate), in `t_unix_nano` order, ties in document order.
     ///
     /// # Errors
-    /// [`ControlError::InvalidTimeline`] for an event that does not parse
+    /// [`ReleaseError::InvalidTimeline`] for an event that does not parse
     /// ([`TimelineEvent::to_op`]) or an invalid channel id.
-    pub fn from_doc(doc: &TimelineDoc) -> Result<Self, ControlError> {
+    pub fn from_doc(doc: &TimelineDoc) -> Result<Self, ReleaseError> {
         let mut initial = Channels::new();
         for ch in &doc.channels {
             let id = ChannelId::new(&ch.id).map_err(|_| {
-                ControlError::InvalidTimeline(format!("channel id {:?} is invalid", ch.id))
+                ReleaseError::InvalidTimeline(format!("channel id {:?} is invalid", ch.id))
             })?;
             if !id.is_global() {
                 initial.apply(&id, &Op::Apps(ch.apps.clone()));
@@ -220,7 +220,7 @@ mod tests {
     use super::*;
 
     const FIXTURE: &str =
-        include_str!("../../../shared/fixtures/analysis/release-small/timeline.json");
+        include_str!("../../../../shared/fixtures/analysis/release-small/timeline.json");
 
     #[test]
     fn release_small_timeline_answers_point_queries() {
