@@ -11,6 +11,6 @@ pub mod error;
 pub mod plane;
 pub mod throttle;
 
-pub use auth::{ApiToken, Auth, Role};
+pub use auth::{ApiToken, Auth, Identity, Role};
 pub use error::ControlError;
 pub use plane::{ControlPlane, Cursor, Event, ImportReport, OpRecord};
