@@ -254,9 +254,9 @@ mod tests {
         h
     }
 
-    #[test]
-    fn writes_need_a_write_token_reads_are_open_by_default() {
-        let auth = Auth::new(
+    /// Open reads; `alice` (`s3cret`) writes, `ro` (`look`) reads.
+    fn alice_and_ro() -> Auth {
+        Auth::new(
             vec![
                 ApiToken {
                     name: "alice".into(),
@@ -270,7 +270,12 @@ mod tests {
                 },
             ],
             false,
-        );
+        )
+    }
+
+    #[test]
+    fn writes_need_a_write_token_reads_are_open_by_default() {
+        let auth = alice_and_ro();
         assert_eq!(auth.authorize(&headers(None), Access::Read).unwrap(), None);
         assert_eq!(
             auth.authorize(&headers(None), Access::Write)
@@ -356,21 +361,7 @@ mod tests {
 
     #[test]
     fn identify_names_the_token_and_its_role() {
-        let auth = Auth::new(
-            vec![
-                ApiToken {
-                    name: "alice".into(),
-                    token: "s3cret".into(),
-                    role: Role::Write,
-                },
-                ApiToken {
-                    name: "ro".into(),
-                    token: "look".into(),
-                    role: Role::Read,
-                },
-            ],
-            false,
-        );
+        let auth = alice_and_ro();
         assert_eq!(
             auth.identify("s3cret").unwrap(),
             Identity {
