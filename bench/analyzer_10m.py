@@ -288,7 +288,7 @@ def baseline(exe, capture, work):
 
 def effective_intervals(timeline_path):
     """Per app, [since, until) intervals with its effective channel and blue_percent (domain
-    section 4), replayed like control/src/timeline.rs: ops in time order (ties in document
+    section 4), replayed like model/src/release/timeline.rs: ops in time order (ties in document
     order), a change only where the effective configuration differs, empty intervals dropped."""
     with open(timeline_path) as f:
         doc = json.load(f)

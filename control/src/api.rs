@@ -13,6 +13,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use dyeline_model::release::{Channel, Effective, Op, ReleaseError, TimelineDoc};
+use dyeline_model::time::parse_time;
 use dyeline_model::weights::{Weights, count_aware_weights, weights};
 use futures::Stream;
 use serde::{Deserialize, Serialize};
@@ -25,8 +27,6 @@ use utoipa_axum::routes;
 use crate::auth::{Access, Auth};
 use crate::error::ControlError;
 use crate::plane::{ControlPlane, Cursor, Event, WriteOutcome, normalize_note};
-use crate::state::{Channel, Effective, Op};
-use crate::timeline::TimelineDoc;
 
 /// What the control routes share.
 pub struct ControlApi {
@@ -240,10 +240,10 @@ async fn put_channel(
                 )));
             }
             let apps = m.remove("apps").ok_or_else(|| {
-                ControlError::InvalidApps(format!("apps is missing; expected {shape}"))
+                ReleaseError::InvalidApps(format!("apps is missing; expected {shape}"))
             })?;
             let apps: Vec<String> = serde_json::from_value(apps)
-                .map_err(|_| ControlError::InvalidApps("apps must be a list of strings".into()))?;
+                .map_err(|_| ReleaseError::InvalidApps("apps must be a list of strings".into()))?;
             Ok((Op::Apps(apps), None))
         },
         status,
@@ -387,26 +387,26 @@ pub struct RatioBody {
 ///
 /// # Errors
 /// [`ControlError::InvalidBody`] for a missing or non-object body;
-/// [`ControlError::InvalidBluePercent`] for a missing, fractional, textual or out-of-range
+/// [`ReleaseError::InvalidBluePercent`] for a missing, fractional, textual or out-of-range
 /// value (checked first); [`ControlError::InvalidNote`] for a note that is not a string or
 /// is longer than [`crate::plane::NOTE_MAX_CHARS`] characters.
 pub fn parse_ratio_body(body: &[u8]) -> Result<RatioBody, ControlError> {
     let shape = "{\"blue_percent\": 0..100}";
     let m = json_object(body, shape)?;
     let blue_percent = match m.get("blue_percent") {
-        None => Err(ControlError::InvalidBluePercent(format!(
+        None => Err(ReleaseError::InvalidBluePercent(format!(
             "blue_percent is missing; expected {shape}"
         ))),
         Some(Value::Number(n)) => match n.as_i64() {
             Some(r @ 0..=100) => Ok(r as u8),
-            Some(r) => Err(ControlError::InvalidBluePercent(format!(
+            Some(r) => Err(ReleaseError::InvalidBluePercent(format!(
                 "blue_percent {r} is outside 0..=100"
             ))),
-            None => Err(ControlError::InvalidBluePercent(format!(
+            None => Err(ReleaseError::InvalidBluePercent(format!(
                 "blue_percent {n} is not an integer 0..=100"
             ))),
         },
-        Some(other) => Err(ControlError::InvalidBluePercent(format!(
+        Some(other) => Err(ReleaseError::InvalidBluePercent(format!(
             "blue_percent must be a JSON integer 0..=100, not {other}"
         ))),
     }?;
@@ -744,23 +744,6 @@ async fn channel_events_stream(
         .into_response())
 }
 
-/// Parses a time given as RFC 3339 or Unix nanoseconds.
-///
-/// # Errors
-/// [`ControlError::InvalidQuery`] naming the text.
-pub fn parse_time(text: &str) -> Result<i64, ControlError> {
-    let t = text.trim();
-    if let Ok(n) = t.parse::<i64>() {
-        return Ok(n);
-    }
-    chrono::DateTime::parse_from_rfc3339(t)
-        .ok()
-        .and_then(|d| d.timestamp_nanos_opt())
-        .ok_or_else(|| {
-            ControlError::InvalidQuery(format!("{text:?} is neither RFC 3339 nor Unix nanoseconds"))
-        })
-}
-
 /// Query of the timeline route.
 #[derive(Deserialize, IntoParams)]
 pub struct TimelineQuery {
@@ -886,18 +869,5 @@ mod tests {
             distinct.len()
         );
         assert_eq!(apply_delay("x", Duration::ZERO), Duration::ZERO);
-    }
-
-    #[test]
-    fn times_parse_as_rfc3339_or_nanos() {
-        assert_eq!(
-            parse_time("1735732800000000000").unwrap(),
-            1_735_732_800_000_000_000
-        );
-        assert_eq!(
-            parse_time("2025-01-01T12:00:00Z").unwrap(),
-            1_735_732_800_000_000_000
-        );
-        assert!(parse_time("yesterday").is_err());
     }
 }

@@ -2,7 +2,8 @@
 //! `DYELINE_API_TOKEN`, one generated at first start when none is configured, their minimum
 //! length, the parsing of `Authorization: Bearer …`, and the one check every request to the API
 //! port goes through ([`Auth::check`]; the server's gate applies it to the whole router, issue
-//! 23). Token values never appear in `Debug` output or logs.
+//! 23), built on who a token is ([`Auth::identify`], which the dashboard's sign-in asks too).
+//! Token values never appear in `Debug` output or logs.
 
 use std::fmt;
 use std::io::Write;
@@ -107,6 +108,15 @@ pub enum Access {
     Write,
 }
 
+/// Who a token belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The token's name, recorded as the actor of its writes.
+    pub name: String,
+    /// What it may do.
+    pub role: Role,
+}
+
 /// The token check of the API.
 #[derive(Clone, Debug, Default)]
 pub struct Auth {
@@ -143,12 +153,12 @@ impl Auth {
 
     /// The check itself, on the credential a request presented (`None`: none; `Some("")`: one
     /// that is not a token): the actor (token name), or `None` for an open read without a
-    /// token. Tokens are compared in constant time.
+    /// token.
     ///
     /// # Errors
     /// [`ControlError::Unauthorized`] (401) without a token where one is needed, or with one
-    /// that is not configured; [`ControlError::Forbidden`] (403) for a write with a `read`
-    /// token.
+    /// that is not configured (see [`Auth::identify`]); [`ControlError::Forbidden`] (403) for
+    /// a write with a `read` token.
     pub fn check(
         &self,
         presented: Option<&str>,
@@ -164,20 +174,37 @@ impl Auth {
             None => return Ok(None),
             Some(p) => p,
         };
+        match self.identify(presented) {
+            Err(_) if !needed && presented.is_empty() => Ok(None),
+            Err(e) => Err(e),
+            Ok(who) if access == Access::Write && who.role == Role::Read => {
+                Err(ControlError::Forbidden(who.name))
+            }
+            Ok(who) => Ok(Some(who.name)),
+        }
+    }
+
+    /// Who `token` is: the configured token it equals (compared in constant time), with its
+    /// name and role. The API's check above and the dashboard's sign-in both ask this.
+    ///
+    /// # Errors
+    /// [`ControlError::Unauthorized`] (401) for a token that is not configured: "the
+    /// Authorization header is not `Bearer <token>`" when it is empty (a credential that was
+    /// not a bearer token), else "the bearer token is not valid".
+    pub fn identify(&self, token: &str) -> Result<Identity, ControlError> {
         let found = self
             .tokens
             .iter()
-            .find(|t| bool::from(t.token.as_bytes().ct_eq(presented.as_bytes())));
+            .find(|t| bool::from(t.token.as_bytes().ct_eq(token.as_bytes())));
         match found {
-            None if !needed && presented.is_empty() => Ok(None),
-            None if presented.is_empty() => Err(ControlError::Unauthorized(
+            Some(t) => Ok(Identity {
+                name: t.name.clone(),
+                role: t.role,
+            }),
+            None if token.is_empty() => Err(ControlError::Unauthorized(
                 "the Authorization header is not `Bearer <token>`",
             )),
             None => Err(ControlError::Unauthorized("the bearer token is not valid")),
-            Some(t) if access == Access::Write && t.role == Role::Read => {
-                Err(ControlError::Forbidden(t.name.clone()))
-            }
-            Some(t) => Ok(Some(t.name.clone())),
         }
     }
 }
@@ -227,9 +254,9 @@ mod tests {
         h
     }
 
-    #[test]
-    fn writes_need_a_write_token_reads_are_open_by_default() {
-        let auth = Auth::new(
+    /// Open reads; `alice` (`s3cret`) writes, `ro` (`look`) reads.
+    fn alice_and_ro() -> Auth {
+        Auth::new(
             vec![
                 ApiToken {
                     name: "alice".into(),
@@ -243,7 +270,12 @@ mod tests {
                 },
             ],
             false,
-        );
+        )
+    }
+
+    #[test]
+    fn writes_need_a_write_token_reads_are_open_by_default() {
+        let auth = alice_and_ro();
         assert_eq!(auth.authorize(&headers(None), Access::Read).unwrap(), None);
         assert_eq!(
             auth.authorize(&headers(None), Access::Write)
@@ -325,6 +357,24 @@ mod tests {
                 .to_string(),
             "the Authorization header is not `Bearer <token>`"
         );
+    }
+
+    #[test]
+    fn identify_names_the_token_and_its_role() {
+        let auth = alice_and_ro();
+        assert_eq!(
+            auth.identify("s3cret").unwrap(),
+            Identity {
+                name: "alice".into(),
+                role: Role::Write
+            }
+        );
+        assert_eq!(auth.identify("look").unwrap().role, Role::Read);
+        assert_eq!(
+            auth.identify("nope").unwrap_err().to_string(),
+            "the bearer token is not valid"
+        );
+        assert_eq!(auth.identify("").unwrap_err().code(), "unauthorized");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use dyeline_model::release::ReleaseError;
+use dyeline_model::time::BadTime;
 use serde_json::json;
 
 /// Why a control-plane request was refused. Every refused request changes nothing.
@@ -12,13 +14,6 @@ pub enum ControlError {
     /// A channel id that is not `[a-z0-9][a-z0-9-]{0,62}` (domain §1). 400 `invalid_channel_id`.
     #[error("channel id {0:?} is invalid: it must match [a-z0-9][a-z0-9-]{{0,62}}")]
     InvalidChannelId(String),
-    /// blue_percent missing, not an integer, or outside 0..=100 (domain §4). 400
-    /// `invalid_blue_percent`.
-    #[error("{0}")]
-    InvalidBluePercent(String),
-    /// An app list that is not a list of non-empty names. 400 `invalid_apps`.
-    #[error("{0}")]
-    InvalidApps(String),
     /// A body that is missing or not the JSON object the route takes. 400 `invalid_body`.
     #[error("{0}")]
     InvalidBody(String),
@@ -32,32 +27,6 @@ pub enum ControlError {
     /// An `If-Match` header that is not `"<version>"` or `*`. 400 `invalid_if_match`.
     #[error("If-Match {0:?} is not a quoted version like \"3\" or *")]
     InvalidIfMatch(String),
-    /// Setting the apps of, or deleting, the implicit `global` channel. 400 `global_channel`.
-    #[error("the global channel holds every app implicitly; it cannot be {0}")]
-    GlobalChannel(&'static str),
-    /// A timeline that cannot be imported. 400 `invalid_timeline`.
-    #[error("invalid timeline: {0}")]
-    InvalidTimeline(String),
-    /// No such channel. 404 `channel_not_found`.
-    #[error("channel {0:?} does not exist")]
-    ChannelNotFound(String),
-    /// `start` on a releasing channel (domain §4). 409 `already_releasing`.
-    #[error("channel {0:?} is already releasing")]
-    AlreadyReleasing(String),
-    /// `ratio` or `finish` on an idle channel (domain §4). 409 `not_releasing`.
-    #[error("channel {0:?} is not releasing")]
-    NotReleasing(String),
-    /// Changing the apps of, or deleting, a releasing channel. 409 `channel_releasing`.
-    #[error("channel {0:?} is releasing: its apps change only while it is idle")]
-    ChannelReleasing(String),
-    /// An app already in another local channel (domain §1). 409 `app_in_other_channel`.
-    #[error("app {app:?} is already in channel {channel:?}")]
-    AppInOtherChannel {
-        /// The app.
-        app: String,
-        /// The local channel that holds it.
-        channel: String,
-    },
     /// `If-Match` named a version other than the channel's. 412 `version_mismatch`.
     #[error("channel {channel:?} is at version {actual}, not {expected}")]
     VersionMismatch {
@@ -77,6 +46,12 @@ pub enum ControlError {
     /// The control database failed. 500 `storage`.
     #[error("control database: {0}")]
     Storage(String),
+    /// An operation or timeline the release rules refuse (its message and code as is): 400
+    /// for `invalid_blue_percent`, `invalid_apps`, `global_channel` and `invalid_timeline`, 404
+    /// for `channel_not_found`, 409 for `already_releasing`, `not_releasing`,
+    /// `channel_releasing` and `app_in_other_channel`.
+    #[error(transparent)]
+    Release(#[from] ReleaseError),
 }
 
 impl ControlError {
@@ -84,24 +59,23 @@ impl ControlError {
     pub fn status(&self) -> StatusCode {
         use ControlError::*;
         match self {
-            InvalidChannelId(_)
-            | InvalidBluePercent(_)
-            | InvalidApps(_)
-            | InvalidBody(_)
-            | InvalidNote(_)
-            | InvalidQuery(_)
-            | InvalidIfMatch(_)
-            | GlobalChannel(_)
-            | InvalidTimeline(_) => StatusCode::BAD_REQUEST,
-            ChannelNotFound(_) => StatusCode::NOT_FOUND,
-            AlreadyReleasing(_)
-            | NotReleasing(_)
-            | ChannelReleasing(_)
-            | AppInOtherChannel { .. } => StatusCode::CONFLICT,
+            InvalidChannelId(_) | InvalidBody(_) | InvalidNote(_) | InvalidQuery(_)
+            | InvalidIfMatch(_) => StatusCode::BAD_REQUEST,
             VersionMismatch { .. } => StatusCode::PRECONDITION_FAILED,
             Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Forbidden(_) => StatusCode::FORBIDDEN,
             Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Release(e) => match e {
+                ReleaseError::InvalidBluePercent(_)
+                | ReleaseError::InvalidApps(_)
+                | ReleaseError::GlobalChannel(_)
+                | ReleaseError::InvalidTimeline(_) => StatusCode::BAD_REQUEST,
+                ReleaseError::ChannelNotFound(_) => StatusCode::NOT_FOUND,
+                ReleaseError::AlreadyReleasing(_)
+                | ReleaseError::NotReleasing(_)
+                | ReleaseError::ChannelReleasing(_)
+                | ReleaseError::AppInOtherChannel { .. } => StatusCode::CONFLICT,
+            },
         }
     }
 
@@ -110,24 +84,22 @@ impl ControlError {
         use ControlError::*;
         match self {
             InvalidChannelId(_) => "invalid_channel_id",
-            InvalidBluePercent(_) => "invalid_blue_percent",
-            InvalidApps(_) => "invalid_apps",
             InvalidBody(_) => "invalid_body",
             InvalidNote(_) => "invalid_note",
             InvalidQuery(_) => "invalid_query",
             InvalidIfMatch(_) => "invalid_if_match",
-            GlobalChannel(_) => "global_channel",
-            InvalidTimeline(_) => "invalid_timeline",
-            ChannelNotFound(_) => "channel_not_found",
-            AlreadyReleasing(_) => "already_releasing",
-            NotReleasing(_) => "not_releasing",
-            ChannelReleasing(_) => "channel_releasing",
-            AppInOtherChannel { .. } => "app_in_other_channel",
             VersionMismatch { .. } => "version_mismatch",
             Unauthorized(_) => "unauthorized",
             Forbidden(_) => "forbidden",
             Storage(_) => "storage",
+            Release(e) => e.code(),
         }
+    }
+}
+
+impl From<BadTime> for ControlError {
+    fn from(e: BadTime) -> Self {
+        ControlError::InvalidQuery(e.to_string())
     }
 }
 
@@ -164,6 +136,7 @@ mod tests {
     #[test]
     fn every_error_has_its_status_and_code() {
         let s = || String::from("x");
+        let release = ControlError::Release;
         let cases = [
             (
                 ControlError::InvalidChannelId(s()),
@@ -171,38 +144,50 @@ mod tests {
                 "invalid_channel_id",
             ),
             (
-                ControlError::InvalidBluePercent(s()),
+                release(ReleaseError::InvalidBluePercent(s())),
                 400,
                 "invalid_blue_percent",
             ),
-            (ControlError::InvalidApps(s()), 400, "invalid_apps"),
+            (release(ReleaseError::InvalidApps(s())), 400, "invalid_apps"),
             (ControlError::InvalidBody(s()), 400, "invalid_body"),
             (ControlError::InvalidNote(s()), 400, "invalid_note"),
             (ControlError::InvalidQuery(s()), 400, "invalid_query"),
             (ControlError::InvalidIfMatch(s()), 400, "invalid_if_match"),
             (
-                ControlError::GlobalChannel("deleted"),
+                release(ReleaseError::GlobalChannel("deleted")),
                 400,
                 "global_channel",
             ),
-            (ControlError::InvalidTimeline(s()), 400, "invalid_timeline"),
-            (ControlError::ChannelNotFound(s()), 404, "channel_not_found"),
             (
-                ControlError::AlreadyReleasing(s()),
+                release(ReleaseError::InvalidTimeline(s())),
+                400,
+                "invalid_timeline",
+            ),
+            (
+                release(ReleaseError::ChannelNotFound(s())),
+                404,
+                "channel_not_found",
+            ),
+            (
+                release(ReleaseError::AlreadyReleasing(s())),
                 409,
                 "already_releasing",
             ),
-            (ControlError::NotReleasing(s()), 409, "not_releasing"),
             (
-                ControlError::ChannelReleasing(s()),
+                release(ReleaseError::NotReleasing(s())),
+                409,
+                "not_releasing",
+            ),
+            (
+                release(ReleaseError::ChannelReleasing(s())),
                 409,
                 "channel_releasing",
             ),
             (
-                ControlError::AppInOtherChannel {
+                release(ReleaseError::AppInOtherChannel {
                     app: s(),
                     channel: s(),
-                },
+                }),
                 409,
                 "app_in_other_channel",
             ),

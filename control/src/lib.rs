@@ -1,21 +1,16 @@
-//! Dyeline's control plane (docs/domain.md §4–5): release channels and their state machine
-//! ([`state`]), the per-app and per-channel event streams derived from each operation
-//! ([`events`]), persistence in SQLite and the numbered history ([`plane`]), the timeline
-//! document and point queries over it ([`timeline`]), API tokens ([`auth`]), the throttling of
-//! failed authentications ([`throttle`]), and the HTTP routes with their OpenAPI description
-//! ([`api`]).
+//! Dyeline's control plane (docs/domain.md §4–5): persistence in SQLite and the numbered
+//! history of the release operations, with the per-app and per-channel event streams
+//! ([`plane`]), API tokens ([`auth`]), the throttling of failed authentications ([`throttle`]),
+//! and the HTTP routes with their OpenAPI description ([`api`]). The rules themselves (channels
+//! and their state machine, event derivation, the timeline) are the pure core in
+//! `dyeline_model::release`; users import them from there.
 
 pub mod api;
 pub mod auth;
 pub mod error;
-pub mod events;
 pub mod plane;
-pub mod state;
 pub mod throttle;
-pub mod timeline;
 
-pub use auth::{ApiToken, Auth, Role};
+pub use auth::{ApiToken, Auth, Identity, Role};
 pub use error::ControlError;
 pub use plane::{ControlPlane, Cursor, Event, ImportReport, OpRecord};
-pub use state::{Channel, Channels, Effective, Op, ReleaseState};
-pub use timeline::{Timeline, TimelineDoc};

@@ -6,9 +6,14 @@
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use dyeline_model::ChannelId;
+use dyeline_model::release::{
+    Channel, Channels, Effective, EventBody, EventKind, Op, ReleaseError, Timeline,
+    TimelineChannel, TimelineDoc, TimelineEvent, app_events, channel_events, normalize_apps,
+};
+use dyeline_model::time::{UnixNanos, now_unix_nano, rfc3339};
 use parking_lot::RwLock;
 use serde::Serialize;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -17,9 +22,6 @@ use tokio::sync::{Mutex, watch};
 use utoipa::ToSchema;
 
 use crate::error::ControlError;
-use crate::events::{EventBody, EventKind, app_events, channel_events};
-use crate::state::{Channel, Channels, Effective, Op};
-use crate::timeline::{Timeline, TimelineChannel, TimelineDoc, TimelineEvent, UnixNanos};
 
 /// The control database's file name inside the data dir.
 pub const DB_FILE: &str = "control.db";
@@ -158,19 +160,6 @@ pub struct ImportReport {
     /// Operations already present (same time, channel and op) and skipped, so a re-import
     /// changes nothing.
     pub skipped: usize,
-}
-
-/// Current Unix time in nanoseconds.
-pub fn now_unix_nano() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
-/// RFC 3339 UTC text of Unix nanoseconds.
-pub fn rfc3339(t_unix_nano: i64) -> String {
-    chrono::DateTime::from_timestamp_nanos(t_unix_nano)
-        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
 fn op_columns(op: &Op) -> (Option<i64>, Option<String>) {
@@ -346,7 +335,7 @@ impl ControlPlane {
     /// One channel now.
     ///
     /// # Errors
-    /// [`ControlError::InvalidChannelId`], [`ControlError::ChannelNotFound`].
+    /// [`ControlError::InvalidChannelId`], [`ReleaseError::ChannelNotFound`].
     pub fn channel(&self, id: &str) -> Result<Channel, ControlError> {
         let id = parse_id(id)?;
         self.history
@@ -354,7 +343,7 @@ impl ControlPlane {
             .current
             .get(id.as_str())
             .cloned()
-            .ok_or_else(|| ControlError::ChannelNotFound(id.to_string()))
+            .ok_or_else(|| ReleaseError::ChannelNotFound(id.to_string()).into())
     }
 
     /// The effective channel and blue_percent of `app` now (domain §4).
@@ -399,7 +388,7 @@ impl ControlPlane {
         let id = parse_id(id)?;
         let note = normalize_note(note)?;
         let op = match op {
-            Op::Apps(apps) => Op::Apps(crate::state::normalize_apps(apps)?),
+            Op::Apps(apps) => Op::Apps(normalize_apps(apps)?),
             other => other,
         };
         let _guard = self.write.lock().await;
@@ -407,13 +396,14 @@ impl ControlPlane {
         if let Op::Ratio(r) = op
             && r > 100
         {
-            return Err(ControlError::InvalidBluePercent(format!(
+            return Err(ReleaseError::InvalidBluePercent(format!(
                 "blue_percent {r} is outside 0..=100"
-            )));
+            ))
+            .into());
         }
         let exists = current.get(id.as_str()).is_some();
         if !exists && !matches!(op, Op::Apps(_)) {
-            return Err(ControlError::ChannelNotFound(id.to_string()));
+            return Err(ReleaseError::ChannelNotFound(id.to_string()).into());
         }
         if let Some(expected) = if_match {
             let actual = current.get(id.as_str()).map_or(0, |c| c.version);
@@ -480,13 +470,13 @@ impl ControlPlane {
     /// The events of channel `id`'s own stream after `after`, in order.
     ///
     /// # Errors
-    /// [`ControlError::InvalidChannelId`]; [`ControlError::ChannelNotFound`] for a channel
+    /// [`ControlError::InvalidChannelId`]; [`ReleaseError::ChannelNotFound`] for a channel
     /// that neither exists nor ever had an operation.
     pub fn channel_events(&self, id: &str, after: Cursor) -> Result<Vec<Event>, ControlError> {
         let id = parse_id(id)?;
         let h = self.history.read();
         if h.current.get(id.as_str()).is_none() && !h.entries.iter().any(|e| e.rec.channel == id) {
-            return Err(ControlError::ChannelNotFound(id.to_string()));
+            return Err(ReleaseError::ChannelNotFound(id.to_string()).into());
         }
         let from = h.entries.partition_point(|e| e.rec.seq < after.seq);
         let mut out = Vec::new();
@@ -588,7 +578,7 @@ impl ControlPlane {
     /// transaction. Live stream subscribers are not notified.
     ///
     /// # Errors
-    /// [`ControlError::InvalidTimeline`] naming the first event that does not parse or is
+    /// [`ReleaseError::InvalidTimeline`] naming the first event that does not parse or is
     /// refused, or whose note is over [`NOTE_MAX_CHARS`] characters; [`ControlError::Storage`].
     pub async fn import(&self, doc: &TimelineDoc) -> Result<ImportReport, ControlError> {
         if self.read_only {
@@ -602,7 +592,7 @@ impl ControlPlane {
         for ev in &doc.events {
             let (id, op) = ev.to_op()?;
             let note = normalize_note(ev.note.as_deref()).map_err(|e| {
-                ControlError::InvalidTimeline(format!(
+                ReleaseError::InvalidTimeline(format!(
                     "{} on {id} at {}: {e}",
                     op.name(),
                     ev.t_unix_nano.0
@@ -619,7 +609,7 @@ impl ControlPlane {
         let mut planned: Vec<(i64, ChannelId, Op, Option<String>)> = Vec::new();
         for ch in &doc.channels {
             let id = parse_id(&ch.id)
-                .map_err(|_| ControlError::InvalidTimeline(format!("channel id {:?}", ch.id)))?;
+                .map_err(|_| ReleaseError::InvalidTimeline(format!("channel id {:?}", ch.id)))?;
             if !id.is_global() {
                 planned.push((t_apps, id, Op::Apps(ch.apps.clone()), None));
             }
@@ -643,9 +633,7 @@ impl ControlPlane {
             // timeline imported twice, or exported by this server and imported back, adds
             // nothing); or an app list equal to the channel's current one.
             let normalized = match &op {
-                Op::Apps(apps) => {
-                    Op::Apps(crate::state::normalize_apps(apps.clone()).unwrap_or_default())
-                }
+                Op::Apps(apps) => Op::Apps(normalize_apps(apps.clone()).unwrap_or_default()),
                 other => other.clone(),
             };
             let recorded = existing
@@ -659,13 +647,14 @@ impl ControlPlane {
                 continue;
             }
             if state.get(id.as_str()).is_none() && !matches!(op, Op::Apps(_)) {
-                return Err(ControlError::InvalidTimeline(format!(
+                return Err(ReleaseError::InvalidTimeline(format!(
                     "event {i} ({} on {id} at {t}): channel {id:?} is not in the timeline's channels",
                     op.name()
-                )));
+                ))
+                .into());
             }
             state.check(&id, &op).map_err(|e| {
-                ControlError::InvalidTimeline(format!(
+                ReleaseError::InvalidTimeline(format!(
                     "event {i} ({} on {id} at {t}): {e}",
                     op.name()
                 ))

@@ -3,11 +3,9 @@
 //! interleavings, restart continuity, timeline import, and operation notes (recorded, shown on
 //! events, kept across restarts and schema upgrades).
 
-use dyeline_control::events::{EventKind, app_events};
 use dyeline_control::plane::{ControlPlane, Cursor, Event};
-use dyeline_control::state::{Channels, Op};
-use dyeline_control::timeline::TimelineDoc;
 use dyeline_model::ChannelId;
+use dyeline_model::release::{Channels, EventKind, Op, TimelineDoc, app_events};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -236,7 +234,7 @@ async fn imported_timeline_is_history_and_reimport_changes_nothing() {
     let times: Vec<i64> = exported.events.iter().map(|e| e.t_unix_nano.0).collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]));
     // the same point answers from the document and from the recorded history
-    let from_doc = dyeline_control::Timeline::from_doc(&doc).unwrap();
+    let from_doc = dyeline_model::release::Timeline::from_doc(&doc).unwrap();
     let recorded = plane.timeline();
     for ev in &doc.events {
         for ch in &doc.channels {
@@ -262,7 +260,7 @@ async fn imported_timeline_is_history_and_reimport_changes_nothing() {
         if let Some(last) = last {
             let releasing = last.op != "finish";
             assert_eq!(
-                ch.state == dyeline_control::ReleaseState::Releasing,
+                ch.state == dyeline_model::release::ReleaseState::Releasing,
                 releasing,
                 "{}",
                 ch.id

@@ -3,14 +3,18 @@
 //! This crate owns the words every other crate speaks (`../shared/docs/domain.md` §1–§5):
 //! trace and span ids ([`ids`]), span kinds, statuses and traffic kinds ([`kinds`]), instance
 //! colours and the configurable rules that resolve them ([`color`]), the per-channel decisions
-//! carried in baggage and their codec ([`decision`]), instance weights ([`weights`]) and the Arrow
-//! schema of the `spans` table ([`schema`]). It does not own transport, storage or analysis.
+//! carried in baggage and their codec ([`decision`]), instance weights ([`weights`]), the Arrow
+//! schema of the `spans` table ([`schema`]), instants in Unix nanoseconds with their text
+//! forms ([`time`]) and the pure core of a release: channels, their events and the timeline
+//! ([`release`]). It does not own transport, storage or analysis.
 
 pub mod color;
 pub mod decision;
 pub mod ids;
 pub mod kinds;
+pub mod release;
 pub mod schema;
+pub mod time;
 pub mod weights;
 
 pub use color::{Color, ColorRule, ColorRules, ResolvedColor};

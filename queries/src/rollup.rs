@@ -21,7 +21,7 @@ use std::hash::{Hash, Hasher};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
-use dyeline_control::Timeline;
+use dyeline_model::release::Timeline;
 use dyeline_model::schema::col;
 use sketches_ddsketch::{Config, DDSketch};
 
@@ -349,8 +349,8 @@ mod tests {
 
     use arrow::array::{BooleanArray, Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
-    use dyeline_control::{Channels, Op};
     use dyeline_model::ChannelId;
+    use dyeline_model::release::{Channels, Op};
 
     use super::*;
 

@@ -5,8 +5,8 @@
 use std::collections::{BTreeSet, HashSet};
 
 use datafusion::prelude::SessionContext;
-use dyeline_control::Timeline;
 use dyeline_model::Color;
+use dyeline_model::release::Timeline;
 use serde::Serialize;
 
 use crate::analyze::load::{Spans, load};

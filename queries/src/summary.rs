@@ -4,9 +4,9 @@
 //! and the cross-colour hops found in the step.
 
 use datafusion::prelude::SessionContext;
-use dyeline_control::Timeline;
-use dyeline_control::state::ReleaseState;
 use dyeline_model::Color;
+use dyeline_model::release::ReleaseState;
+use dyeline_model::release::Timeline;
 use serde::Serialize;
 
 use crate::analyze::load::{Kind, Spans, load};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dyeline_control::ControlPlane;
-use dyeline_control::plane::{now_unix_nano, rfc3339};
+use dyeline_model::time::{now_unix_nano, rfc3339};
 use dyeline_queries::SqlEngine;
 use dyeline_queries::alerts::{Alert, AlertBook, AlertState, Change};
 use dyeline_queries::analyze::windows::window_start;

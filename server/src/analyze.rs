@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use dyeline_control::ControlPlane;
-use dyeline_control::api::parse_time;
+use dyeline_model::time::{parse_time, rfc3339_secs};
 use dyeline_queries::analyze::cache::{count_windows_once, load_once};
 use dyeline_queries::analyze::{Detection, Report, report_of, report_windows};
 use dyeline_store::Store;
@@ -104,10 +104,6 @@ pub async fn analyze_dir(
     Ok(report)
 }
 
-fn ns_text(t: i64) -> String {
-    chrono::DateTime::from_timestamp_nanos(t).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
 /// The report's findings for people: one section per detection (its title and one line per
 /// finding).
 fn sections(r: &Report) -> Vec<(&'static str, Vec<String>)> {
@@ -121,7 +117,7 @@ fn sections(r: &Report) -> Vec<(&'static str, Vec<String>)> {
         };
         lines.push(format!(
             "  {} {} {}({}) → {}({}){} {} {} trace {}",
-            ns_text(h.t_unix_nano),
+            rfc3339_secs(h.t_unix_nano),
             h.channel,
             h.from_app,
             h.from_color.unwrap_or("-"),
@@ -138,7 +134,7 @@ fn sections(r: &Report) -> Vec<(&'static str, Vec<String>)> {
     for m in &r.missing_decisions {
         lines.push(format!(
             "  {} {} {} called by {} {} trace {}",
-            ns_text(m.t_unix_nano),
+            rfc3339_secs(m.t_unix_nano),
             m.channel,
             m.app,
             m.caller_app,
@@ -151,7 +147,7 @@ fn sections(r: &Report) -> Vec<(&'static str, Vec<String>)> {
     for d in &r.drained_side {
         lines.push(format!(
             "  {} {} {} on {} ({}% blue) {}: {} spans on {}",
-            ns_text(d.window_start_unix_nano),
+            rfc3339_secs(d.window_start_unix_nano),
             d.channel,
             d.app,
             d.color,
@@ -166,7 +162,7 @@ fn sections(r: &Report) -> Vec<(&'static str, Vec<String>)> {
     for d in &r.ratio_deviation {
         lines.push(format!(
             "  {} {} {}: blue share {:.1}% of {} requests vs blue_percent {} (weights imply {:.1}%, {}B/{}G instances){}",
-            ns_text(d.window_start_unix_nano),
+            rfc3339_secs(d.window_start_unix_nano),
             d.channel,
             d.app,
             d.blue_share * 100.0,
@@ -183,7 +179,7 @@ fn sections(r: &Report) -> Vec<(&'static str, Vec<String>)> {
     for s in &r.instance_skew {
         lines.push(format!(
             "  {} {} {} {} {}: {} requests, {:.1}× the mean of {} instances",
-            ns_text(s.window_start_unix_nano),
+            rfc3339_secs(s.window_start_unix_nano),
             s.channel,
             s.app,
             s.color,
@@ -198,7 +194,7 @@ fn sections(r: &Report) -> Vec<(&'static str, Vec<String>)> {
     for e in &r.error_spike {
         lines.push(format!(
             "  {} {} {} {}: {:.2}% errors ({} of {}) vs {:.2}% on the other side, p = {:.2e}",
-            ns_text(e.window_start_unix_nano),
+            rfc3339_secs(e.window_start_unix_nano),
             e.channel,
             e.app.as_deref().unwrap_or("(channel)"),
             e.color,

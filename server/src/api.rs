@@ -12,9 +12,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use dyeline_control::api::ControlApi;
-use dyeline_control::api::parse_time;
 use dyeline_control::auth::{Access, Auth};
 use dyeline_control::{ControlError, ControlPlane};
+use dyeline_model::release::ReleaseError;
+use dyeline_model::time::{BadTime, now_unix_nano, parse_time};
 use dyeline_queries::alerts::AlertState;
 use dyeline_queries::analyze::cache::{count_windows_once, load_once};
 use dyeline_queries::analyze::{AnalyzerConfig, Detection, report, report_windows};
@@ -87,6 +88,12 @@ impl IntoResponse for ApiError {
 impl From<ControlError> for ApiError {
     fn from(e: ControlError) -> Self {
         Self::new(e.status(), e.code(), e.to_string())
+    }
+}
+
+impl From<BadTime> for ApiError {
+    fn from(e: BadTime) -> Self {
+        ControlError::from(e).into()
     }
 }
 
@@ -198,7 +205,7 @@ pub const MAX_RANGE_NS: i64 = 24 * 3_600_000_000_000;
 fn range(from: Option<&str>, to: Option<&str>) -> Result<(i64, i64), ApiError> {
     let to = match to {
         Some(t) => parse_time(t)?,
-        None => dyeline_control::plane::now_unix_nano(),
+        None => now_unix_nano(),
     };
     let from = match from {
         Some(t) => parse_time(t)?,
@@ -398,11 +405,11 @@ async fn channel_summary(
     state.auth.authorize(&headers, Access::Read)?;
     let timeline = state.plane.timeline();
     if state.plane.channel(&id).is_err() && !timeline.ops().any(|(_, c, _)| c.as_str() == id) {
-        return Err(ControlError::ChannelNotFound(id).into());
+        return Err(ControlError::from(ReleaseError::ChannelNotFound(id)).into());
     }
     let minute_end = {
         let m = dyeline_queries::rollup::MINUTE_NS;
-        let now = dyeline_control::plane::now_unix_nano();
+        let now = now_unix_nano();
         (now.div_euclid(m) + 1) * m
     };
     let to_text = q.to.clone().unwrap_or_else(|| minute_end.to_string());

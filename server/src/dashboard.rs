@@ -19,11 +19,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use axum::http::{HeaderMap, HeaderValue, header};
-use dyeline_control::auth::Access;
-use dyeline_control::state::{Op, ReleaseState};
-use dyeline_control::{ControlError, Timeline};
+use dyeline_control::{ControlError, Role};
 use dyeline_model::Color;
+use dyeline_model::release::{Op, ReleaseState, Timeline};
 use dyeline_model::weights::count_aware_weights;
 use dyeline_queries::alerts::AlertState;
 use dyeline_queries::analyze::cache::{SpanCache, load_cached};
@@ -113,9 +111,7 @@ impl DashboardAdapter {
                     return;
                 }
             };
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as i64 * 1_000_000_000);
+            let now = dyeline_ui::range::now_whole_seconds();
             let Ok(range) = dyeline_ui::range::resolve(None, None, now, newest) else {
                 return;
             };
@@ -607,22 +603,16 @@ impl DashboardSource for DashboardAdapter {
     }
 
     async fn identify(&self, token: &str) -> Result<Identity, SourceError> {
-        let mut h = HeaderMap::new();
-        let value = HeaderValue::from_str(&format!("Bearer {token}"))
-            .map_err(|_| SourceError::Unauthorized("the token is not valid".into()))?;
-        h.insert(header::AUTHORIZATION, value);
-        match self.inner.state.auth.authorize(&h, Access::Write) {
-            Ok(Some(name)) => Ok(Identity {
-                name,
-                can_write: true,
-            }),
-            Err(ControlError::Forbidden(name)) => Ok(Identity {
-                name,
-                can_write: false,
-            }),
-            Ok(None) => Err(SourceError::Unauthorized("give a token".into())),
-            Err(e) => Err(control_error(e)),
-        }
+        let who = self
+            .inner
+            .state
+            .auth
+            .identify(token)
+            .map_err(control_error)?;
+        Ok(Identity {
+            name: who.name,
+            can_write: who.role == Role::Write,
+        })
     }
 
     async fn write(

@@ -172,7 +172,7 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
         ""
     };
     println!("data dir: {}{temporary}", data_dir.display());
-    let run_started = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
+    let run_started = dyeline_model::time::now_unix_nano();
     let result = drive(&bound, &token, &opts, window, signal).await;
     let _ = stop_tx.send(());
     let served = server.await;

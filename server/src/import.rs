@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dyeline_collector::convert_request;
-use dyeline_control::{ControlPlane, TimelineDoc};
+use dyeline_control::ControlPlane;
+use dyeline_model::release::TimelineDoc;
 use dyeline_store::{FsyncPolicy, Store};
 use indicatif::{ProgressBar, ProgressStyle};
 

@@ -258,7 +258,7 @@ pub async fn serve(
     // come from the live evaluation, so without it there are none (the API scans instead).
     let rollup: Option<SharedRollup> = config.alerts.enabled.then(|| {
         Arc::new(Mutex::new(Rollup::new(
-            dyeline_control::plane::now_unix_nano(),
+            dyeline_model::time::now_unix_nano(),
             ROLLUP_RETENTION.as_nanos() as i64,
         )))
     });

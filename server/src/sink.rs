@@ -52,11 +52,8 @@ impl SpanSink for StoreSink {
                         }
                         if let (Some((r, plane)), Some(kept)) = (&rollup, &r.kept) {
                             let timeline = plane.timeline();
-                            r.lock().observe(
-                                kept,
-                                &timeline,
-                                dyeline_control::plane::now_unix_nano(),
-                            );
+                            r.lock()
+                                .observe(kept, &timeline, dyeline_model::time::now_unix_nano());
                         }
                         Ok(WriteReport {
                             stored: r.stored,

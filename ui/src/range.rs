@@ -2,6 +2,8 @@
 //! and the default — the last 5 minutes, or, when the newest span is older than that (an
 //! imported capture), the hour that ends at the newest span.
 
+use dyeline_model::time::{now_unix_nano, parse_time, rfc3339_secs};
+
 use crate::source::TimeRange;
 
 /// The default range's length when data is live, ns (5 minutes).
@@ -11,26 +13,20 @@ pub const CAPTURE_RANGE_NS: i64 = 60 * 60 * 1_000_000_000;
 /// The longest range a page reads, ns (24 hours).
 pub const MAX_RANGE_NS: i64 = 24 * 60 * 60 * 1_000_000_000;
 
-/// Parses a time: an RFC 3339 timestamp or an integer of Unix ns.
-///
-/// # Errors
-/// A message naming the text, for anything else.
-pub fn parse_time(text: &str) -> Result<i64, String> {
-    let t = text.trim();
-    if let Ok(n) = t.parse::<i64>() {
-        return Ok(n);
-    }
-    chrono::DateTime::parse_from_rfc3339(t)
-        .ok()
-        .and_then(|d| d.timestamp_nanos_opt())
-        .ok_or_else(|| format!("{text:?} is neither RFC 3339 (2026-11-30T12:00:00Z) nor Unix ns"))
+/// [`parse_time`] with the pages' wording of its error.
+fn parse(text: &str) -> Result<i64, String> {
+    parse_time(text).map_err(|e| {
+        format!(
+            "{:?} is neither RFC 3339 (2026-11-30T12:00:00Z) nor Unix ns",
+            e.0
+        )
+    })
 }
 
-/// Formats Unix ns as RFC 3339 UTC with seconds (`2026-11-30T12:00:00Z`).
-pub fn rfc3339(t_unix_nano: i64) -> String {
-    chrono::DateTime::from_timestamp_nanos(t_unix_nano)
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+/// Now in Unix ns, in whole seconds, so viewers of a live range within one second share the
+/// source's cached load (the pages and the server's warm-up both start from it).
+pub fn now_whole_seconds() -> i64 {
+    now_unix_nano() / 1_000_000_000 * 1_000_000_000
 }
 
 /// Formats Unix ns as a clock time `HH:MM:SS` (UTC).
@@ -55,12 +51,9 @@ pub fn resolve(
 ) -> Result<TimeRange, String> {
     let from = from
         .filter(|s| !s.trim().is_empty())
-        .map(parse_time)
+        .map(parse)
         .transpose()?;
-    let to = to
-        .filter(|s| !s.trim().is_empty())
-        .map(parse_time)
-        .transpose()?;
+    let to = to.filter(|s| !s.trim().is_empty()).map(parse).transpose()?;
     let stale = newest_span.filter(|&n| n < now - LIVE_RANGE_NS);
     let (to, len) = match (to, stale) {
         (Some(t), _) => (t, LIVE_RANGE_NS),
@@ -71,8 +64,8 @@ pub fn resolve(
     if from >= to {
         return Err(format!(
             "from ({}) must be before to ({})",
-            rfc3339(from),
-            rfc3339(to)
+            rfc3339_secs(from),
+            rfc3339_secs(to)
         ));
     }
     if to - from > MAX_RANGE_NS {
@@ -151,7 +144,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.to_unix_nano - r.from_unix_nano, 60 * MIN);
-        assert_eq!(rfc3339(r.from_unix_nano), "2026-11-30T12:00:00Z");
+        assert_eq!(rfc3339_secs(r.from_unix_nano), "2026-11-30T12:00:00Z");
         let r = resolve(None, Some("1000000000000"), NOW, None).unwrap();
         assert_eq!(r.from_unix_nano, 1_000_000_000_000 - 5 * MIN);
         assert!(

@@ -70,12 +70,6 @@ pub fn router(ui: Arc<Ui>) -> Router {
         .with_state(ui)
 }
 
-fn now_unix_nano() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
 fn param<'a>(p: &'a HashMap<String, String>, k: &str) -> Option<&'a str> {
     p.get(k).map(|s| s.trim()).filter(|s| !s.is_empty())
 }
@@ -124,9 +118,7 @@ async fn chrome(
     };
     let newest = ui.source.newest_span_unix_nano().await.unwrap_or(None);
     let explicit = param(p, "from").is_some() || param(p, "to").is_some();
-    // Whole seconds, so viewers of a live range within one second share the source's
-    // cached load.
-    let now = now_unix_nano() / 1_000_000_000 * 1_000_000_000;
+    let now = range::now_whole_seconds();
     let (range, err) = match range::resolve(param(p, "from"), param(p, "to"), now, newest) {
         Ok(r) => (r, Ok(())),
         Err(e) => (

@@ -3,6 +3,7 @@
 //! plane; UI tests implement it over fixtures. Nothing here does I/O.
 
 use async_trait::async_trait;
+use dyeline_model::release::NEUTRAL_BLUE_PERCENT;
 use serde::{Deserialize, Serialize};
 
 /// A half-open time range `[from_unix_nano, to_unix_nano)`, Unix ns.
@@ -438,7 +439,7 @@ impl Action {
     /// blue_percent after the action (domain §4: start and finish set 50).
     pub fn blue_percent_after(&self) -> u8 {
         match self {
-            Action::Start | Action::Finish => 50,
+            Action::Start | Action::Finish => NEUTRAL_BLUE_PERCENT,
             Action::Ratio(p) => *p,
         }
     }

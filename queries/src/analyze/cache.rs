@@ -27,7 +27,7 @@ use datafusion::parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
     ParquetRecordBatchReaderBuilder,
 };
-use dyeline_control::Timeline;
+use dyeline_model::release::Timeline;
 use dyeline_store::layout::{FileMeta, HOUR_NS};
 use dyeline_store::segment::Segment;
 use dyeline_store::table::SpansTable;

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use arrow::array::{Array, AsArray, StringArray};
 use arrow::datatypes::{Int64Type, UInt32Type};
 use datafusion::prelude::SessionContext;
-use dyeline_control::Timeline;
 use dyeline_model::Color;
+use dyeline_model::release::Timeline;
 use futures::StreamExt;
 use smallvec::SmallVec;
 
@@ -1672,8 +1672,8 @@ mod tests {
     /// `trade` = [order, pay], started at 5 (blue_percent 50), ratio 20 at 12; `stock` joins
     /// channel `pay` at 8: spans of each app resolve differently on each side of a change.
     fn test_timeline() -> Timeline {
-        use dyeline_control::{Channels, Op};
         use dyeline_model::ChannelId;
+        use dyeline_model::release::{Channels, Op};
         let id = |s: &str| ChannelId::new(s).unwrap();
         let mut initial = Channels::new();
         initial.apply(&id("trade"), &Op::Apps(vec!["order".into(), "pay".into()]));

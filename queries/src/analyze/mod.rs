@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use datafusion::prelude::SessionContext;
-use dyeline_control::Timeline;
+use dyeline_model::release::Timeline;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::sql::SqlError;

@@ -1,7 +1,7 @@
 //! Each detection on small hand-made inputs, with the edge cases of domain §6 and the
 //! analyzer cases 11, 16 and 17 of `../shared/cases`.
 
-use dyeline_control::{Channels, Op, Timeline};
+use dyeline_model::release::{Channels, Op, Timeline};
 use dyeline_model::{ChannelId, Color};
 
 use super::load::{Kind, SpanRec, Spans, Traffic, resolve};

@@ -356,7 +356,7 @@ fn via_apps(
 
 #[cfg(test)]
 mod tests {
-    use dyeline_control::{Channels, Op, Timeline};
+    use dyeline_model::release::{Channels, Op, Timeline};
     use dyeline_model::{ChannelId, Color};
 
     use super::super::load::{Kind, SpanRec, Spans, Traffic, resolve};

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Int64Type};
 use datafusion::prelude::SessionContext;
-use dyeline_control::Timeline;
+use dyeline_model::release::Timeline;
 use futures::StreamExt;
 use serde::Serialize;
 use utoipa::ToSchema;

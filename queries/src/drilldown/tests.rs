@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, UInt32Array};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
-use dyeline_control::Timeline;
+use dyeline_model::release::Timeline;
 use dyeline_model::schema::spans_schema;
 
 use super::*;
@@ -252,8 +252,8 @@ async fn a_chain_100_000_deep_is_viewed_a_flat_page_at_a_time() {
 /// marks of its own spans, and the counts are the whole trace's.
 #[tokio::test]
 async fn a_page_marks_its_own_spans_and_counts_the_whole_traces() {
-    use dyeline_control::{Channels, Op};
     use dyeline_model::ChannelId;
+    use dyeline_model::release::{Channels, Op};
     let id = ChannelId::new("trade").unwrap();
     let mut initial = Channels::new();
     initial.apply(&id, &Op::Apps(vec!["order".into()]));

@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use dyeline_control::Timeline;
 use dyeline_model::Color;
+use dyeline_model::release::Timeline;
 use dyeline_queries::analyze::load::{Kind, SpanRec, Spans, Traffic};
 use dyeline_queries::analyze::{AnalyzerConfig, CrossColorHop, Report};
 use dyeline_queries::summary;

@@ -7,8 +7,8 @@ use leptos::prelude::*;
 
 use super::{Chrome, chip, encode, error_rate, millis, per_second, trace_link};
 use crate::chart::{Annotation, Series, line_chart};
-use crate::range::rfc3339;
 use crate::source::{ChannelPage, OpLine, WindowFinding};
+use dyeline_model::time::rfc3339_secs;
 
 fn op_label(op: &OpLine) -> String {
     match (op.op.as_str(), op.blue_percent) {
@@ -109,8 +109,8 @@ fn controls(chrome: &Chrome, page: &ChannelPage) -> AnyView {
     let keep = chrome.range_query();
     let hidden_range = (!keep.is_empty()).then(|| {
         view! {
-            <input type="hidden" name="from" value=rfc3339(chrome.range.from_unix_nano)/>
-            <input type="hidden" name="to" value=rfc3339(chrome.range.to_unix_nano)/>
+            <input type="hidden" name="from" value=rfc3339_secs(chrome.range.from_unix_nano)/>
+            <input type="hidden" name="to" value=rfc3339_secs(chrome.range.to_unix_nano)/>
         }
     });
     let body = if c.state == "releasing" {
@@ -312,8 +312,8 @@ pub fn body(
                     <td><span class=format!("state s-{}", a.state)>{a.state.clone()}</span></td>
                     <td>{a.labels.clone()}</td>
                     <td class="detail">{a.summary.clone()}</td>
-                    <td>{rfc3339(a.starts_at_unix_nano)}</td>
-                    <td>{a.ends_at_unix_nano.map(rfc3339).unwrap_or_default()}</td>
+                    <td>{rfc3339_secs(a.starts_at_unix_nano)}</td>
+                    <td>{a.ends_at_unix_nano.map(rfc3339_secs).unwrap_or_default()}</td>
                     <td>{traces}</td>
                 </tr>
             }
@@ -327,7 +327,7 @@ pub fn body(
             view! {
                 <tr>
                     <td class="num">{o.seq}</td>
-                    <td>{rfc3339(o.t_unix_nano)}</td>
+                    <td>{rfc3339_secs(o.t_unix_nano)}</td>
                     <td>{op_label(o)}</td>
                     <td>{o.actor.clone()}</td>
                     <td class="note">{o.note.clone().unwrap_or_default()}</td>
@@ -339,8 +339,8 @@ pub fn body(
     let filter_value = app_filter.unwrap_or("").to_owned();
     let keep_range = (!chrome.range_query().is_empty()).then(|| {
         view! {
-            <input type="hidden" name="from" value=rfc3339(chrome.range.from_unix_nano)/>
-            <input type="hidden" name="to" value=rfc3339(chrome.range.to_unix_nano)/>
+            <input type="hidden" name="from" value=rfc3339_secs(chrome.range.from_unix_nano)/>
+            <input type="hidden" name="to" value=rfc3339_secs(chrome.range.to_unix_nano)/>
         }
     });
     let search = chrome.link(&format!("/traces?channel={}", encode(&c.id)));

@@ -2,6 +2,7 @@
 //! apply to each app's instances (domain §5), the spike guard's refusal with its override
 //! box, and the form that posts the write.
 
+use dyeline_model::release::NEUTRAL_BLUE_PERCENT;
 use leptos::prelude::*;
 
 use super::{Chrome, encode};
@@ -35,12 +36,18 @@ pub fn body(chrome: &Chrome, m: &Confirm<'_>) -> AnyView {
     let c = m.channel;
     let after = m.action.blue_percent_after();
     let what = match m.action {
-        Action::Start => format!("Start releasing channel {} (blue_percent 50)", c.id),
+        Action::Start => format!(
+            "Start releasing channel {} (blue_percent {NEUTRAL_BLUE_PERCENT})",
+            c.id
+        ),
         Action::Ratio(p) => format!(
             "Set blue_percent of {} from {} to {p}",
             c.id, c.blue_percent
         ),
-        Action::Finish => format!("Finish the release of {} (blue_percent back to 50)", c.id),
+        Action::Finish => format!(
+            "Finish the release of {} (blue_percent back to {NEUTRAL_BLUE_PERCENT})",
+            c.id
+        ),
     };
     let weights = m
         .weights

@@ -10,8 +10,8 @@ pub mod trace;
 
 use leptos::prelude::*;
 
-use crate::range::rfc3339;
 use crate::source::{ColorLoad, Identity, TimeRange};
+use dyeline_model::time::rfc3339_secs;
 
 /// What every page's frame needs.
 #[derive(Clone, Debug)]
@@ -38,8 +38,8 @@ impl Chrome {
         if self.explicit_range {
             format!(
                 "from={}&to={}",
-                rfc3339(self.range.from_unix_nano),
-                rfc3339(self.range.to_unix_nano)
+                rfc3339_secs(self.range.from_unix_nano),
+                rfc3339_secs(self.range.to_unix_nano)
             )
         } else {
             String::new()
@@ -121,8 +121,8 @@ pub fn document(chrome: &Chrome, body: AnyView) -> String {
         let href = format!(
             "{}?from={}&to={}",
             chrome.path,
-            rfc3339(to - secs * 1_000_000_000),
-            rfc3339(to)
+            rfc3339_secs(to - secs * 1_000_000_000),
+            rfc3339_secs(to)
         );
         view! { <a href=href>{label}</a> " " }
     })
@@ -142,8 +142,8 @@ pub fn document(chrome: &Chrome, body: AnyView) -> String {
                 {who}
             </nav>
             <form class="range" method="get" action=chrome.path.clone()>
-                <label>"From " <input name="from" size="20" value=rfc3339(chrome.range.from_unix_nano)/></label>
-                <label>" to " <input name="to" size="20" value=rfc3339(chrome.range.to_unix_nano)/></label>
+                <label>"From " <input name="from" size="20" value=rfc3339_secs(chrome.range.from_unix_nano)/></label>
+                <label>" to " <input name="to" size="20" value=rfc3339_secs(chrome.range.to_unix_nano)/></label>
                 <button type="submit">"Show"</button>
                 <span class="presets">" " {presets} <a href=chrome.path.clone()>"live"</a></span>
                 <span class="mode" id="mode">{mode}</span>

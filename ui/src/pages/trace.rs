@@ -6,8 +6,8 @@
 use leptos::prelude::*;
 
 use super::{Chrome, chip, trace_link};
-use crate::range::rfc3339;
 use crate::source::{TraceHit, TraceSearch, TraceView};
+use dyeline_model::time::rfc3339_secs;
 
 /// Indentation levels drawn at most: a deeper span is indented as this deep (its `depth`
 /// is in the row's `data-depth` and its tooltip).
@@ -112,7 +112,7 @@ pub fn body(view_: &TraceView) -> AnyView {
         <h1>"Trace " <code id="trace-id">{view_.trace_id.clone()}</code></h1>
         <p class="facts">
             <span id="span-count">{view_.span_count}</span> " spans · " {format!("{:.2} ms", total / 1e6)}
-            " · started " {rfc3339(t0)}
+            " · started " {rfc3339_secs(t0)}
             " · " <span id="hop-count">{view_.hop_spans}</span> " hop span(s) · " <span id="missing-count">{view_.missing_spans}</span> " missing-decision span(s)"
         </p>
         {paging}
@@ -174,7 +174,7 @@ pub fn search_body(
             view! {
                 <tr>
                     <td>{trace_link(&h.trace_id)}</td>
-                    <td>{rfc3339(h.start_unix_nano)}</td>
+                    <td>{rfc3339_secs(h.start_unix_nano)}</td>
                     <td class="num">{format!("{:.2} ms", h.duration_ms)}</td>
                     <td class="num">{h.spans}</td>
                     <td>{h.apps.join(", ")}</td>
@@ -187,8 +187,8 @@ pub fn search_body(
         .collect_view();
     let keep_range = (!chrome.range_query().is_empty()).then(|| {
         view! {
-            <input type="hidden" name="from" value=rfc3339(chrome.range.from_unix_nano)/>
-            <input type="hidden" name="to" value=rfc3339(chrome.range.to_unix_nano)/>
+            <input type="hidden" name="from" value=rfc3339_secs(chrome.range.from_unix_nano)/>
+            <input type="hidden" name="to" value=rfc3339_secs(chrome.range.to_unix_nano)/>
         }
     });
     view! {

@@ -4,43 +4,13 @@
 //! of any app at any instant ([`Timeline::effective_at`], domain §4), used by the analyzer and
 //! the dashboard.
 
-use dyeline_model::ChannelId;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::error::ControlError;
-use crate::state::{Channel, Channels, Effective, Op};
-
-/// A time in Unix nanoseconds. JSON: a decimal string (as written; exact beyond 2^53) or a
-/// number (as read).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, ToSchema)]
-#[schema(value_type = String, example = "1735732800000000000")]
-pub struct UnixNanos(pub i64);
-
-impl Serialize for UnixNanos {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for UnixNanos {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Repr {
-            Int(i64),
-            Text(String),
-        }
-        match Repr::deserialize(d)? {
-            Repr::Int(v) => Ok(UnixNanos(v)),
-            Repr::Text(s) => s
-                .trim()
-                .parse()
-                .map(UnixNanos)
-                .map_err(|_| serde::de::Error::custom(format!("{s:?} is not Unix nanoseconds"))),
-        }
-    }
-}
+use super::channels::{Channel, Channels, Effective, Op};
+use super::error::ReleaseError;
+use crate::ids::ChannelId;
+use crate::time::UnixNanos;
 
 /// A channel of a timeline document with its apps (`global`'s list is empty: it holds every
 /// app). In `GET /api/v1/timeline` these are the channels as they were at the range's start;
@@ -86,11 +56,11 @@ impl TimelineEvent {
     /// The operation this event records.
     ///
     /// # Errors
-    /// [`ControlError::InvalidTimeline`] for an unknown op, a ratio without an integer
+    /// [`ReleaseError::InvalidTimeline`] for an unknown op, a ratio without an integer
     /// blue_percent in 0..=100, an apps op without apps, or an invalid channel id.
-    pub fn to_op(&self) -> Result<(ChannelId, Op), ControlError> {
+    pub fn to_op(&self) -> Result<(ChannelId, Op), ReleaseError> {
         let id = ChannelId::new(&self.channel).map_err(|_| {
-            ControlError::InvalidTimeline(format!("channel id {:?} is invalid", self.channel))
+            ReleaseError::InvalidTimeline(format!("channel id {:?} is invalid", self.channel))
         })?;
         let op = match self.op.as_str() {
             "start" => Op::Start,
@@ -98,7 +68,7 @@ impl TimelineEvent {
             "ratio" => match self.blue_percent {
                 Some(r @ 0..=100) => Op::Ratio(r as u8),
                 other => {
-                    return Err(ControlError::InvalidTimeline(format!(
+                    return Err(ReleaseError::InvalidTimeline(format!(
                         "ratio on {:?} at {} needs blue_percent 0..=100, got {other:?}",
                         self.channel, self.t_unix_nano.0
                     )));
@@ -107,14 +77,14 @@ impl TimelineEvent {
             "apps" => match &self.apps {
                 Some(apps) => Op::Apps(apps.clone()),
                 None => {
-                    return Err(ControlError::InvalidTimeline(format!(
+                    return Err(ReleaseError::InvalidTimeline(format!(
                         "apps op on {:?} has no apps list",
                         self.channel
                     )));
                 }
             },
             other => {
-                return Err(ControlError::InvalidTimeline(format!(
+                return Err(ReleaseError::InvalidTimeline(format!(
                     "op {other:?} is not start, ratio, finish or apps"
                 )));
             }
@@ -162,13 +132,13 @@ impl Timeline {
     /// happened, not a request to validate), in `t_unix_nano` order, ties in document order.
     ///
     /// # Errors
-    /// [`ControlError::InvalidTimeline`] for an event that does not parse
+    /// [`ReleaseError::InvalidTimeline`] for an event that does not parse
     /// ([`TimelineEvent::to_op`]) or an invalid channel id.
-    pub fn from_doc(doc: &TimelineDoc) -> Result<Self, ControlError> {
+    pub fn from_doc(doc: &TimelineDoc) -> Result<Self, ReleaseError> {
         let mut initial = Channels::new();
         for ch in &doc.channels {
             let id = ChannelId::new(&ch.id).map_err(|_| {
-                ControlError::InvalidTimeline(format!("channel id {:?} is invalid", ch.id))
+                ReleaseError::InvalidTimeline(format!("channel id {:?} is invalid", ch.id))
             })?;
             if !id.is_global() {
                 initial.apply(&id, &Op::Apps(ch.apps.clone()));
@@ -250,7 +220,7 @@ mod tests {
     use super::*;
 
     const FIXTURE: &str =
-        include_str!("../../../shared/fixtures/analysis/release-small/timeline.json");
+        include_str!("../../../../shared/fixtures/analysis/release-small/timeline.json");
 
     #[test]
     fn release_small_timeline_answers_point_queries() {
@@ -276,18 +246,6 @@ mod tests {
         let changes = tl.changes("order");
         assert_eq!(changes.len(), 3, "{changes:?}");
         assert_eq!(changes[2].effective.blue_percent, 30);
-    }
-
-    #[test]
-    fn nanos_read_from_string_or_number_and_write_as_string() {
-        let a: UnixNanos = serde_json::from_str("\"1735732800000000001\"").unwrap();
-        let b: UnixNanos = serde_json::from_str("1735732800000000001").unwrap();
-        assert_eq!(a, b);
-        assert_eq!(
-            serde_json::to_string(&a).unwrap(),
-            "\"1735732800000000001\""
-        );
-        assert!(serde_json::from_str::<UnixNanos>("\"soon\"").is_err());
     }
 
     #[test]

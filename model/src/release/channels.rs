@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use dyeline_model::ChannelId;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::error::ControlError;
+use super::error::ReleaseError;
+use crate::ids::ChannelId;
 
 /// The blue_percent outside a release, and of a channel that has just started (domain §1, §4).
 pub const NEUTRAL_BLUE_PERCENT: u8 = 50;
@@ -126,15 +126,15 @@ fn global_id() -> ChannelId {
 /// control characters; duplicates are dropped, order kept.
 ///
 /// # Errors
-/// [`ControlError::InvalidApps`] naming the first bad name.
-pub fn normalize_apps(apps: Vec<String>) -> Result<Vec<String>, ControlError> {
+/// [`ReleaseError::InvalidApps`] naming the first bad name.
+pub fn normalize_apps(apps: Vec<String>) -> Result<Vec<String>, ReleaseError> {
     let mut out: Vec<String> = Vec::with_capacity(apps.len());
     for app in apps {
         if app.trim().is_empty() {
-            return Err(ControlError::InvalidApps("an app name is empty".into()));
+            return Err(ReleaseError::InvalidApps("an app name is empty".into()));
         }
         if app.len() > MAX_APP_NAME_LEN || app.chars().any(char::is_control) {
-            return Err(ControlError::InvalidApps(format!(
+            return Err(ReleaseError::InvalidApps(format!(
                 "app name {app:?} is longer than {MAX_APP_NAME_LEN} bytes or has control characters"
             )));
         }
@@ -207,36 +207,36 @@ impl Channels {
     /// anything.
     ///
     /// # Errors
-    /// - [`ControlError::ChannelNotFound`]: start/ratio/finish/delete of a channel that does
+    /// - [`ReleaseError::ChannelNotFound`]: start/ratio/finish/delete of a channel that does
     ///   not exist (`global` always exists);
-    /// - [`ControlError::InvalidBluePercent`]: ratio above 100;
-    /// - [`ControlError::AlreadyReleasing`]: start while releasing;
-    /// - [`ControlError::NotReleasing`]: ratio or finish while idle;
-    /// - [`ControlError::GlobalChannel`]: apps or delete on `global`;
-    /// - [`ControlError::ChannelReleasing`]: apps or delete while releasing;
-    /// - [`ControlError::AppInOtherChannel`]: an app already in another local channel;
-    /// - [`ControlError::InvalidApps`]: see [`normalize_apps`].
-    pub fn check(&self, id: &ChannelId, op: &Op) -> Result<(), ControlError> {
+    /// - [`ReleaseError::InvalidBluePercent`]: ratio above 100;
+    /// - [`ReleaseError::AlreadyReleasing`]: start while releasing;
+    /// - [`ReleaseError::NotReleasing`]: ratio or finish while idle;
+    /// - [`ReleaseError::GlobalChannel`]: apps or delete on `global`;
+    /// - [`ReleaseError::ChannelReleasing`]: apps or delete while releasing;
+    /// - [`ReleaseError::AppInOtherChannel`]: an app already in another local channel;
+    /// - [`ReleaseError::InvalidApps`]: see [`normalize_apps`].
+    pub fn check(&self, id: &ChannelId, op: &Op) -> Result<(), ReleaseError> {
         let channel = self.map.get(id);
-        let missing = || ControlError::ChannelNotFound(id.to_string());
+        let missing = || ReleaseError::ChannelNotFound(id.to_string());
         match op {
             Op::Start => match channel {
                 None => Err(missing()),
                 Some(c) if c.state == ReleaseState::Releasing => {
-                    Err(ControlError::AlreadyReleasing(id.to_string()))
+                    Err(ReleaseError::AlreadyReleasing(id.to_string()))
                 }
                 Some(_) => Ok(()),
             },
             Op::Ratio(r) => {
                 if *r > 100 {
-                    return Err(ControlError::InvalidBluePercent(format!(
+                    return Err(ReleaseError::InvalidBluePercent(format!(
                         "blue_percent {r} is outside 0..=100"
                     )));
                 }
                 match channel {
                     None => Err(missing()),
                     Some(c) if c.state == ReleaseState::Idle => {
-                        Err(ControlError::NotReleasing(id.to_string()))
+                        Err(ReleaseError::NotReleasing(id.to_string()))
                     }
                     Some(_) => Ok(()),
                 }
@@ -244,25 +244,25 @@ impl Channels {
             Op::Finish => match channel {
                 None => Err(missing()),
                 Some(c) if c.state == ReleaseState::Idle => {
-                    Err(ControlError::NotReleasing(id.to_string()))
+                    Err(ReleaseError::NotReleasing(id.to_string()))
                 }
                 Some(_) => Ok(()),
             },
             Op::Apps(apps) => {
                 if id.is_global() {
-                    return Err(ControlError::GlobalChannel("given an app list"));
+                    return Err(ReleaseError::GlobalChannel("given an app list"));
                 }
                 if let Some(c) = channel
                     && c.state == ReleaseState::Releasing
                 {
-                    return Err(ControlError::ChannelReleasing(id.to_string()));
+                    return Err(ReleaseError::ChannelReleasing(id.to_string()));
                 }
                 let apps = normalize_apps(apps.clone())?;
                 for app in &apps {
                     if let Some(other) = self.app_index.get(app)
                         && other != id
                     {
-                        return Err(ControlError::AppInOtherChannel {
+                        return Err(ReleaseError::AppInOtherChannel {
                             app: app.clone(),
                             channel: other.to_string(),
                         });
@@ -272,12 +272,12 @@ impl Channels {
             }
             Op::Delete => {
                 if id.is_global() {
-                    return Err(ControlError::GlobalChannel("deleted"));
+                    return Err(ReleaseError::GlobalChannel("deleted"));
                 }
                 match channel {
                     None => Err(missing()),
                     Some(c) if c.state == ReleaseState::Releasing => {
-                        Err(ControlError::ChannelReleasing(id.to_string()))
+                        Err(ReleaseError::ChannelReleasing(id.to_string()))
                     }
                     Some(_) => Ok(()),
                 }

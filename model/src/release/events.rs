@@ -1,12 +1,12 @@
 //! Event derivation (domain §4): the events one operation yields on a channel's own stream and
-//! on each app's stream, from the channel states before and after it. Pure; the plane stores
-//! the states and numbers the events.
+//! on each app's stream, from the channel states before and after it. Pure; the control plane
+//! stores the states and numbers the events.
 
-use dyeline_model::ChannelId;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::state::{Channels, Effective, NEUTRAL_BLUE_PERCENT, Op};
+use super::channels::{Channels, Effective, NEUTRAL_BLUE_PERCENT, Op};
+use crate::ids::ChannelId;
 
 /// The kind of an event (domain §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
