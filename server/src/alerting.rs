@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 /// `[alerts]` settings.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AlertSettings {
     /// Evaluate live findings at all. Default true.

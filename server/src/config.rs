@@ -19,7 +19,7 @@ mod listen;
 pub use listen::ListenSettings;
 
 /// The whole configuration.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Data directory (WAL, Parquet, databases). Default `./data`.
@@ -59,7 +59,7 @@ pub struct Config {
 }
 
 /// `[trace_view]` settings: one trace view (API or page) is a page of the trace's spans.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TraceViewSettings {
     /// Spans one trace view returns at most (the API's `limit` and the page's length); the
@@ -76,7 +76,7 @@ impl Default for TraceViewSettings {
 }
 
 /// `[metrics]` settings.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsSettings {
     /// Label sets (channel, app, colour, kind) kept at most; further apps count as `_other`.
@@ -102,7 +102,7 @@ impl std::fmt::Debug for Secret {
 }
 
 /// API settings.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiSettings {
     /// Named bearer tokens (`[[api.tokens]] name = "alice", token = "…", role = "write"`).
@@ -137,7 +137,7 @@ impl Default for ApiSettings {
 /// either limit, requests carrying a credential get 429 with `Retry-After` until the window
 /// ends, without their credential being checked (counted as
 /// `dyeline_auth_failures_total{reason="throttled"}`). Valid tokens are never counted.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ThrottleSettings {
     /// Failures one client address may make per window. Default 20.
@@ -242,7 +242,7 @@ fn byte_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ByteSize, D::Erro
 }
 
 /// Receiver limits.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReceiverConfig {
     /// Largest request body after decompression. Default 16 MiB.
@@ -251,7 +251,7 @@ pub struct ReceiverConfig {
 }
 
 /// Store settings (see `dyeline_store::StoreConfig`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreSettings {
     /// `always` (group commit fsync before acknowledging; default) or `never`.
@@ -287,7 +287,7 @@ pub struct StoreSettings {
 
 /// SQL endpoint limits (`POST /api/v1/sql`, `dyeline sql`). A refusal by any of them names
 /// the setting and is counted in `dyeline_sql_queries_refused_total{reason}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SqlSettings {
     /// Rows returned at most. Default 10000.
@@ -569,7 +569,84 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
+
+    /// The dotted path and value of each leaf of `v`: a value that is not a table, or an
+    /// empty table.
+    fn leaves(v: &serde_json::Value, path: &str, out: &mut Vec<(String, serde_json::Value)>) {
+        match v {
+            serde_json::Value::Object(m) if !m.is_empty() => {
+                for (k, v) in m {
+                    let key = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    leaves(v, &key, out);
+                }
+            }
+            _ => out.push((path.to_owned(), v.clone())),
+        }
+    }
+
+    /// `deploy/config/dyeline.example.toml` holds every setting at its default: it loads to
+    /// `Config::default()`, each setting with a value by default has its line, and each one
+    /// empty by default (none, `[]`, `{}`) is shown commented out.
+    #[test]
+    fn the_example_config_holds_every_setting_at_its_default() {
+        let text = include_str!("../../deploy/config/dyeline.example.toml");
+        // Not `Config::load`: the environment (other tests set `DYELINE_*` in a jail) stays out.
+        let cfg: Config = Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::string(text))
+            .extract()
+            .unwrap_or_else(|e| panic!("{e}"));
+        cfg.validate().unwrap();
+        assert_eq!(
+            cfg,
+            Config::default(),
+            "a value of the example is not the default"
+        );
+
+        let written: serde_json::Value = Figment::from(Toml::string(text)).extract().unwrap();
+        let mut in_file = Vec::new();
+        leaves(&written, "", &mut in_file);
+        let in_file: BTreeSet<String> = in_file.into_iter().map(|(k, _)| k).collect();
+        let mut all = Vec::new();
+        leaves(
+            &serde_json::to_value(Config::default()).unwrap(),
+            "",
+            &mut all,
+        );
+        let empty = |v: &serde_json::Value| {
+            v.is_null()
+                || v.as_array().is_some_and(Vec::is_empty)
+                || v.as_object().is_some_and(serde_json::Map::is_empty)
+        };
+        let with_value: BTreeSet<String> = all
+            .iter()
+            .filter(|(_, v)| !empty(v))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let missing: Vec<&String> = with_value.difference(&in_file).collect();
+        let extra: Vec<&String> = in_file.difference(&with_value).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "settings without their line in the example: {missing:?}; lines for settings \
+             empty by default (show them commented out): {extra:?}"
+        );
+        let commented: Vec<&str> = text.lines().filter(|l| l.starts_with("# ")).collect();
+        for (key, _) in all.iter().filter(|(_, v)| empty(v)) {
+            let leaf = key.rsplit('.').next().unwrap_or(key);
+            assert!(
+                commented
+                    .iter()
+                    .any(|l| l.contains(key.as_str()) || l.starts_with(&format!("# {leaf} ="))),
+                "{key} is empty by default: the example shows it commented out (`# {leaf} = …`)"
+            );
+        }
+    }
 
     #[test]
     fn the_readme_toml_example_loads() {

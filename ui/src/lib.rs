@@ -6,10 +6,29 @@
 //! guard ([`guard`]), the live stream `/live`, the static assets, and the port it reads
 //! through ([`DashboardSource`]). It never touches the store or the control database
 //! directly; the server implements the port.
+//!
+//! Each page body ([`pages`]) lays out panels, and each panel (a chart, table or form) is
+//! one Leptos `#[component]` in its own file under [`panels`], rendered on the server only.
+//!
+//! # Adding a panel
+//!
+//! One obvious file per layer, with the computation outside this crate:
+//! 1. A field on [`ChannelPage`] (or [`Overview`]) in `source.rs`, with a plain view-model
+//!    type beside the others there if it needs one.
+//! 2. The function that computes it from a snapshot: today `server/src/dashboard/parts.rs`
+//!    (span-derived parts) or `server/src/dashboard.rs` (live parts); after layout §4.4,
+//!    `queries/src/panels.rs`.
+//! 3. The field copy where the server builds the page (`DashboardAdapter::channel` in
+//!    `server/src/dashboard.rs`; after layout §4.4, `server/src/wiring/dashboard.rs`).
+//! 4. A component in `ui/src/panels/` (one file, `pub use`d in `panels/mod.rs`), placed in
+//!    the page body (`pages/channel.rs` or `pages/overview.rs`). It renders its heading and
+//!    its content; the page groups panels into `<section>`s.
+//! 5. A fixture value in `ui/src/tests.rs`, and an assertion that it reaches the HTML.
 
 pub mod chart;
 pub mod guard;
 pub mod pages;
+pub mod panels;
 pub mod range;
 mod routes;
 pub mod session;
@@ -19,7 +38,7 @@ mod tests;
 
 pub use routes::{Ui, router};
 pub use source::{
-    Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLoad, DashboardSource, HopEdge,
-    Identity, InstanceRow, MissingRow, OpLine, Overview, SourceError, Step, TimeRange, TraceHit,
-    TraceSearch, TraceSpan, TraceView, UnknownInstance, WeightPreview, WindowFinding,
+    Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLoad, DashboardSource, Detection,
+    HopEdge, Identity, InstanceRow, MissingRow, OpLine, Overview, SourceError, Step, TimeRange,
+    TraceHit, TraceSearch, TraceSpan, TraceView, UnknownInstance, WeightPreview, WindowFinding,
 };

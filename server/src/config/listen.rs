@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{ConfigError, byte_size};
 
 /// The three listeners' limits.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ListenSettings {
     /// OTLP/gRPC.
@@ -39,7 +39,7 @@ impl Default for ListenSettings {
 
 /// One listener's limits. A refusal is counted in `dyeline_listener_*` metrics and its
 /// message names the setting that raises it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ListenerSettings {
     /// Connections open at most. At the bound a new connection closes the one that has gone

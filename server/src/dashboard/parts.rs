@@ -12,8 +12,8 @@ use dyeline_queries::analyze::load::{Kind, SpanRec, Spans, Traffic};
 use dyeline_queries::analyze::{AnalyzerConfig, CrossColorHop, Report};
 use dyeline_queries::summary;
 use dyeline_ui::{
-    AppRow, ColorLoad, HopEdge, MissingRow, SourceError, Step, TimeRange, UnknownInstance,
-    WindowFinding,
+    AppRow, ColorLoad, Detection, HopEdge, MissingRow, SourceError, Step, TimeRange,
+    UnknownInstance, WindowFinding,
 };
 
 use super::sql_error;
@@ -409,7 +409,7 @@ pub fn channel_parts(
     let mut findings = Vec::new();
     for d in rep.drained_side.iter().filter(|d| d.channel == id) {
         findings.push(WindowFinding {
-            finding: "drained_side".into(),
+            finding: Detection::DrainedSide,
             app: Some(d.app.clone()),
             color: d.color.into(),
             kind: d.kind.into(),
@@ -428,7 +428,7 @@ pub fn channel_parts(
     }
     for d in rep.ratio_deviation.iter().filter(|d| d.channel == id) {
         findings.push(WindowFinding {
-            finding: "ratio_deviation".into(),
+            finding: Detection::RatioDeviation,
             app: Some(d.app.clone()),
             color: d.color.into(),
             kind: d.kind.into(),
@@ -441,7 +441,7 @@ pub fn channel_parts(
     let skew_factor = analyzer.for_channel(id).skew_factor;
     for s in rep.instance_skew.iter().filter(|s| s.channel == id) {
         findings.push(WindowFinding {
-            finding: "instance_skew".into(),
+            finding: Detection::InstanceSkew,
             app: Some(s.app.clone()),
             color: s.color.into(),
             kind: s.kind.into(),
@@ -462,7 +462,7 @@ pub fn channel_parts(
     let t = analyzer.for_channel(id);
     for e in rep.error_spike.iter().filter(|e| e.channel == id) {
         findings.push(WindowFinding {
-            finding: "error_spike".into(),
+            finding: Detection::ErrorSpike,
             app: e.app.clone(),
             color: e.color.into(),
             kind: e.kind.into(),

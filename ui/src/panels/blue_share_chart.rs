@@ -1,0 +1,45 @@
+//! The channel page's first chart: blue share observed against blue_percent in force, with
+//! every operation drawn as a labelled line.
+
+use leptos::prelude::*;
+
+use super::{annotations, step_points};
+use crate::chart::{Series, line_chart};
+use crate::source::{OpLine, Step, TimeRange};
+
+/// Observed blue share (solid, circles) against blue_percent in force (dashed steps) over
+/// `range`, one point per step, `ops` as annotations.
+#[component]
+pub fn BlueShareChart<'a>(
+    range: TimeRange,
+    steps: &'a [Step],
+    ops: &'a [OpLine],
+) -> impl IntoView + use<> {
+    let share = line_chart(
+        "Blue share observed vs blue_percent in force",
+        range.from_unix_nano,
+        range.to_unix_nano,
+        &[
+            Series {
+                label: "blue_percent in force".into(),
+                class: "s-target",
+                marker: "none",
+                step: true,
+                points: step_points(steps, |s| s.blue_percent.map(f64::from)),
+            },
+            Series {
+                label: "observed blue share".into(),
+                class: "s-blue",
+                marker: "circle",
+                step: false,
+                points: step_points(steps, |s| s.blue_share.map(|v| v * 100.0)),
+            },
+        ],
+        &annotations(ops),
+        Some(100.0),
+        "%",
+    );
+    view! {
+        <figure><figcaption>"Blue share observed (solid, circles) vs blue_percent in force (dashed steps); lines mark start / ratio / finish"</figcaption><div inner_html=share></div></figure>
+    }
+}

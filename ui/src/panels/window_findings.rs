@@ -1,0 +1,68 @@
+//! The channel page's window findings (domain §6.3-6.6): drained-side traffic counted by
+//! kind, and the table of every drained-side, ratio-deviation, skew and spike window.
+
+use leptos::prelude::*;
+
+use super::example_traces;
+use crate::pages::chip;
+use crate::range::clock;
+use crate::source::{Detection, WindowFinding};
+
+/// The windowed detections, in the order the table lists their findings.
+const WINDOWED: [Detection; 4] = [
+    Detection::DrainedSide,
+    Detection::RatioDeviation,
+    Detection::InstanceSkew,
+    Detection::ErrorSpike,
+];
+
+/// Windows with drained-side traffic, per kind (RPC, MQ, JOB).
+#[component]
+pub fn DrainedByKind<'a>(findings: &'a [WindowFinding]) -> impl IntoView + use<> {
+    let drained_total = |k: &str| -> u64 {
+        findings
+            .iter()
+            .filter(|f| f.finding == Detection::DrainedSide && f.kind == k)
+            .count() as u64
+    };
+    let drained_by_kind = ["RPC", "MQ", "JOB"]
+        .into_iter()
+        .map(|k| view! { <li>{k} ": " <span class="num">{drained_total(k)}</span> " window(s)"</li> })
+        .collect_view();
+    view! {
+        <h2>"Drained-side traffic by kind"</h2>
+        <ul class="drained" id="drained-by-kind">{drained_by_kind}</ul>
+    }
+}
+
+/// Every window finding, grouped by detection (drained side, ratio deviation, skew, spike),
+/// in the order of `findings` within a group.
+#[component]
+pub fn WindowFindings<'a>(findings: &'a [WindowFinding]) -> impl IntoView + use<> {
+    let rows = WINDOWED
+        .into_iter()
+        .flat_map(|d| findings.iter().filter(move |f| f.finding == d))
+        .map(|f| {
+            let traces = example_traces(&f.trace_ids);
+            view! {
+                <tr class=format!("finding f-{}", f.finding) data-finding=f.finding.as_str()>
+                    <td>{f.finding.as_str().replace('_', " ")}</td>
+                    <td>{f.app.clone().unwrap_or_else(|| "(all)".into())}</td>
+                    <td>{chip(&f.color)}</td>
+                    <td>{f.kind.clone()}</td>
+                    <td>{f.instance.clone().unwrap_or_default()}</td>
+                    <td class="detail">{f.detail.clone()}</td>
+                    <td>{clock(f.window_start_unix_nano)}</td>
+                    <td>{traces}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <h2>"Window findings"</h2>
+        <table class="data" id="findings">
+            <thead><tr><th>"finding"</th><th>"app"</th><th>"colour"</th><th>"kind"</th><th>"instance"</th><th>"observed vs threshold"</th><th>"window"</th><th>"example traces"</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+}
