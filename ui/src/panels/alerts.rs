@@ -4,8 +4,8 @@
 use leptos::prelude::*;
 
 use super::example_traces;
-use dyeline_model::time::rfc3339_secs;
 use crate::source::AlertLine;
+use dyeline_model::time::rfc3339_secs;
 
 /// One row per alert of the channel, in the order given (firing first).
 #[component]

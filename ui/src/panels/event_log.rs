@@ -3,8 +3,8 @@
 use leptos::prelude::*;
 
 use super::op_label;
-use dyeline_model::time::rfc3339_secs;
 use crate::source::OpLine;
+use dyeline_model::time::rfc3339_secs;
 
 /// One row per operation of `ops` (given oldest first), newest first.
 #[component]

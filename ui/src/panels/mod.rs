@@ -34,8 +34,8 @@ use leptos::prelude::*;
 
 use crate::chart::Annotation;
 use crate::pages::{Chrome, trace_link};
-use dyeline_model::time::rfc3339_secs;
 use crate::source::{OpLine, Step};
+use dyeline_model::time::rfc3339_secs;
 
 /// An operation as the chart and the event log name it: `→ 10%` for a ratio, else its name.
 pub fn op_label(op: &OpLine) -> String {
