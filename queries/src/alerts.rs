@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::analyze::windows::window_start;
+use crate::analyze::detect::windows::window_start;
 use crate::analyze::{AnalyzerConfig, Report};
 
 /// Firing or resolved.

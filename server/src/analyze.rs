@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use dyeline_control::ControlPlane;
 use dyeline_control::api::parse_time;
-use dyeline_queries::analyze::cache::{count_windows_once, load_once};
+use dyeline_queries::analyze::read::files::{count_windows_once, load_once};
 use dyeline_queries::analyze::{Detection, Report, report_of, report_windows};
 use dyeline_store::Store;
 
@@ -285,8 +285,9 @@ mod tests {
     use std::sync::Arc;
 
     use dyeline_queries::SqlEngine;
-    use dyeline_queries::analyze::cache::{SpanCache, load_cached};
-    use dyeline_queries::analyze::load::{NO_SOURCE, Spans, load};
+    use dyeline_queries::analyze::read::files::{SpanCache, load_cached};
+    use dyeline_queries::analyze::read::scan::load;
+    use dyeline_queries::analyze::spans::{NO_SOURCE, Spans};
 
     use super::*;
 
@@ -592,7 +593,7 @@ mod tests {
     /// files, the rest (its error spike included) in memory.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn window_counts_over_files_and_memory_equal_the_full_load() {
-        use dyeline_queries::analyze::cache::count_windows_once;
+        use dyeline_queries::analyze::read::files::count_windows_once;
         let (_dir, config, store) = files_then_memory(usize::MAX, 330).await;
         let table = store.table();
         let engine = SqlEngine::new(store.table()).unwrap();

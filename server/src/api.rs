@@ -16,7 +16,7 @@ use dyeline_control::api::parse_time;
 use dyeline_control::auth::{Access, Auth};
 use dyeline_control::{ControlError, ControlPlane};
 use dyeline_queries::alerts::AlertState;
-use dyeline_queries::analyze::cache::{count_windows_once, load_once};
+use dyeline_queries::analyze::read::files::{count_windows_once, load_once};
 use dyeline_queries::analyze::{AnalyzerConfig, Detection, report, report_windows};
 use dyeline_queries::render;
 use dyeline_queries::{SqlEngine, SqlError, SqlLimits};
@@ -279,14 +279,17 @@ async fn findings(
                 Some(from),
                 Some(to),
             )
-            .await?;
+            .await
+            .map_err(SqlError::from)?;
             report_windows(counts, &state.analyzer, &[d])
         }
         // Every file read on its own core straight into the analyzer's records (as `dyeline
         // analyze`), rather than a DataFusion scan converted on one thread: over 10M spans,
         // 3.9-8.4 s became 1.1-1.3 s (2.2 s the first time), with the same answer.
         None => {
-            let spans = load_once(&state.spans, &timeline, Some(from), Some(to)).await?;
+            let spans = load_once(&state.spans, &timeline, Some(from), Some(to))
+                .await
+                .map_err(SqlError::from)?;
             report(&spans, &state.analyzer, false)
         }
     };

@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use dyeline_control::Timeline;
-use dyeline_model::Color;
-use dyeline_queries::analyze::load::{Kind, SpanRec, Spans, Traffic};
+use dyeline_model::{Color, TrafficKind};
+use dyeline_queries::analyze::spans::{Kind, SpanRec, Spans};
 use dyeline_queries::analyze::{AnalyzerConfig, CrossColorHop, Report};
 use dyeline_queries::summary;
 use dyeline_ui::{
@@ -54,7 +54,7 @@ fn is_request(s: &SpanRec) -> bool {
 /// What an app serves: RPC requests (SERVER), MQ messages (CONSUMER) and JOB runs (root
 /// spans of traffic kind JOB), so MQ consumers and JOB apps have a row of the per-app table.
 fn is_work(s: &SpanRec) -> bool {
-    s.kind != Kind::Other || (s.traffic == Some(Traffic::Job) && s.parent.is_none())
+    s.kind != Kind::Other || (s.traffic == Some(TrafficKind::Job) && s.parent.is_none())
 }
 
 impl ColorAcc {
