@@ -5,12 +5,13 @@
 
 use std::collections::BTreeMap;
 
+use dyeline_model::Color;
 use serde::{Serialize, Serializer};
 
 use super::config::AnalyzerConfig;
 use super::detect::{traces, windows};
 use super::findings::{
-    CrossColorHop, Detection, DrainedSide, ErrorSpike, InstanceSkew, MissingDecision,
+    CrossColorHop, Detection, DrainedSide, ErrorSpike, FindingRef, InstanceSkew, MissingDecision,
     RatioDeviation, hex64, hex128,
 };
 use super::spans::{NO_SOURCE, Spans};
@@ -23,7 +24,7 @@ pub struct InstanceColor {
     /// App.
     pub app: String,
     /// Colour.
-    pub color: &'static str,
+    pub color: Color,
     /// Attribute that decided it, or `none`.
     pub rule: String,
 }
@@ -40,7 +41,7 @@ pub struct SpanDecision {
     /// Attribute read.
     pub source: String,
     /// channel → colour.
-    pub decisions: BTreeMap<String, &'static str>,
+    pub decisions: BTreeMap<String, Color>,
     /// Malformed pairs skipped.
     pub malformed_pairs: u32,
     /// Channels given twice with different colours.
@@ -81,7 +82,7 @@ pub struct ConflictingDecision {
     /// Channel given twice.
     pub channel: String,
     /// The colour kept.
-    pub kept: Option<&'static str>,
+    pub kept: Option<Color>,
 }
 
 /// Everything the analyzer found. In JSON (the form `../shared/tools/check_findings.py`
@@ -121,6 +122,22 @@ pub struct Report {
 }
 
 impl Report {
+    /// Every finding, detection by detection in the order of [`Detection::ALL`], each in its
+    /// list's order.
+    pub fn findings(&self) -> impl Iterator<Item = FindingRef<'_>> {
+        let hops = self.cross_color_hops.iter().map(FindingRef::Hop);
+        hops.chain(self.missing_decisions.iter().map(FindingRef::Missing))
+            .chain(self.drained_side.iter().map(FindingRef::Drained))
+            .chain(self.ratio_deviation.iter().map(FindingRef::Ratio))
+            .chain(self.instance_skew.iter().map(FindingRef::Skew))
+            .chain(self.error_spike.iter().map(FindingRef::Spike))
+    }
+
+    /// The findings of `d`, in its list's order.
+    pub fn findings_of(&self, d: Detection) -> impl Iterator<Item = FindingRef<'_>> {
+        self.findings().filter(move |f| f.detection() == d)
+    }
+
     /// True when `d` ran (all six do unless [`Report::detections`] lists some).
     pub fn ran(&self, d: Detection) -> bool {
         self.detections
@@ -191,8 +208,8 @@ impl Serialize for Report {
 
 /// Sorts `$v` by the listed fields of its items, in that order.
 macro_rules! sort_by_fields {
-    ($v:expr, $($f:ident),+) => {
-        $v.sort_by(|a, b| ($(&a.$f,)+).cmp(&($(&b.$f,)+)))
+    ($v:expr, $($f:ident $(.$m:ident())?),+) => {
+        $v.sort_by(|a, b| ($(&a.$f$(.$m())?,)+).cmp(&($(&b.$f$(.$m())?,)+)))
     };
 }
 
@@ -229,7 +246,7 @@ pub fn report_of(
         .map(|(i, a, c, rule)| InstanceColor {
             instance: i.clone(),
             app: a.clone(),
-            color: c.as_str(),
+            color: *c,
             rule: rule.clone(),
         })
         .collect();
@@ -249,11 +266,7 @@ pub fn report_of(
             });
         }
         for ch in &d.conflicting {
-            let kept = spans
-                .channels
-                .get(ch)
-                .and_then(|c| spans.decision(s, c))
-                .map(|c| c.as_str());
+            let kept = spans.channels.get(ch).and_then(|c| spans.decision(s, c));
             r.conflicting_decisions.push(ConflictingDecision {
                 trace_id: trace_id.clone(),
                 span_id: span_id.clone(),
@@ -280,7 +293,7 @@ pub fn report_of(
                 decisions: spans
                     .decisions(s)
                     .iter()
-                    .map(|(c, col)| (spans.channels.name(*c).to_owned(), col.as_str()))
+                    .map(|(c, col)| (spans.channels.name(*c).to_owned(), *col))
                     .collect(),
                 malformed_pairs: fault.map_or(0, |d| d.malformed_pairs),
                 conflicting: fault.map(|d| d.conflicting.clone()).unwrap_or_default(),
@@ -387,7 +400,7 @@ fn keep_only(r: &mut Report, detections: &[Detection]) {
         channel,
         app,
         color,
-        kind
+        kind.as_str()
     );
     sort_by_fields!(
         r.ratio_deviation,
@@ -395,7 +408,7 @@ fn keep_only(r: &mut Report, detections: &[Detection]) {
         channel,
         app,
         color,
-        kind
+        kind.as_str()
     );
     sort_by_fields!(
         r.instance_skew,
@@ -404,7 +417,7 @@ fn keep_only(r: &mut Report, detections: &[Detection]) {
         app,
         color,
         instance,
-        kind
+        kind.as_str()
     );
     sort_by_fields!(
         r.error_spike,
@@ -412,7 +425,7 @@ fn keep_only(r: &mut Report, detections: &[Detection]) {
         channel,
         app,
         color,
-        kind
+        kind.as_str()
     );
 }
 
@@ -441,7 +454,7 @@ pub fn report_windows(
             .map(|(i, a, c, rule)| InstanceColor {
                 instance: i.clone(),
                 app: a.clone(),
-                color: c.as_str(),
+                color: *c,
                 rule: rule.clone(),
             })
             .collect(),

@@ -3,8 +3,13 @@
 //! app, colour and traffic kind, with every trace id. [`super::windows`] counts them; this
 //! file judges the counts.
 
+use dyeline_model::Color;
+
 use super::windows::counts::{DrainAcc, DrainKey, FastMap};
-use crate::analyze::findings::{DrainedSide, hex128};
+use crate::analyze::config::Thresholds;
+use crate::analyze::findings::{
+    Detection, DrainedSide, Observation, WindowFinding, alert_labels, hex128, time_text,
+};
 use crate::analyze::spans::Spans;
 
 /// One finding per drained-side key of the counts (the counting kept only the spans past
@@ -21,8 +26,12 @@ pub(super) fn judge(
         drained.push(DrainedSide {
             channel: names.channels.name(c).to_owned(),
             app: names.apps.name(app).to_owned(),
-            color: if color_blue { "blue" } else { "green" },
-            kind: kind.as_str(),
+            color: if color_blue {
+                Color::Blue
+            } else {
+                Color::Green
+            },
+            kind,
             count,
             blue_percent: bp,
             instances: {
@@ -37,6 +46,71 @@ pub(super) fn judge(
             window_start_unix_nano: ws,
             window_end_unix_nano: ws + w,
         });
+    }
+}
+
+impl DrainedSide {
+    /// Its line in the text table.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "  {} {} {} on {} ({}% blue) {}: {} spans on {}",
+            time_text(self.window_start_unix_nano),
+            self.channel,
+            self.app,
+            self.color.as_str(),
+            self.blue_percent,
+            self.kind.as_str(),
+            self.count,
+            self.instances.join(",")
+        )
+    }
+
+    /// Its alert: one per (channel, app, colour, kind).
+    pub(crate) fn alert(&self, t: &Thresholds) -> Observation {
+        Observation {
+            labels: alert_labels(
+                Detection::DrainedSide,
+                &[
+                    ("channel", Some(&self.channel)),
+                    ("app", Some(&self.app)),
+                    ("color", Some(self.color.as_str())),
+                    ("kind", Some(self.kind.as_str())),
+                ],
+            ),
+            summary: format!(
+                "{} {} spans on drained {} of {} (blue_percent {}) more than {:?} after the change: observed {} > threshold 0",
+                self.count,
+                self.kind.as_str(),
+                self.color.as_str(),
+                self.app,
+                self.blue_percent,
+                t.grace,
+                self.count
+            ),
+            window_end: self.window_end_unix_nano,
+            exemplars: self.trace_ids.iter().take(5).cloned().collect(),
+        }
+    }
+
+    /// Its row among the dashboard's window findings.
+    pub(crate) fn window_finding(&self) -> WindowFinding {
+        WindowFinding {
+            finding: Detection::DrainedSide,
+            app: Some(self.app.clone()),
+            color: self.color,
+            kind: self.kind,
+            instance: None,
+            detail: format!(
+                "{} {} span(s) on drained {} at blue_percent {} ({}); threshold 0",
+                self.count,
+                self.kind.as_str(),
+                self.color.as_str(),
+                self.blue_percent,
+                self.instances.join(", ")
+            ),
+            window_start_unix_nano: self.window_start_unix_nano,
+            trace_ids: self.trace_ids.iter().take(5).cloned().collect(),
+        }
     }
 }
 
@@ -81,7 +155,13 @@ mod tests {
         assert_eq!(r.drained_side.len(), 1, "{:?}", r.drained_side);
         let d = &r.drained_side[0];
         assert_eq!(
-            (d.app.as_str(), d.color, d.kind, d.count, d.blue_percent),
+            (
+                d.app.as_str(),
+                d.color.as_str(),
+                d.kind.as_str(),
+                d.count,
+                d.blue_percent
+            ),
             ("settle", "blue", "JOB", 2, 0)
         );
         assert_eq!(

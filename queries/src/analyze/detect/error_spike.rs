@@ -3,9 +3,13 @@
 //! z-test, [`two_proportion_p`]), per app and for the channel as a whole. [`super::windows`]
 //! counts the requests and errors; this file judges them.
 
+use dyeline_model::{Color, TrafficKind};
+
 use super::windows::counts::{Group, GroupAt, hexes};
 use crate::analyze::config::Thresholds;
-use crate::analyze::findings::ErrorSpike;
+use crate::analyze::findings::{
+    Detection, ErrorSpike, Observation, WindowFinding, alert_labels, time_text,
+};
 
 /// Two-sided p-value of the two-proportion z-test of `e1/n1` against `e2/n2` (pooled
 /// variance). 1.0 when it is undefined (no errors at all, or every request failed).
@@ -25,7 +29,10 @@ pub fn two_proportion_p(e1: u64, n1: u64, e2: u64, n2: u64) -> f64 {
 
 /// The spikes of one group's window (none, or one colour's).
 pub(super) fn judge(g: &Group, t: &Thresholds, at: &GroupAt<'_>, spikes: &mut Vec<ErrorSpike>) {
-    for (x, y, color) in [(&g.blue, &g.green, "blue"), (&g.green, &g.blue, "green")] {
+    for (x, y, color) in [
+        (&g.blue, &g.green, Color::Blue),
+        (&g.green, &g.blue, Color::Green),
+    ] {
         if x.requests < t.spike_min_requests || y.requests < t.spike_min_requests {
             continue;
         }
@@ -37,7 +44,7 @@ pub(super) fn judge(g: &Group, t: &Thresholds, at: &GroupAt<'_>, spikes: &mut Ve
                 channel: at.channel.to_owned(),
                 app: at.app.map(str::to_owned),
                 color,
-                kind: "RPC",
+                kind: TrafficKind::Rpc,
                 requests: x.requests,
                 errors: x.errors,
                 error_rate: rx,
@@ -49,6 +56,79 @@ pub(super) fn judge(g: &Group, t: &Thresholds, at: &GroupAt<'_>, spikes: &mut Ve
                 window_start_unix_nano: at.start,
                 window_end_unix_nano: at.end,
             });
+        }
+    }
+}
+
+impl ErrorSpike {
+    /// Its line in the text table.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "  {} {} {} {}: {:.2}% errors ({} of {}) vs {:.2}% on the other side, p = {:.2e}",
+            time_text(self.window_start_unix_nano),
+            self.channel,
+            self.app.as_deref().unwrap_or("(channel)"),
+            self.color.as_str(),
+            self.error_rate * 100.0,
+            self.errors,
+            self.requests,
+            self.other_error_rate * 100.0,
+            self.p_value
+        )
+    }
+
+    /// Its alert: one per (channel, app or none, colour, kind).
+    pub(crate) fn alert(&self, t: &Thresholds) -> Observation {
+        Observation {
+            labels: alert_labels(
+                Detection::ErrorSpike,
+                &[
+                    ("channel", Some(&self.channel)),
+                    ("app", self.app.as_deref()),
+                    ("color", Some(self.color.as_str())),
+                    ("kind", Some(self.kind.as_str())),
+                ],
+            ),
+            summary: format!(
+                "{} error rate {:.2}% ({} of {}) ≥ {:.0}% and ≥ {}× the other side's {:.2}%; z-test p = {:.1e} < {}",
+                self.color.as_str(),
+                self.error_rate * 100.0,
+                self.errors,
+                self.requests,
+                t.spike_min_error_rate * 100.0,
+                t.spike_factor,
+                self.other_error_rate * 100.0,
+                self.p_value,
+                t.spike_p_value
+            ),
+            window_end: self.window_end_unix_nano,
+            exemplars: self.exemplar_trace_ids.clone(),
+        }
+    }
+
+    /// Its row among the dashboard's window findings.
+    pub(crate) fn window_finding(&self, t: &Thresholds) -> WindowFinding {
+        WindowFinding {
+            finding: Detection::ErrorSpike,
+            app: self.app.clone(),
+            color: self.color,
+            kind: self.kind,
+            instance: None,
+            detail: format!(
+                "error rate {:.2}% ({} of {}) vs other side {:.2}% ({} of {}): ≥ {:.0}% and ≥ {}×, p = {:.1e} < {}",
+                self.error_rate * 100.0,
+                self.errors,
+                self.requests,
+                self.other_error_rate * 100.0,
+                self.other_errors,
+                self.other_requests,
+                t.spike_min_error_rate * 100.0,
+                t.spike_factor,
+                self.p_value,
+                t.spike_p_value
+            ),
+            window_start_unix_nano: self.window_start_unix_nano,
+            trace_ids: self.exemplar_trace_ids.clone(),
         }
     }
 }
@@ -85,7 +165,7 @@ mod tests {
         let spikes: Vec<(Option<&str>, &str)> = r
             .error_spike
             .iter()
-            .map(|e| (e.app.as_deref(), e.color))
+            .map(|e| (e.app.as_deref(), e.color.as_str()))
             .collect();
         assert_eq!(spikes, vec![(None, "green"), (Some("order"), "green")]);
         let e = &r.error_spike[0];
@@ -99,7 +179,9 @@ mod tests {
         b.requests("order", "order-b1", Color::Blue, 0.0, 210, 10)
             .requests("order", "order-g1", Color::Green, 0.0, 200, 30);
         let r = b.report();
-        assert!(r.error_spike.iter().all(|e| e.color == "green") && r.error_spike.len() == 2);
+        assert!(
+            r.error_spike.iter().all(|e| e.color.as_str() == "green") && r.error_spike.len() == 2
+        );
 
         // A colour with no traffic (drained) or too few requests: no spike, no division by zero.
         let mut b = B::new();

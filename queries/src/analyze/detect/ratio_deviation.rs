@@ -5,10 +5,13 @@
 //! requests; this file judges them.
 
 use dyeline_model::weights::weights;
+use dyeline_model::{Color, TrafficKind};
 
 use super::windows::counts::{Group, GroupAt, hexes};
 use crate::analyze::config::Thresholds;
-use crate::analyze::findings::RatioDeviation;
+use crate::analyze::findings::{
+    Detection, Observation, RatioDeviation, WindowFinding, alert_labels, time_text,
+};
 
 /// The deviation of one app's window (`at.app` set), if any.
 pub(super) fn judge(g: &Group, t: &Thresholds, at: &GroupAt<'_>, ratio: &mut Vec<RatioDeviation>) {
@@ -38,8 +41,12 @@ pub(super) fn judge(g: &Group, t: &Thresholds, at: &GroupAt<'_>, ratio: &mut Vec
         exemplar_trace_ids: hexes(&over.exemplars),
         channel: at.channel.to_owned(),
         app: app.to_owned(),
-        color: if observed > r { "blue" } else { "green" },
-        kind: "RPC",
+        color: if observed > r {
+            Color::Blue
+        } else {
+            Color::Green
+        },
+        kind: TrafficKind::Rpc,
         requests: n,
         blue_share: observed,
         blue_percent: g.blue_percent,
@@ -51,6 +58,76 @@ pub(super) fn judge(g: &Group, t: &Thresholds, at: &GroupAt<'_>, ratio: &mut Vec
         window_start_unix_nano: at.start,
         window_end_unix_nano: at.end,
     });
+}
+
+impl RatioDeviation {
+    /// One line: observed blue share, requests, blue_percent, the gap against the tolerance
+    /// in percentage points, and the cause when one is known. The alert's `summary` and the
+    /// dashboard's finding row both use it.
+    pub fn summary(&self) -> String {
+        format!(
+            "blue share {:.1}% of {} requests vs blue_percent {}: gap {:.1} pp > tolerance {:.1} pp{}",
+            self.blue_share * 100.0,
+            self.requests,
+            self.blue_percent,
+            (self.blue_share * 100.0 - f64::from(self.blue_percent)).abs(),
+            self.tolerance * 100.0,
+            self.cause
+                .map(|c| format!(" (cause: {c})"))
+                .unwrap_or_default()
+        )
+    }
+
+    /// Its line in the text table.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "  {} {} {}: blue share {:.1}% of {} requests vs blue_percent {} (weights imply {:.1}%, {}B/{}G instances){}",
+            time_text(self.window_start_unix_nano),
+            self.channel,
+            self.app,
+            self.blue_share * 100.0,
+            self.requests,
+            self.blue_percent,
+            self.weight_implied_share * 100.0,
+            self.blue_instances,
+            self.green_instances,
+            self.cause
+                .map(|c| format!(" cause {c}"))
+                .unwrap_or_default()
+        )
+    }
+
+    /// Its alert: one per (channel, app, colour, kind).
+    pub(crate) fn alert(&self) -> Observation {
+        Observation {
+            labels: alert_labels(
+                Detection::RatioDeviation,
+                &[
+                    ("channel", Some(&self.channel)),
+                    ("app", Some(&self.app)),
+                    ("color", Some(self.color.as_str())),
+                    ("kind", Some(self.kind.as_str())),
+                ],
+            ),
+            summary: self.summary(),
+            window_end: self.window_end_unix_nano,
+            exemplars: self.exemplar_trace_ids.clone(),
+        }
+    }
+
+    /// Its row among the dashboard's window findings.
+    pub(crate) fn window_finding(&self) -> WindowFinding {
+        WindowFinding {
+            finding: Detection::RatioDeviation,
+            app: Some(self.app.clone()),
+            color: self.color,
+            kind: self.kind,
+            instance: None,
+            detail: self.summary(),
+            window_start_unix_nano: self.window_start_unix_nano,
+            trace_ids: self.exemplar_trace_ids.clone(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -73,7 +150,10 @@ mod tests {
         let r = b.report();
         assert_eq!(r.ratio_deviation.len(), 3, "{:?}", r.ratio_deviation);
         for d in &r.ratio_deviation {
-            assert_eq!((d.color, d.blue_percent, d.requests), ("blue", 20, 1000));
+            assert_eq!(
+                (d.color.as_str(), d.blue_percent, d.requests),
+                ("blue", 20, 1000)
+            );
             assert!((d.blue_share - 0.5).abs() < 1e-9);
             assert_eq!(
                 d.cause, None,
@@ -125,7 +205,12 @@ mod tests {
         assert_eq!(r.ratio_deviation.len(), 1);
         let d = &r.ratio_deviation[0];
         assert_eq!(
-            (d.color, d.requests, d.blue_instances, d.green_instances),
+            (
+                d.color.as_str(),
+                d.requests,
+                d.blue_instances,
+                d.green_instances
+            ),
             ("green", 1000, 1, 3)
         );
         assert!((d.weight_implied_share - 0.25).abs() < 1e-9);

@@ -5,9 +5,14 @@
 
 use std::collections::HashMap;
 
-use dyeline_model::Color;
+use dyeline_model::{Color, TrafficKind};
 
-use crate::analyze::findings::{CrossColorHop, MissingDecision, hex64, hex128};
+use super::windows::window_start;
+use crate::analyze::config::Thresholds;
+use crate::analyze::findings::{
+    AlertCounts, CrossColorHop, Detection, MissingDecision, Observation, alert_labels, hex64,
+    hex128, time_text,
+};
 use crate::analyze::spans::{Kind, SpanRec, Spans};
 
 /// App name used when no ancestor (or parent) exists.
@@ -18,10 +23,6 @@ pub const UNKNOWN_APP: &str = "(unknown)";
 /// Span id → its place in the trace (foldhash: the map is filled and read for every span of
 /// every trace in a channel, and SipHash showed in the pass's time).
 type SpanIndex = HashMap<u64, usize, foldhash::fast::RandomState>;
-
-fn color_str(c: Color) -> &'static str {
-    c.as_str()
-}
 
 /// Apps between a hop's span and its nearest ancestor in the channel that `via` names at most:
 /// the apps of the nearest this-many spans above the hop span. A longer path (a hostile
@@ -147,7 +148,11 @@ fn one_trace(spans: &Spans, ss: &[SpanRec], index: &mut SpanIndex, sink: &mut Si
         let mut near: Vec<Near> = Vec::new();
         for &k in &cands {
             let s = &ss[k];
-            let kind = if s.kind == Kind::Server { "RPC" } else { "MQ" };
+            let kind = if s.kind == Kind::Server {
+                TrafficKind::Rpc
+            } else {
+                TrafficKind::Mq
+            };
             let dec = spans.decision(s, c);
             let kept = (sink.keep)(s.span);
             if dec.is_none()
@@ -218,9 +223,9 @@ fn one_trace(spans: &Spans, ss: &[SpanRec], index: &mut SpanIndex, sink: &mut Si
                 from_app: from.map_or(NONE_APP.to_owned(), |q| {
                     spans.apps.name(ss[q].app).to_owned()
                 }),
-                from_color: from.map(|q| color_str(ss[q].color)),
+                from_color: from.map(|q| ss[q].color),
                 to_app: spans.apps.name(s.app).to_owned(),
-                to_color: color_str(s.color),
+                to_color: s.color,
                 kind,
                 reason,
                 via,
@@ -352,6 +357,112 @@ fn via_apps(
         }
     }
     via
+}
+
+impl CrossColorHop {
+    /// `from(colour) → to(colour)`: the apps and their instance colours (`-` with `(none)`).
+    pub fn path_text(&self) -> String {
+        format!(
+            "{}({}) → {}({})",
+            self.from_app,
+            self.from_color.map_or("-", Color::as_str),
+            self.to_app,
+            self.to_color.as_str()
+        )
+    }
+
+    /// ` via a → b` (the apps between the ancestor and the span), or nothing.
+    pub fn via_text(&self) -> String {
+        if self.via.is_empty() {
+            String::new()
+        } else {
+            format!(" via {}", self.via.join(" → "))
+        }
+    }
+
+    /// Its line in the text table.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "  {} {} {}{} {} {} trace {}",
+            time_text(self.t_unix_nano),
+            self.channel,
+            self.path_text(),
+            self.via_text(),
+            self.kind.as_str(),
+            self.reason,
+            self.trace_id
+        )
+    }
+
+    /// Its alert: one per (channel, apps, colour, kind), its summary counting the hops of the
+    /// key seen so far (`seen`).
+    pub(crate) fn alert(&self, t: &Thresholds, seen: &mut AlertCounts) -> Observation {
+        let l = alert_labels(
+            Detection::CrossColorHop,
+            &[
+                ("channel", Some(&self.channel)),
+                ("app", Some(&self.to_app)),
+                ("color", Some(self.to_color.as_str())),
+                ("kind", Some(self.kind.as_str())),
+                ("from_app", Some(&self.from_app)),
+                ("to_app", Some(&self.to_app)),
+            ],
+        );
+        *seen.entry(l.clone()).or_default() += 1;
+        let n = seen[&l];
+        let window = t.window.as_nanos().max(1) as i64;
+        Observation {
+            summary: format!(
+                "{n} cross-colour hop(s) in {}: {}{} [{}]; observed {n} > threshold 0",
+                self.channel,
+                self.path_text(),
+                self.via_text(),
+                self.reason
+            ),
+            labels: l,
+            window_end: window_start(self.t_unix_nano, window) + window,
+            exemplars: vec![self.trace_id.clone()],
+        }
+    }
+}
+
+impl MissingDecision {
+    /// Its line in the text table.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "  {} {} {} called by {} {} trace {}",
+            time_text(self.t_unix_nano),
+            self.channel,
+            self.app,
+            self.caller_app,
+            self.kind.as_str(),
+            self.trace_id
+        )
+    }
+
+    /// Its alert: one per (channel, app, kind).
+    pub(crate) fn alert(&self, t: &Thresholds) -> Observation {
+        let window = t.window.as_nanos().max(1) as i64;
+        Observation {
+            labels: alert_labels(
+                Detection::MissingDecision,
+                &[
+                    ("channel", Some(&self.channel)),
+                    ("app", Some(&self.app)),
+                    ("kind", Some(self.kind.as_str())),
+                ],
+            ),
+            summary: format!(
+                "{} {} spans carry no decision for {} (caller {}); observed > threshold 0",
+                self.app,
+                self.kind.as_str(),
+                self.channel,
+                self.caller_app
+            ),
+            window_end: window_start(self.t_unix_nano, window) + window,
+            exemplars: vec![self.trace_id.clone()],
+        }
+    }
 }
 
 #[cfg(test)]
@@ -595,11 +706,11 @@ mod tests {
             (
                 h.span_id.as_str(),
                 h.from_app.as_str(),
-                h.from_color,
+                h.from_color.map(|c| c.as_str()),
                 h.to_app.as_str(),
-                h.to_color,
+                h.to_color.as_str(),
                 h.reason,
-                h.kind
+                h.kind.as_str()
             ),
             (
                 "0000000000000003",
@@ -843,7 +954,7 @@ mod tests {
         assert_eq!(r.cross_color_hops.len(), 1);
         assert_eq!(
             (
-                r.cross_color_hops[0].kind,
+                r.cross_color_hops[0].kind.as_str(),
                 r.cross_color_hops[0].from_app.as_str()
             ),
             ("MQ", "order")
