@@ -19,7 +19,7 @@
     whose four debug lines give the analyzer's own phase times (scan, convert, resolve and
     sort, trace detections, window detections): where the time goes.
 (c) DuckDB: the per-window group-bys of the windowed detections (queries/src/analyze/
-    windows.rs: SERVER requests and errors per channel, app, 60 s window, colour and
+    detect/windows.rs: SERVER requests and errors per channel, app, 60 s window, colour and
     instance, rolled up per app and per channel, with the window's blue_percent and whether
     it straddles a configuration change; drained-side spans per channel, app, colour,
     traffic kind and window, with distinct instances and traces) as one SQL statement over
@@ -81,7 +81,7 @@ CAPTURE = os.path.join(ROOT, "..", "shared", "fixtures", "analysis", "release-wa
 FINDING_TYPES = ["cross_color_hops", "missing_decisions", "drained_side",
                  "ratio_deviation", "instance_skew", "error_spike"]
 WINDOWED = ["drained_side", "ratio_deviation", "instance_skew", "error_spike"]
-# Domain section 6 defaults (queries/src/analyze/mod.rs Thresholds::default).
+# Domain section 6 defaults (queries/src/analyze/config.rs Thresholds::default).
 WINDOW_NS = 60 * 10**9
 GRACE_NS = 10 * 10**9
 RATIO_MIN_REQUESTS, RATIO_MIN_GAP_PP, RATIO_STD_ERRORS = 200, 5.0, 3.0
@@ -387,7 +387,7 @@ def two_proportion_p(e1, n1, e2, n2):
 
 
 def findings_from_rows(rows):
-    """Windowed finding counts from the group-by rows (queries/src/analyze/windows.rs)."""
+    """Windowed finding counts from the group-by rows (queries/src/analyze/detect/windows.rs)."""
     groups, inst = {}, {}
     drained = 0
     for part, channel, app, ws, color, instance, _tk, g_app, g_inst, n, errors, straddles, bp, _ni, _nt in rows:
@@ -684,8 +684,8 @@ def main():
         duck_count = con.execute(f"SELECT count(*) FROM {duck_table}").fetchone()[0]
         duck_threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
         con.close()
-        # DuckDB reading the 16 columns the analyzer loads (queries/src/analyze/load.rs
-        # LOAD_COLUMN_NAMES), each folded into an aggregate: what the same scan costs it.
+        # DuckDB reading the 16 columns the analyzer loads (queries/src/analyze/read/
+        # columns.rs LOAD_COLUMN_NAMES), each folded into an aggregate: what the same scan costs it.
         scan_sql = (f"SELECT max(trace_id), max(span_id), max(parent_span_id), max(service_name), "
                     f"max(instance_id), max(color), max(color_rule), max(span_kind), "
                     f"max(traffic_kind), max(start_time_unix_nano), bool_or(is_error), "

@@ -79,7 +79,10 @@ impl StatusCode {
 }
 
 /// Traffic kind of a span (domain §3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// Serialises as its stored text (`"RPC"`, `"MQ"`, `"JOB"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "UPPERCASE")]
 pub enum TrafficKind {
     /// A SERVER span: Dubbo, gRPC, HTTP, Feign.
     Rpc,

@@ -10,6 +10,7 @@
 
 pub mod color;
 pub mod decision;
+pub mod detection;
 pub mod ids;
 pub mod kinds;
 pub mod release;
@@ -19,5 +20,6 @@ pub mod weights;
 
 pub use color::{Color, ColorRule, ColorRules, ResolvedColor};
 pub use decision::{DecisionSource, Decisions, ReadDecision};
+pub use detection::Detection;
 pub use ids::{ChannelId, IdError, SpanId, SpanKey, TraceId};
 pub use kinds::{SpanKind, StatusCode, TrafficKind};

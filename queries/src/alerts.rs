@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::analyze::windows::window_start;
+use crate::analyze::findings::{AlertCounts, Observation};
 use crate::analyze::{AnalyzerConfig, Report};
 
 /// Firing or resolved.
@@ -58,191 +58,14 @@ pub struct AlertBook {
     version: u64,
 }
 
-fn camel(t: &str) -> String {
-    t.split('_')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_uppercase().chain(c).collect::<String>())
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
-struct Observation {
-    labels: BTreeMap<String, String>,
-    summary: String,
-    window_end: i64,
-    exemplars: Vec<String>,
-}
-
-fn labels(kind: &str, pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, String> {
-    let mut l = BTreeMap::new();
-    l.insert("alertname".into(), format!("Dyeline{}", camel(kind)));
-    l.insert("type".into(), kind.into());
-    for (k, v) in pairs {
-        if let Some(v) = v {
-            l.insert((*k).into(), (*v).into());
-        }
-    }
-    l
-}
-
-/// One line for a ratio deviation (domain §6.4): observed blue share, requests, blue_percent,
-/// the gap against the tolerance in percentage points, and the cause when one is known. The
-/// alert's `summary` and the dashboard's finding row both use it.
-pub fn ratio_deviation_summary(d: &crate::analyze::RatioDeviation) -> String {
-    format!(
-        "blue share {:.1}% of {} requests vs blue_percent {}: gap {:.1} pp > tolerance {:.1} pp{}",
-        d.blue_share * 100.0,
-        d.requests,
-        d.blue_percent,
-        (d.blue_share * 100.0 - f64::from(d.blue_percent)).abs(),
-        d.tolerance * 100.0,
-        d.cause
-            .map(|c| format!(" (cause: {c})"))
-            .unwrap_or_default()
-    )
-}
-
+/// What the findings of `report` tell the alerts, in the report's order (a hop's summary
+/// counts the hops of its alert seen so far).
 fn observations(report: &Report, config: &AnalyzerConfig) -> Vec<Observation> {
-    let window = |ch: &str| config.for_channel(ch).window.as_nanos().max(1) as i64;
-    let mut out: Vec<Observation> = Vec::new();
-    let mut hop_counts: HashMap<BTreeMap<String, String>, usize> = HashMap::new();
-    for h in &report.cross_color_hops {
-        let l = labels(
-            "cross_color_hop",
-            &[
-                ("channel", Some(&h.channel)),
-                ("app", Some(&h.to_app)),
-                ("color", Some(h.to_color)),
-                ("kind", Some(h.kind)),
-                ("from_app", Some(&h.from_app)),
-                ("to_app", Some(&h.to_app)),
-            ],
-        );
-        *hop_counts.entry(l.clone()).or_default() += 1;
-        let n = hop_counts[&l];
-        out.push(Observation {
-            summary: format!(
-                "{n} cross-colour hop(s) in {}: {}({}) → {}({}){} [{}]; observed {n} > threshold 0",
-                h.channel,
-                h.from_app,
-                h.from_color.unwrap_or("-"),
-                h.to_app,
-                h.to_color,
-                if h.via.is_empty() {
-                    String::new()
-                } else {
-                    format!(" via {}", h.via.join(" → "))
-                },
-                h.reason
-            ),
-            labels: l,
-            window_end: window_start(h.t_unix_nano, window(&h.channel)) + window(&h.channel),
-            exemplars: vec![h.trace_id.clone()],
-        });
-    }
-    for m in &report.missing_decisions {
-        out.push(Observation {
-            labels: labels(
-                "missing_decision",
-                &[
-                    ("channel", Some(&m.channel)),
-                    ("app", Some(&m.app)),
-                    ("kind", Some(m.kind)),
-                ],
-            ),
-            summary: format!(
-                "{} {} spans carry no decision for {} (caller {}); observed > threshold 0",
-                m.app, m.kind, m.channel, m.caller_app
-            ),
-            window_end: window_start(m.t_unix_nano, window(&m.channel)) + window(&m.channel),
-            exemplars: vec![m.trace_id.clone()],
-        });
-    }
-    for d in &report.drained_side {
-        let grace = config.for_channel(&d.channel).grace;
-        out.push(Observation {
-            labels: labels(
-                "drained_side",
-                &[("channel", Some(&d.channel)), ("app", Some(&d.app)), ("color", Some(d.color)), ("kind", Some(d.kind))],
-            ),
-            summary: format!(
-                "{} {} spans on drained {} of {} (blue_percent {}) more than {:?} after the change: observed {} > threshold 0",
-                d.count, d.kind, d.color, d.app, d.blue_percent, grace, d.count
-            ),
-            window_end: d.window_end_unix_nano,
-            exemplars: d.trace_ids.iter().take(5).cloned().collect(),
-        });
-    }
-    for d in &report.ratio_deviation {
-        out.push(Observation {
-            labels: labels(
-                "ratio_deviation",
-                &[
-                    ("channel", Some(&d.channel)),
-                    ("app", Some(&d.app)),
-                    ("color", Some(d.color)),
-                    ("kind", Some(d.kind)),
-                ],
-            ),
-            summary: ratio_deviation_summary(d),
-            window_end: d.window_end_unix_nano,
-            exemplars: d.exemplar_trace_ids.clone(),
-        });
-    }
-    for s in &report.instance_skew {
-        let t = config.for_channel(&s.channel);
-        out.push(Observation {
-            labels: labels(
-                "instance_skew",
-                &[
-                    ("channel", Some(&s.channel)),
-                    ("app", Some(&s.app)),
-                    ("color", Some(s.color)),
-                    ("kind", Some(s.kind)),
-                    ("instance", Some(&s.instance)),
-                ],
-            ),
-            summary: format!(
-                "{} took {} of {} {} requests: {:.1}× the mean {:.1} > threshold {}×",
-                s.instance,
-                s.requests,
-                s.color_requests,
-                s.color,
-                s.requests as f64 / s.mean_requests,
-                s.mean_requests,
-                t.skew_factor
-            ),
-            window_end: s.window_end_unix_nano,
-            exemplars: s.exemplar_trace_ids.clone(),
-        });
-    }
-    for e in &report.error_spike {
-        let t = config.for_channel(&e.channel);
-        out.push(Observation {
-            labels: labels(
-                "error_spike",
-                &[("channel", Some(&e.channel)), ("app", e.app.as_deref()), ("color", Some(e.color)), ("kind", Some(e.kind))],
-            ),
-            summary: format!(
-                "{} error rate {:.2}% ({} of {}) ≥ {:.0}% and ≥ {}× the other side's {:.2}%; z-test p = {:.1e} < {}",
-                e.color,
-                e.error_rate * 100.0,
-                e.errors,
-                e.requests,
-                t.spike_min_error_rate * 100.0,
-                t.spike_factor,
-                e.other_error_rate * 100.0,
-                e.p_value,
-                t.spike_p_value
-            ),
-            window_end: e.window_end_unix_nano,
-            exemplars: e.exemplar_trace_ids.clone(),
-        });
-    }
-    out
+    let mut seen = AlertCounts::new();
+    report
+        .findings()
+        .map(|f| f.alert(config.for_channel(f.channel()), &mut seen))
+        .collect()
 }
 
 impl AlertBook {
@@ -344,6 +167,8 @@ impl AlertBook {
 
 #[cfg(test)]
 mod tests {
+    use dyeline_model::{Color, TrafficKind};
+
     use super::*;
     use crate::analyze::ErrorSpike;
 
@@ -352,8 +177,8 @@ mod tests {
             error_spike: vec![ErrorSpike {
                 channel: "trade".into(),
                 app: Some("order".into()),
-                color: "blue",
-                kind: "RPC",
+                color: Color::Blue,
+                kind: TrafficKind::Rpc,
                 requests: 1000,
                 errors: 80,
                 error_rate: 0.08,

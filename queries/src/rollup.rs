@@ -25,7 +25,7 @@ use dyeline_model::release::Timeline;
 use dyeline_model::schema::col;
 use sketches_ddsketch::{Config, DDSketch};
 
-use crate::analyze::windows::window_start;
+use crate::analyze::detect::windows::window_start;
 use crate::summary::{ColorStep, Percentiles, Summary, check_steps, make_step};
 
 /// One minute, ns.

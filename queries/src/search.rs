@@ -9,8 +9,10 @@ use dyeline_model::Color;
 use dyeline_model::release::Timeline;
 use serde::Serialize;
 
-use crate::analyze::load::{Spans, load};
-use crate::analyze::{CrossColorHop, hex128, traces};
+use crate::analyze::detect::traces;
+use crate::analyze::findings::{CrossColorHop, hex128};
+use crate::analyze::read::scan::load;
+use crate::analyze::spans::Spans;
 use crate::sql::SqlError;
 
 /// Filters of a search (all optional; `limit` defaults to 100, at most 1000).
@@ -93,7 +95,7 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
     // Filter with cheap checks, keep (start, end, hops, trace) and build summaries only for
     // the `limit` newest.
     // (start, end, hops, the trace's spans)
-    type Hit<'a> = (i64, i64, usize, &'a [crate::analyze::load::SpanRec]);
+    type Hit<'a> = (i64, i64, usize, &'a [crate::analyze::spans::SpanRec]);
     let mut hits: Vec<Hit> = Vec::new();
     for t in spans.traces() {
         if channel_id.is_some() && !t.iter().any(|s| s.channel == channel_id) {

@@ -9,8 +9,9 @@ use dyeline_model::release::ReleaseState;
 use dyeline_model::release::Timeline;
 use serde::Serialize;
 
-use crate::analyze::load::{Kind, Spans, load};
-use crate::analyze::windows::window_start;
+use crate::analyze::detect::windows::window_start;
+use crate::analyze::read::scan::load;
+use crate::analyze::spans::{Kind, Spans};
 use crate::analyze::{AnalyzerConfig, Report, report};
 use crate::sql::SqlError;
 

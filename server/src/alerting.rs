@@ -11,7 +11,7 @@ use dyeline_control::ControlPlane;
 use dyeline_model::time::{now_unix_nano, rfc3339};
 use dyeline_queries::SqlEngine;
 use dyeline_queries::alerts::{Alert, AlertBook, AlertState, Change};
-use dyeline_queries::analyze::windows::window_start;
+use dyeline_queries::analyze::detect::windows::window_start;
 use dyeline_queries::analyze::{AnalyzerConfig, analyze};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};

@@ -1,22 +1,20 @@
 //! `dyeline analyze`: the post-mortem run of the six detections (domain §6) over a data dir's
 //! spans and its control plane's history (e.g. recorded by `dyeline import --timeline`).
 //! JSON (the format `../shared/tools/check_findings.py` reads) or a table on stdout; logs on
-//! stderr.
-
-use std::fmt::Write as _;
+//! stderr. The analysis and its text are `dyeline_queries::analyze`'s ([`analyze::run`],
+//! [`text`]); this opens the data dir and prints.
 
 use dyeline_control::ControlPlane;
-use dyeline_model::time::{parse_time, rfc3339_secs};
-use dyeline_queries::analyze::cache::{count_windows_once, load_once};
-use dyeline_queries::analyze::{Detection, Report, report_of, report_windows};
+use dyeline_model::time::parse_time;
+use dyeline_queries::analyze::{self, Detection, Report, text};
 use dyeline_store::Store;
 
 use crate::config::Config;
 use crate::serve::{BoxError, store_config};
 
 /// Runs the analysis of `config.data_dir` between `from` and `to` (RFC 3339 or Unix ns) and
-/// prints it: JSON (every finding), or [`table`] with at most `limit` findings per detection
-/// (0: all).
+/// prints it: JSON (every finding), or [`text::table`] with at most `limit` findings per
+/// detection (0: all). No `detections`: all six.
 ///
 /// # Errors
 /// A missing or unreadable data dir, a time that does not parse, a failed scan.
@@ -31,26 +29,20 @@ pub async fn run(
 ) -> Result<(), BoxError> {
     let from = from.map(parse_time).transpose()?;
     let to = to.map(parse_time).transpose()?;
-    let detections = if detections.is_empty() {
-        &Detection::ALL[..]
-    } else {
-        detections
-    };
     let report = analyze_dir(&config, from, to, with_decisions, detections).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", table(&report, limit));
+        print!("{}", text::table(&report, limit));
     }
     Ok(())
 }
 
 /// The report of `detections` over the spans of `config.data_dir` starting in `[from, to)`
-/// (Unix ns; all when absent) against its control plane's history, with `config.analyzer`'s
-/// thresholds. Opens the store and the control plane read-only, so a server may hold the
-/// data dir. When every detection asked for is windowed and `with_decisions` is off, the
-/// spans are counted as they are read ([`count_windows_once`]: fewer columns, no record per
-/// span) instead of loaded.
+/// (Unix ns; all when absent; all six detections when none is given) against its control
+/// plane's history, with `config.analyzer`'s thresholds ([`analyze::run`], which chooses
+/// between counting and loading the spans). Opens the store and the control plane read-only,
+/// so a server may hold the data dir.
 ///
 /// # Errors
 /// A missing or unreadable data dir, a failed read.
@@ -77,203 +69,15 @@ pub async fn analyze_dir(
     if timeline.is_empty() {
         tracing::warn!("the data dir has no channel history: no app is in a releasing channel");
     }
-    // Each Parquet file is read and converted on its own core and the sorted parts taken
-    // into the result (the dashboard's path without its cache), rather than one DataFusion
-    // scan converted on one thread and sorted whole.
-    let started = std::time::Instant::now();
-    if !with_decisions && detections.iter().all(|d| d.is_windowed()) {
-        let counts =
-            count_windows_once(&store.table(), &timeline, &config.analyzer, from, to).await?;
-        let report = report_windows(counts, &config.analyzer, detections);
-        tracing::debug!(
-            spans = report.spans,
-            took_ms = started.elapsed().as_secs_f64() * 1e3,
-            "window analysis"
-        );
-        return Ok(report);
-    }
-    let spans = load_once(&store.table(), &timeline, from, to).await?;
-    let loaded = started.elapsed();
-    let report = report_of(&spans, &config.analyzer, with_decisions, detections);
-    tracing::debug!(
-        spans = spans.len(),
-        load_ms = loaded.as_secs_f64() * 1e3,
-        report_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
-        "analysis"
-    );
-    Ok(report)
-}
-
-/// The report's findings for people: one section per detection (its title and one line per
-/// finding).
-fn sections(r: &Report) -> Vec<(&'static str, Vec<String>)> {
-    let mut sections = Vec::new();
-    let mut lines = Vec::new();
-    for h in &r.cross_color_hops {
-        let via = if h.via.is_empty() {
-            String::new()
-        } else {
-            format!(" via {}", h.via.join(" → "))
-        };
-        lines.push(format!(
-            "  {} {} {}({}) → {}({}){} {} {} trace {}",
-            rfc3339_secs(h.t_unix_nano),
-            h.channel,
-            h.from_app,
-            h.from_color.unwrap_or("-"),
-            h.to_app,
-            h.to_color,
-            via,
-            h.kind,
-            h.reason,
-            h.trace_id
-        ));
-    }
-    sections.push(("cross-colour hops", lines));
-    let mut lines = Vec::new();
-    for m in &r.missing_decisions {
-        lines.push(format!(
-            "  {} {} {} called by {} {} trace {}",
-            rfc3339_secs(m.t_unix_nano),
-            m.channel,
-            m.app,
-            m.caller_app,
-            m.kind,
-            m.trace_id
-        ));
-    }
-    sections.push(("missing decisions", lines));
-    let mut lines = Vec::new();
-    for d in &r.drained_side {
-        lines.push(format!(
-            "  {} {} {} on {} ({}% blue) {}: {} spans on {}",
-            rfc3339_secs(d.window_start_unix_nano),
-            d.channel,
-            d.app,
-            d.color,
-            d.blue_percent,
-            d.kind,
-            d.count,
-            d.instances.join(",")
-        ));
-    }
-    sections.push(("drained-side traffic", lines));
-    let mut lines = Vec::new();
-    for d in &r.ratio_deviation {
-        lines.push(format!(
-            "  {} {} {}: blue share {:.1}% of {} requests vs blue_percent {} (weights imply {:.1}%, {}B/{}G instances){}",
-            rfc3339_secs(d.window_start_unix_nano),
-            d.channel,
-            d.app,
-            d.blue_share * 100.0,
-            d.requests,
-            d.blue_percent,
-            d.weight_implied_share * 100.0,
-            d.blue_instances,
-            d.green_instances,
-            d.cause.map(|c| format!(" cause {c}")).unwrap_or_default()
-        ));
-    }
-    sections.push(("ratio deviations", lines));
-    let mut lines = Vec::new();
-    for s in &r.instance_skew {
-        lines.push(format!(
-            "  {} {} {} {} {}: {} requests, {:.1}× the mean of {} instances",
-            rfc3339_secs(s.window_start_unix_nano),
-            s.channel,
-            s.app,
-            s.color,
-            s.instance,
-            s.requests,
-            s.requests as f64 / s.mean_requests,
-            s.instances_seen
-        ));
-    }
-    sections.push(("instance skew", lines));
-    let mut lines = Vec::new();
-    for e in &r.error_spike {
-        lines.push(format!(
-            "  {} {} {} {}: {:.2}% errors ({} of {}) vs {:.2}% on the other side, p = {:.2e}",
-            rfc3339_secs(e.window_start_unix_nano),
-            e.channel,
-            e.app.as_deref().unwrap_or("(channel)"),
-            e.color,
-            e.error_rate * 100.0,
-            e.errors,
-            e.requests,
-            e.other_error_rate * 100.0,
-            e.p_value
-        ));
-    }
-    sections.push(("one-sided error spikes", lines));
-    // The sections follow Detection::ALL; those of detections that did not run are left
-    // out rather than shown as finding nothing.
-    Detection::ALL
-        .iter()
-        .zip(sections)
-        .filter(|(d, _)| r.ran(**d))
-        .map(|(_, s)| s)
-        .collect()
-}
-
-/// The report's totals: spans, instances, malformed and conflicting decisions.
-fn header(r: &Report) -> String {
-    let unknown = r.instances.iter().filter(|i| i.color == "unknown").count();
-    let mut out = format!(
-        "spans analysed: {}\ninstances: {} ({} of unknown colour)",
-        r.spans,
-        r.instances.len(),
-        unknown,
-    );
-    // Not read by a windowed-only run.
-    if r.baggage_faults_read {
-        let _ = write!(
-            out,
-            "; malformed decision pairs: {}; conflicting decisions: {}",
-            r.malformed_pairs.total,
-            r.conflicting_decisions.len()
-        );
-    }
-    if let Some(names) = &r.detections {
-        let _ = write!(out, "\ndetections run: {}", names.join(", "));
-    }
-    out.push('\n');
-    out
-}
-
-/// The report for people: one section per detection, headed by its count of findings, then
-/// one line per finding, the first `limit` of each (0: all) in the report's order, and how
-/// many more there are.
-pub fn table(r: &Report, limit: usize) -> String {
-    listed(
-        r,
-        (limit != 0).then_some(limit),
-        "\n",
-        " (--limit 0 lists all; --format json has every finding)",
+    Ok(analyze::run(
+        &store.table(),
+        &timeline,
+        &config.analyzer,
+        (from, to),
+        detections,
+        with_decisions,
     )
-}
-
-/// [`table`] with at most `per_section` lines per detection (the rest counted), for a
-/// summary at the end of `dyeline demo`.
-pub fn summary(r: &Report, per_section: usize) -> String {
-    listed(r, Some(per_section), "", "")
-}
-
-/// The header, then each section: `gap`, its title and count, its first `limit` lines (all
-/// when `None`), and `  … and N more{hint}` for the rest.
-fn listed(r: &Report, limit: Option<usize>, gap: &str, hint: &str) -> String {
-    let mut out = header(r);
-    for (title, lines) in sections(r) {
-        let _ = writeln!(out, "{gap}{title}: {}", lines.len());
-        let shown = limit.unwrap_or(lines.len()).min(lines.len());
-        for l in &lines[..shown] {
-            let _ = writeln!(out, "{l}");
-        }
-        if lines.len() > shown {
-            let _ = writeln!(out, "  … and {} more{hint}", lines.len() - shown);
-        }
-    }
-    out
+    .await?)
 }
 
 #[cfg(test)]
@@ -281,8 +85,10 @@ mod tests {
     use std::sync::Arc;
 
     use dyeline_queries::SqlEngine;
-    use dyeline_queries::analyze::cache::{SpanCache, load_cached};
-    use dyeline_queries::analyze::load::{NO_SOURCE, Spans, load};
+    use dyeline_queries::analyze::read::files::{SpanCache, load_cached};
+    use dyeline_queries::analyze::read::scan::load;
+    use dyeline_queries::analyze::spans::{NO_SOURCE, Spans};
+    use dyeline_queries::analyze::{report_of, report_windows};
 
     use super::*;
 
@@ -588,7 +394,7 @@ mod tests {
     /// files, the rest (its error spike included) in memory.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn window_counts_over_files_and_memory_equal_the_full_load() {
-        use dyeline_queries::analyze::cache::count_windows_once;
+        use dyeline_queries::analyze::read::files::count_windows_once;
         let (_dir, config, store) = files_then_memory(usize::MAX, 330).await;
         let table = store.table();
         let engine = SqlEngine::new(store.table()).unwrap();

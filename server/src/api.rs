@@ -17,8 +17,7 @@ use dyeline_control::{ControlError, ControlPlane};
 use dyeline_model::release::ReleaseError;
 use dyeline_model::time::{BadTime, now_unix_nano, parse_time};
 use dyeline_queries::alerts::AlertState;
-use dyeline_queries::analyze::cache::{count_windows_once, load_once};
-use dyeline_queries::analyze::{AnalyzerConfig, Detection, report, report_windows};
+use dyeline_queries::analyze::{AnalyzeError, AnalyzerConfig, Detection};
 use dyeline_queries::render;
 use dyeline_queries::{SqlEngine, SqlError, SqlLimits};
 use parking_lot::Mutex;
@@ -94,6 +93,13 @@ impl From<ControlError> for ApiError {
 impl From<BadTime> for ApiError {
     fn from(e: BadTime) -> Self {
         ControlError::from(e).into()
+    }
+}
+
+impl From<AnalyzeError> for ApiError {
+    /// As the [`SqlError`] it reads as (a read error is internal).
+    fn from(e: AnalyzeError) -> Self {
+        SqlError::from(e).into()
     }
 }
 
@@ -236,15 +242,6 @@ struct FindingsQuery {
     to: Option<String>,
 }
 
-const FINDING_TYPES: [(&str, &str); 6] = [
-    ("cross_color_hops", "cross_color_hop"),
-    ("missing_decisions", "missing_decision"),
-    ("drained_side", "drained_side"),
-    ("ratio_deviation", "ratio_deviation"),
-    ("instance_skew", "instance_skew"),
-    ("error_spike", "error_spike"),
-];
-
 /// The six detections of domain §6 over a time range: `{"findings": [...]}`, each item the
 /// `dyeline analyze` JSON item plus its `type`. With `type` one of the windowed detections
 /// (§6.3–6), only that one runs, counted as the files are read (as `dyeline analyze
@@ -258,60 +255,41 @@ async fn findings(
     Query(q): Query<FindingsQuery>,
 ) -> Result<Response, ApiError> {
     state.auth.authorize(&headers, Access::Read)?;
-    if let Some(k) = &q.kind
-        && !FINDING_TYPES.iter().any(|(_, t)| t == k)
-    {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_query",
-            format!(
-                "type {k:?} is not one of cross_color_hop, missing_decision, drained_side, ratio_deviation, instance_skew, error_spike"
-            ),
-        ));
-    }
+    let detections = match q.kind.as_deref() {
+        // One type: only its detection runs (a windowed one counted as the files are read).
+        Some(k) => vec![k.parse::<Detection>().map_err(|_| {
+            let names: Vec<&str> = Detection::ALL.iter().map(|d| d.as_str()).collect();
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!("type {k:?} is not one of {}", names.join(", ")),
+            )
+        })?],
+        None => Detection::ALL.to_vec(),
+    };
     let (from, to) = range(q.from.as_deref(), q.to.as_deref())?;
     let timeline = state.plane.timeline();
-    let windowed = q
-        .kind
-        .as_deref()
-        .and_then(|k| k.parse::<Detection>().ok())
-        .filter(|d| d.is_windowed());
-    let report = match windowed {
-        // One windowed type: counted as the files are read, no trace analysis.
-        Some(d) => {
-            let counts = count_windows_once(
-                &state.spans,
-                &timeline,
-                &state.analyzer,
-                Some(from),
-                Some(to),
-            )
-            .await?;
-            report_windows(counts, &state.analyzer, &[d])
-        }
-        // Every file read on its own core straight into the analyzer's records (as `dyeline
-        // analyze`), rather than a DataFusion scan converted on one thread: over 10M spans,
-        // 3.9-8.4 s became 1.1-1.3 s (2.2 s the first time), with the same answer.
-        None => {
-            let spans = load_once(&state.spans, &timeline, Some(from), Some(to)).await?;
-            report(&spans, &state.analyzer, false)
-        }
-    };
-    let v = serde_json::to_value(&report)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    let report = dyeline_queries::analyze::run(
+        &state.spans,
+        &timeline,
+        &state.analyzer,
+        (Some(from), Some(to)),
+        &detections,
+        false,
+    )
+    .await?;
     let mut out = Vec::new();
-    for (list, kind) in FINDING_TYPES {
-        if q.kind.as_deref().is_some_and(|k| k != kind) {
+    for f in report.findings() {
+        if q.channel.as_deref().is_some_and(|c| f.channel() != c) {
             continue;
         }
-        for item in v[list].as_array().into_iter().flatten() {
-            if q.channel.as_deref().is_some_and(|c| item["channel"] != c) {
-                continue;
-            }
-            let mut item = item.clone();
-            item["type"] = json!(kind);
-            out.push(item);
-        }
+        // The finding's fields and its type, in name order (a JSON object's keys are kept
+        // sorted), as this route has always written them.
+        let mut item = serde_json::to_value(f).map_err(|e| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        })?;
+        item["type"] = json!(f.detection().as_str());
+        out.push(item);
     }
     Ok(Json(json!({ "findings": out })).into_response())
 }

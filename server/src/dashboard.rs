@@ -10,7 +10,7 @@
 //! while a fresh snapshot is computed in the background (one at a time); pages say
 //! up to when their spans were analysed. Only a range never seen before is computed while
 //! the request waits, and that reads through the analyzer's per-file cache
-//! ([`dyeline_queries::analyze::cache`]): only the files not read before and the memory
+//! ([`dyeline_queries::analyze::read::files`]): only the files not read before and the memory
 //! segments are scanned.
 
 mod parts;
@@ -24,8 +24,8 @@ use dyeline_model::Color;
 use dyeline_model::release::{Op, ReleaseState, Timeline};
 use dyeline_model::weights::count_aware_weights;
 use dyeline_queries::alerts::AlertState;
-use dyeline_queries::analyze::cache::{SpanCache, load_cached};
-use dyeline_queries::analyze::load::Spans;
+use dyeline_queries::analyze::read::files::{SpanCache, load_cached};
+use dyeline_queries::analyze::spans::Spans;
 use dyeline_queries::analyze::{Report, report};
 use dyeline_queries::{SqlError, drilldown, search};
 use dyeline_ui::{
@@ -145,7 +145,7 @@ impl Inner {
             Some(range.to_unix_nano),
         )
         .await
-        .map_err(sql_error)?;
+        .map_err(|e| sql_error(e.into()))?;
         let report = report(&spans, &self.state.analyzer, false);
         let first_start = spans.iter().map(|s| s.start).min();
         let snap = Arc::new(Snapshot {

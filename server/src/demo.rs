@@ -193,7 +193,7 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
         {
             Ok(r) => print!(
                 "demo: findings over the run (dyeline analyze, at most {DEMO_FINDING_LINES} per detection):\n{}",
-                crate::analyze::summary(&r, DEMO_FINDING_LINES)
+                dyeline_queries::analyze::text::summary(&r, DEMO_FINDING_LINES)
             ),
             Err(e) => eprintln!("demo: the closing analysis failed: {e}"),
         }

@@ -3,6 +3,7 @@
 //! plane; UI tests implement it over fixtures. Nothing here does I/O.
 
 use async_trait::async_trait;
+pub use dyeline_model::Detection;
 use dyeline_model::release::NEUTRAL_BLUE_PERCENT;
 use serde::{Deserialize, Serialize};
 
@@ -222,56 +223,6 @@ pub struct MissingRow {
     pub count: u64,
     /// Up to 5 example trace ids.
     pub trace_ids: Vec<String>,
-}
-
-/// One of the analyzer's six detections (domain §6), named as its findings' `type` in
-/// `GET /api/v1/findings`: a copy of `dyeline_queries::analyze::Detection`, kept here so the
-/// dashboard depends on the model crate only. Serde and `Display` give the same name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Detection {
-    /// §6.1, `cross_color_hop`.
-    CrossColorHop,
-    /// §6.2, `missing_decision`.
-    MissingDecision,
-    /// §6.3, `drained_side`.
-    DrainedSide,
-    /// §6.4, `ratio_deviation`.
-    RatioDeviation,
-    /// §6.5, `instance_skew`.
-    InstanceSkew,
-    /// §6.6, `error_spike`.
-    ErrorSpike,
-}
-
-impl Detection {
-    /// The six, in the order of domain §6.
-    pub const ALL: [Detection; 6] = [
-        Detection::CrossColorHop,
-        Detection::MissingDecision,
-        Detection::DrainedSide,
-        Detection::RatioDeviation,
-        Detection::InstanceSkew,
-        Detection::ErrorSpike,
-    ];
-
-    /// The finding type's name (`cross_color_hop`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Detection::CrossColorHop => "cross_color_hop",
-            Detection::MissingDecision => "missing_decision",
-            Detection::DrainedSide => "drained_side",
-            Detection::RatioDeviation => "ratio_deviation",
-            Detection::InstanceSkew => "instance_skew",
-            Detection::ErrorSpike => "error_spike",
-        }
-    }
-}
-
-impl std::fmt::Display for Detection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// A finding in one window: drained-side traffic, ratio deviation, skew or spike.

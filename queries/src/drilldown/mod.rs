@@ -25,9 +25,10 @@ use futures::StreamExt;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::analyze::load::{Loader, load_columns_sql};
-use crate::analyze::traces::{FindCounts, find_some};
-use crate::analyze::{CrossColorHop, MissingDecision, hex64};
+use crate::analyze::detect::traces::{FindCounts, find_some};
+use crate::analyze::findings::{CrossColorHop, MissingDecision, hex64};
+use crate::analyze::read::columns::load_columns_sql;
+use crate::analyze::read::loader::Loader;
 use crate::sql::SqlError;
 use tree::{TreeSpan, tree_order};
 

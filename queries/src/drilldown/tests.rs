@@ -282,7 +282,7 @@ async fn a_page_marks_its_own_spans_and_counts_the_whole_traces() {
             .iter()
             .all(|s| s.hops.len() == 1 && s.missing_decision_channels == ["trade"])
     );
-    assert_eq!(v.spans[0].hops[0].to_color, "green");
+    assert_eq!(v.spans[0].hops[0].to_color.as_str(), "green");
     let listed: Vec<&str> = v
         .cross_color_hops
         .iter()

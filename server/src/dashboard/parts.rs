@@ -6,14 +6,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use dyeline_model::Color;
 use dyeline_model::release::Timeline;
-use dyeline_queries::analyze::load::{Kind, SpanRec, Spans, Traffic};
+use dyeline_model::{Color, TrafficKind};
+use dyeline_queries::analyze::spans::{Kind, SpanRec, Spans};
 use dyeline_queries::analyze::{AnalyzerConfig, CrossColorHop, Report};
 use dyeline_queries::summary;
 use dyeline_ui::{
-    AppRow, ColorLoad, Detection, HopEdge, MissingRow, SourceError, Step, TimeRange,
-    UnknownInstance, WindowFinding,
+    AppRow, ColorLoad, HopEdge, MissingRow, SourceError, Step, TimeRange, UnknownInstance,
+    WindowFinding,
 };
 
 use super::sql_error;
@@ -54,7 +54,7 @@ fn is_request(s: &SpanRec) -> bool {
 /// What an app serves: RPC requests (SERVER), MQ messages (CONSUMER) and JOB runs (root
 /// spans of traffic kind JOB), so MQ consumers and JOB apps have a row of the per-app table.
 fn is_work(s: &SpanRec) -> bool {
-    s.kind != Kind::Other || (s.traffic == Some(Traffic::Job) && s.parent.is_none())
+    s.kind != Kind::Other || (s.traffic == Some(TrafficKind::Job) && s.parent.is_none())
 }
 
 impl ColorAcc {
@@ -251,18 +251,11 @@ type EdgeKey = (
 /// One hop as a line: `channel: from(colour) → to(colour) reason via a → b`.
 pub fn hop_line(h: &CrossColorHop) -> String {
     format!(
-        "{}: {}({}) → {}({}) {}{}",
+        "{}: {} {}{}",
         h.channel,
-        h.from_app,
-        h.from_color.unwrap_or("-"),
-        h.to_app,
-        h.to_color,
+        h.path_text(),
         h.reason,
-        if h.via.is_empty() {
-            String::new()
-        } else {
-            format!(" via {}", h.via.join(" → "))
-        }
+        h.via_text()
     )
 }
 
@@ -352,10 +345,10 @@ pub fn channel_parts(
         let e = edges
             .entry((
                 h.from_app.clone(),
-                h.from_color.map(str::to_owned),
+                h.from_color.map(|c| c.as_str().to_owned()),
                 h.to_app.clone(),
-                h.to_color.to_owned(),
-                h.kind.to_owned(),
+                h.to_color.as_str().to_owned(),
+                h.kind.as_str().to_owned(),
                 h.reason.to_owned(),
                 h.via.clone(),
             ))
@@ -388,7 +381,11 @@ pub fn channel_parts(
     let mut miss: BTreeMap<(String, String, String), (u64, Vec<String>)> = BTreeMap::new();
     for m in rep.missing_decisions.iter().filter(|m| m.channel == id) {
         let e = miss
-            .entry((m.caller_app.clone(), m.app.clone(), m.kind.to_owned()))
+            .entry((
+                m.caller_app.clone(),
+                m.app.clone(),
+                m.kind.as_str().to_owned(),
+            ))
             .or_default();
         e.0 += 1;
         if e.1.len() < 5 && !e.1.contains(&m.trace_id) {
@@ -406,84 +403,23 @@ pub fn channel_parts(
         })
         .collect();
 
-    let mut findings = Vec::new();
-    for d in rep.drained_side.iter().filter(|d| d.channel == id) {
-        findings.push(WindowFinding {
-            finding: Detection::DrainedSide,
-            app: Some(d.app.clone()),
-            color: d.color.into(),
-            kind: d.kind.into(),
-            instance: None,
-            detail: format!(
-                "{} {} span(s) on drained {} at blue_percent {} ({}); threshold 0",
-                d.count,
-                d.kind,
-                d.color,
-                d.blue_percent,
-                d.instances.join(", ")
-            ),
-            window_start_unix_nano: d.window_start_unix_nano,
-            trace_ids: d.trace_ids.iter().take(5).cloned().collect(),
-        });
-    }
-    for d in rep.ratio_deviation.iter().filter(|d| d.channel == id) {
-        findings.push(WindowFinding {
-            finding: Detection::RatioDeviation,
-            app: Some(d.app.clone()),
-            color: d.color.into(),
-            kind: d.kind.into(),
-            instance: None,
-            detail: dyeline_queries::alerts::ratio_deviation_summary(d),
-            window_start_unix_nano: d.window_start_unix_nano,
-            trace_ids: d.exemplar_trace_ids.clone(),
-        });
-    }
-    let skew_factor = analyzer.for_channel(id).skew_factor;
-    for s in rep.instance_skew.iter().filter(|s| s.channel == id) {
-        findings.push(WindowFinding {
-            finding: Detection::InstanceSkew,
-            app: Some(s.app.clone()),
-            color: s.color.into(),
-            kind: s.kind.into(),
-            instance: Some(s.instance.clone()),
-            detail: format!(
-                "{} of {} {} requests: {:.1}× the mean {:.1} > {}×",
-                s.requests,
-                s.color_requests,
-                s.color,
-                s.requests as f64 / s.mean_requests.max(1e-9),
-                s.mean_requests,
-                skew_factor
-            ),
-            window_start_unix_nano: s.window_start_unix_nano,
-            trace_ids: s.exemplar_trace_ids.clone(),
-        });
-    }
+    // Each windowed finding's row, written by its detection; copied into the page's type.
     let t = analyzer.for_channel(id);
-    for e in rep.error_spike.iter().filter(|e| e.channel == id) {
-        findings.push(WindowFinding {
-            finding: Detection::ErrorSpike,
-            app: e.app.clone(),
-            color: e.color.into(),
-            kind: e.kind.into(),
-            instance: None,
-            detail: format!(
-                "error rate {:.2}% ({} of {}) vs other side {:.2}% ({} of {}): ≥ {:.0}% and ≥ {}×, p = {:.1e} < {}",
-                e.error_rate * 100.0,
-                e.errors,
-                e.requests,
-                e.other_error_rate * 100.0,
-                e.other_errors,
-                e.other_requests,
-                t.spike_min_error_rate * 100.0,
-                t.spike_factor,
-                e.p_value,
-                t.spike_p_value
-            ),
-            window_start_unix_nano: e.window_start_unix_nano,
-            trace_ids: e.exemplar_trace_ids.clone(),
-        });
-    }
+    let mut findings: Vec<WindowFinding> = rep
+        .findings()
+        .filter(|f| f.channel() == id)
+        .filter_map(|f| f.window_finding(t))
+        .map(|w| WindowFinding {
+            finding: w.finding,
+            app: w.app,
+            color: w.color.as_str().into(),
+            kind: w.kind.as_str().into(),
+            instance: w.instance,
+            detail: w.detail,
+            window_start_unix_nano: w.window_start_unix_nano,
+            trace_ids: w.trace_ids,
+        })
+        .collect();
     findings.sort_by_key(|f| std::cmp::Reverse(f.window_start_unix_nano));
 
     // Instances: requests per (app, instance, colour) of the channel's spans.

@@ -5,10 +5,15 @@
 
 use std::collections::HashMap;
 
-use dyeline_model::Color;
+use dyeline_model::{Color, TrafficKind};
 
-use super::load::{Kind, SpanRec, Spans};
-use super::{CrossColorHop, MissingDecision, hex64, hex128};
+use super::windows::window_start;
+use crate::analyze::config::Thresholds;
+use crate::analyze::findings::{
+    AlertCounts, CrossColorHop, Detection, MissingDecision, Observation, alert_labels, hex64,
+    hex128, time_text,
+};
+use crate::analyze::spans::{Kind, SpanRec, Spans};
 
 /// App name used when no ancestor (or parent) exists.
 pub const NONE_APP: &str = "(none)";
@@ -18,10 +23,6 @@ pub const UNKNOWN_APP: &str = "(unknown)";
 /// Span id → its place in the trace (foldhash: the map is filled and read for every span of
 /// every trace in a channel, and SipHash showed in the pass's time).
 type SpanIndex = HashMap<u64, usize, foldhash::fast::RandomState>;
-
-fn color_str(c: Color) -> &'static str {
-    c.as_str()
-}
 
 /// Apps between a hop's span and its nearest ancestor in the channel that `via` names at most:
 /// the apps of the nearest this-many spans above the hop span. A longer path (a hostile
@@ -147,7 +148,11 @@ fn one_trace(spans: &Spans, ss: &[SpanRec], index: &mut SpanIndex, sink: &mut Si
         let mut near: Vec<Near> = Vec::new();
         for &k in &cands {
             let s = &ss[k];
-            let kind = if s.kind == Kind::Server { "RPC" } else { "MQ" };
+            let kind = if s.kind == Kind::Server {
+                TrafficKind::Rpc
+            } else {
+                TrafficKind::Mq
+            };
             let dec = spans.decision(s, c);
             let kept = (sink.keep)(s.span);
             if dec.is_none()
@@ -218,9 +223,9 @@ fn one_trace(spans: &Spans, ss: &[SpanRec], index: &mut SpanIndex, sink: &mut Si
                 from_app: from.map_or(NONE_APP.to_owned(), |q| {
                     spans.apps.name(ss[q].app).to_owned()
                 }),
-                from_color: from.map(|q| color_str(ss[q].color)),
+                from_color: from.map(|q| ss[q].color),
                 to_app: spans.apps.name(s.app).to_owned(),
-                to_color: color_str(s.color),
+                to_color: s.color,
                 kind,
                 reason,
                 via,
@@ -354,13 +359,121 @@ fn via_apps(
     via
 }
 
+impl CrossColorHop {
+    /// `from(colour) → to(colour)`: the apps and their instance colours (`-` with `(none)`).
+    pub fn path_text(&self) -> String {
+        format!(
+            "{}({}) → {}({})",
+            self.from_app,
+            self.from_color.map_or("-", Color::as_str),
+            self.to_app,
+            self.to_color.as_str()
+        )
+    }
+
+    /// ` via a → b` (the apps between the ancestor and the span), or nothing.
+    pub fn via_text(&self) -> String {
+        if self.via.is_empty() {
+            String::new()
+        } else {
+            format!(" via {}", self.via.join(" → "))
+        }
+    }
+
+    /// Its line in the text table.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "  {} {} {}{} {} {} trace {}",
+            time_text(self.t_unix_nano),
+            self.channel,
+            self.path_text(),
+            self.via_text(),
+            self.kind.as_str(),
+            self.reason,
+            self.trace_id
+        )
+    }
+
+    /// Its alert: one per (channel, apps, colour, kind), its summary counting the hops of the
+    /// key seen so far (`seen`).
+    pub(crate) fn alert(&self, t: &Thresholds, seen: &mut AlertCounts) -> Observation {
+        let l = alert_labels(
+            Detection::CrossColorHop,
+            &[
+                ("channel", Some(&self.channel)),
+                ("app", Some(&self.to_app)),
+                ("color", Some(self.to_color.as_str())),
+                ("kind", Some(self.kind.as_str())),
+                ("from_app", Some(&self.from_app)),
+                ("to_app", Some(&self.to_app)),
+            ],
+        );
+        *seen.entry(l.clone()).or_default() += 1;
+        let n = seen[&l];
+        let window = t.window.as_nanos().max(1) as i64;
+        Observation {
+            summary: format!(
+                "{n} cross-colour hop(s) in {}: {}{} [{}]; observed {n} > threshold 0",
+                self.channel,
+                self.path_text(),
+                self.via_text(),
+                self.reason
+            ),
+            labels: l,
+            window_end: window_start(self.t_unix_nano, window) + window,
+            exemplars: vec![self.trace_id.clone()],
+        }
+    }
+}
+
+impl MissingDecision {
+    /// Its line in the text table.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "  {} {} {} called by {} {} trace {}",
+            time_text(self.t_unix_nano),
+            self.channel,
+            self.app,
+            self.caller_app,
+            self.kind.as_str(),
+            self.trace_id
+        )
+    }
+
+    /// Its alert: one per (channel, app, kind).
+    pub(crate) fn alert(&self, t: &Thresholds) -> Observation {
+        let window = t.window.as_nanos().max(1) as i64;
+        Observation {
+            labels: alert_labels(
+                Detection::MissingDecision,
+                &[
+                    ("channel", Some(&self.channel)),
+                    ("app", Some(&self.app)),
+                    ("kind", Some(self.kind.as_str())),
+                ],
+            ),
+            summary: format!(
+                "{} {} spans carry no decision for {} (caller {}); observed > threshold 0",
+                self.app,
+                self.kind.as_str(),
+                self.channel,
+                self.caller_app
+            ),
+            window_end: window_start(self.t_unix_nano, window) + window,
+            exemplars: vec![self.trace_id.clone()],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use dyeline_model::release::{Channels, Op, Timeline};
-    use dyeline_model::{ChannelId, Color};
+    use dyeline_model::{ChannelId, Color, TrafficKind};
 
-    use super::super::load::{Kind, SpanRec, Spans, Traffic, resolve};
     use super::*;
+    use crate::analyze::read::resolve::resolve;
+    use crate::analyze::spans::{Kind, NO_SOURCE, SpanRec, Spans};
+    use crate::analyze::testkit::{B, Sp, releasing};
 
     /// Spans of trace 1 in channel `trade` (releasing, all of `apps` in it): (span, parent,
     /// app, colour), started one after the other.
@@ -377,7 +490,7 @@ mod tests {
                 instance,
                 color,
                 kind: Kind::Server,
-                traffic: Some(Traffic::Rpc),
+                traffic: Some(TrafficKind::Rpc),
                 start: 1_000 + k as i64,
                 end: 2_000 + k as i64,
                 is_error: false,
@@ -385,7 +498,7 @@ mod tests {
                 channel: None,
                 blue_percent: 50,
                 interval: 0,
-                source: super::super::load::NO_SOURCE,
+                source: NO_SOURCE,
             });
         }
         let id = ChannelId::new("trade").unwrap();
@@ -536,5 +649,342 @@ mod tests {
                 missing_spans: 3_002,
             }
         );
+    }
+
+    #[test]
+    fn hop_is_found_once_whatever_the_arrival_order_and_clock_skew() {
+        // Case 11's shape: order (blue, decided blue) → stock on green. The stock span starts
+        // before its parent (clock skew) and is listed first (it arrived first).
+        let mut b = B::new();
+        releasing(&mut b, "ch1", &["order", "stock"], 50);
+        let blue = [("ch1", Color::Blue)];
+        b.span(Sp {
+            trace: 7,
+            span: 3,
+            parent: Some(2),
+            app: "stock",
+            instance: "stock-g1",
+            color: Color::Green,
+            t: 9.9,
+            decisions: &blue,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 7,
+            span: 1,
+            app: "order",
+            instance: "order-b1",
+            t: 10.0,
+            decisions: &blue,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 7,
+            span: 2,
+            parent: Some(1),
+            app: "order",
+            instance: "order-b1",
+            kind: Kind::Other,
+            t: 10.1,
+            decisions: &blue,
+            ..Sp::default()
+        })
+        // the same span resent is one row in the store; here a second trace checks independence
+        .span(Sp {
+            trace: 8,
+            span: 1,
+            app: "order",
+            instance: "order-b1",
+            t: 11.0,
+            decisions: &blue,
+            ..Sp::default()
+        });
+        let r = b.report();
+        assert_eq!(r.cross_color_hops.len(), 1, "{:?}", r.cross_color_hops);
+        let h = &r.cross_color_hops[0];
+        assert_eq!(
+            (
+                h.span_id.as_str(),
+                h.from_app.as_str(),
+                h.from_color.map(|c| c.as_str()),
+                h.to_app.as_str(),
+                h.to_color.as_str(),
+                h.reason,
+                h.kind.as_str()
+            ),
+            (
+                "0000000000000003",
+                "order",
+                Some("blue"),
+                "stock",
+                "green",
+                "decision_mismatch",
+                "RPC"
+            )
+        );
+        assert!(h.via.is_empty());
+        assert!(r.missing_decisions.is_empty());
+    }
+
+    #[test]
+    fn hop_reasons_via_and_the_root_most_span() {
+        let mut b = B::new();
+        releasing(&mut b, "trade", &["order", "inventory"], 50);
+        // order(green, decided green) → proxy (not in trade, drops) → gateway (decides blue again)
+        // → inventory on blue with trade=blue: decision_changed via [proxy, gateway].
+        let green = [("trade", Color::Green)];
+        let blue = [("trade", Color::Blue)];
+        b.span(Sp {
+            trace: 1,
+            span: 1,
+            instance: "order-g",
+            color: Color::Green,
+            decisions: &green,
+            t: 1.0,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 1,
+            span: 2,
+            parent: Some(1),
+            instance: "order-g",
+            color: Color::Green,
+            kind: Kind::Other,
+            t: 1.1,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 1,
+            span: 3,
+            parent: Some(2),
+            app: "proxy",
+            instance: "proxy-1",
+            t: 1.2,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 1,
+            span: 4,
+            parent: Some(3),
+            app: "gateway",
+            instance: "gw-1",
+            kind: Kind::Other,
+            t: 1.3,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 1,
+            span: 5,
+            parent: Some(4),
+            app: "inventory",
+            instance: "inv-b",
+            decisions: &blue,
+            t: 1.4,
+            ..Sp::default()
+        })
+        // a root-most span whose decision is not its colour is itself the hop
+        .span(Sp {
+            trace: 2,
+            span: 1,
+            app: "gateway",
+            instance: "gw-1",
+            kind: Kind::Other,
+            t: 2.0,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 2,
+            span: 2,
+            parent: Some(1),
+            instance: "order-g",
+            color: Color::Green,
+            decisions: &blue,
+            t: 2.1,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 2,
+            span: 3,
+            parent: Some(2),
+            app: "inventory",
+            instance: "inv-b",
+            decisions: &blue,
+            t: 2.2,
+            ..Sp::default()
+        })
+        // no decision anywhere: trace colour is the root's instance colour; the child on the
+        // other colour is a no_decision hop and both are missing decisions
+        .span(Sp {
+            trace: 3,
+            span: 1,
+            instance: "order-g",
+            color: Color::Green,
+            t: 3.0,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 3,
+            span: 2,
+            parent: Some(1),
+            app: "inventory",
+            instance: "inv-b",
+            t: 3.1,
+            ..Sp::default()
+        });
+        let r = b.report();
+        let mut hops: Vec<(String, &str, String, Vec<String>)> = r
+            .cross_color_hops
+            .iter()
+            .map(|h| {
+                (
+                    h.trace_id[30..].to_owned(),
+                    h.reason,
+                    h.from_app.clone(),
+                    h.via.clone(),
+                )
+            })
+            .collect();
+        hops.sort();
+        assert_eq!(
+            hops,
+            vec![
+                (
+                    "01".into(),
+                    "decision_changed",
+                    "order".into(),
+                    vec!["proxy".into(), "gateway".into()]
+                ),
+                (
+                    "02".into(),
+                    "decision_mismatch",
+                    "(none)".into(),
+                    vec!["gateway".into()]
+                ),
+                ("03".into(), "no_decision", "order".into(), vec![]),
+            ]
+        );
+        let missing: Vec<(String, String)> = r
+            .missing_decisions
+            .iter()
+            .map(|m| (m.app.clone(), m.caller_app.clone()))
+            .collect();
+        assert_eq!(
+            missing,
+            vec![
+                ("order".into(), "(none)".into()),
+                ("inventory".into(), "order".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_colours_and_consumers_of_the_drained_side_are_never_hops() {
+        let mut b = B::new();
+        releasing(&mut b, "trade", &["order", "notify", "stock"], 100); // green drained
+        let green = [("trade", Color::Green)];
+        let blue = [("trade", Color::Blue)];
+        b.span(Sp {
+            trace: 1,
+            span: 1,
+            decisions: &blue,
+            t: 1.0,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 1,
+            span: 2,
+            parent: Some(1),
+            app: "stock",
+            instance: "stock-x",
+            color: Color::Unknown,
+            decisions: &blue,
+            t: 1.1,
+            ..Sp::default()
+        })
+        // a green-decided message consumed on blue while green is drained: meant to be
+        .span(Sp {
+            trace: 2,
+            span: 1,
+            instance: "order-g",
+            color: Color::Green,
+            kind: Kind::Other,
+            decisions: &green,
+            t: 2.0,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 2,
+            span: 2,
+            parent: Some(1),
+            app: "notify",
+            instance: "notify-b",
+            kind: Kind::Consumer,
+            decisions: &green,
+            t: 2.1,
+            ..Sp::default()
+        });
+        let r = b.report();
+        assert!(r.cross_color_hops.is_empty(), "{:?}", r.cross_color_hops);
+
+        // The same message consumed on blue while nothing is drained is an MQ hop.
+        let mut b = B::new();
+        releasing(&mut b, "trade", &["order", "notify"], 50);
+        b.span(Sp {
+            trace: 2,
+            span: 1,
+            instance: "order-g",
+            color: Color::Green,
+            kind: Kind::Other,
+            decisions: &green,
+            t: 2.0,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 2,
+            span: 2,
+            parent: Some(1),
+            app: "notify",
+            instance: "notify-b",
+            kind: Kind::Consumer,
+            decisions: &green,
+            t: 2.1,
+            ..Sp::default()
+        });
+        let r = b.report();
+        assert_eq!(r.cross_color_hops.len(), 1);
+        assert_eq!(
+            (
+                r.cross_color_hops[0].kind.as_str(),
+                r.cross_color_hops[0].from_app.as_str()
+            ),
+            ("MQ", "order")
+        );
+    }
+
+    #[test]
+    fn nothing_is_found_outside_a_release() {
+        let mut b = B::new();
+        b.channel("trade", &["order", "inventory"]);
+        b.op(100.0, "trade", Op::Start);
+        // before the start: no decision, crossing colours, all fine
+        b.span(Sp {
+            trace: 1,
+            span: 1,
+            instance: "order-g",
+            color: Color::Green,
+            t: 10.0,
+            ..Sp::default()
+        })
+        .span(Sp {
+            trace: 1,
+            span: 2,
+            parent: Some(1),
+            app: "inventory",
+            instance: "inv-b",
+            t: 10.1,
+            ..Sp::default()
+        });
+        let r = b.report();
+        assert!(r.cross_color_hops.is_empty() && r.missing_decisions.is_empty());
     }
 }

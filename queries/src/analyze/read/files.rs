@@ -1,14 +1,15 @@
-//! Loading the analyzer's spans with a cache per Parquet file.
+//! The per-file path in: the analyzer's spans read Parquet file by Parquet file, with a
+//! cache per file or without.
 //!
 //! The store's Parquet files never change once written (a new flush writes a new file;
 //! retention deletes whole files), so the analyzer's records of a file ([`Loader`] state) can
 //! be kept and reused by every later load whose range overlaps it. A load then reads only
 //! the files it has not seen and the memory segments (the last flush interval of data), and
-//! merges the parts: the same [`Spans`] as [`super::load::load`] over the same range, without
+//! merges the parts: the same [`Spans`] as [`super::scan::load`] over the same range, without
 //! scanning and converting the hour again. The dashboard's analyses use it: a range asked for
 //! the first time costs a merge and the detections, not a scan.
 //!
-//! Memory: at most the records [`SpanCache::new`] is given (one [`super::load::SpanRec`] each)
+//! Memory: at most the records [`SpanCache::new`] is given (one [`SpanRec`] each)
 //! are kept; the least recently used files go first, and each load drops the files no longer
 //! in the store.
 //!
@@ -34,10 +35,15 @@ use dyeline_store::table::SpansTable;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::AnalyzerConfig;
-use super::load::{LoadColumns, Loader, Spans, WindowCounter};
-use super::windows::WindowCounts;
-use crate::sql::SqlError;
+use super::columns::{DICTIONARY_COLUMNS, LoadColumns};
+use super::loader::Loader;
+use crate::analyze::config::AnalyzerConfig;
+use crate::analyze::detect::windows::WindowCounts;
+use crate::analyze::detect::windows::counter::WindowCounter;
+use crate::analyze::error::AnalyzeError;
+#[cfg(doc)]
+use crate::analyze::spans::SpanRec;
+use crate::analyze::spans::Spans;
 
 /// Records kept by default: about an hour at 3,000 spans/s would not fit; an hour of
 /// `dyeline demo` (about 330,000) does several times over.
@@ -136,28 +142,18 @@ impl SpanCache {
     }
 }
 
-/// The analyzer's columns read as dictionaries from Parquet files (few distinct values).
-const DICTIONARY_COLUMNS: [&str; 7] = [
-    "service_name",
-    "instance_id",
-    "color",
-    "color_rule",
-    "span_kind",
-    "traffic_kind",
-    "decision_source",
-];
-
 /// A reader of `columns` of one Parquet file, in batches of 8,192 rows, and the file's row
 /// count.
 fn open_file(
     path: &std::path::Path,
     columns: LoadColumns,
-) -> Result<(ParquetRecordBatchReader, usize), SqlError> {
-    let err = |e: &dyn std::fmt::Display| SqlError::Internal(format!("{}: {e}", path.display()));
-    let file = std::fs::File::open(path).map_err(|e| err(&e))?;
+) -> Result<(ParquetRecordBatchReader, usize), AnalyzeError> {
+    let err = |e: Box<dyn std::error::Error + Send + Sync>| AnalyzeError::read(path, e);
+    let file = std::fs::File::open(path).map_err(|e| err(e.into()))?;
     // The low-cardinality string columns are read as dictionaries, as they are stored: no
     // string is materialised per row, and the loader interns each distinct value once.
-    let plain = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|e| err(&e))?;
+    let plain =
+        ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|e| err(e.into()))?;
     let hinted: Vec<Field> = plain
         .schema()
         .fields()
@@ -178,32 +174,32 @@ fn open_file(
         Arc::clone(plain.metadata()),
         ArrowReaderOptions::new().with_schema(Arc::new(Schema::new(hinted))),
     )
-    .map_err(|e| err(&e))?;
+    .map_err(|e| err(e.into()))?;
     let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata);
     let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
     let arrow_schema = builder.schema().clone();
     let roots = columns
         .names()
         .iter()
-        .map(|n| arrow_schema.index_of(n).map_err(|e| err(&e)))
+        .map(|n| arrow_schema.index_of(n).map_err(|e| err(e.into())))
         .collect::<Result<Vec<_>, _>>()?;
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
         .with_projection(mask)
         .with_batch_size(8192)
         .build()
-        .map_err(|e| err(&e))?;
+        .map_err(|e| err(e.into()))?;
     Ok((reader, rows))
 }
 
 /// Reads the analyzer's columns of one Parquet file into a [`Loader`].
-fn read_file(path: &std::path::Path) -> Result<Loader, SqlError> {
+fn read_file(path: &std::path::Path) -> Result<Loader, AnalyzeError> {
     let (reader, rows) = open_file(path, LoadColumns::All)?;
     // Sized once from the file's row count: growing by doubling would copy the records and
     // touch fresh pages again at every step.
     let mut part = Loader::with_capacity(rows);
     for batch in reader {
-        let batch = batch.map_err(|e| SqlError::Internal(format!("{}: {e}", path.display())))?;
+        let batch = batch.map_err(|e| AnalyzeError::read(path, e))?;
         part.push(&batch)?;
     }
     part.seal();
@@ -218,11 +214,11 @@ fn count_file(
     config: &AnalyzerConfig,
     lo: i64,
     hi: i64,
-) -> Result<WindowCounts, SqlError> {
+) -> Result<WindowCounts, AnalyzeError> {
     let (reader, _) = open_file(path, LoadColumns::Windows)?;
     let mut counter = WindowCounter::new(timeline, config, lo, hi);
     for batch in reader {
-        let batch = batch.map_err(|e| SqlError::Internal(format!("{}: {e}", path.display())))?;
+        let batch = batch.map_err(|e| AnalyzeError::read(path, e))?;
         counter.push(&batch)?;
     }
     Ok(counter.finish())
@@ -232,8 +228,10 @@ fn count_file(
 /// `from..to` (Unix ns; `None`: unbounded): the files overlapping the range read on every
 /// core, each counted as it is read ([`WindowCounter`]) with only the columns those
 /// detections use, then the memory segments, and the counts merged. What
-/// [`super::windows::find`] counts over [`load_once`]'s spans, without holding a record per
-/// span: the windowed-only `dyeline analyze`.
+/// [`find`] counts over [`load_once`]'s spans, without holding a record per span: the
+/// windowed-only `dyeline analyze`.
+///
+/// [`find`]: crate::analyze::detect::windows::find
 ///
 /// # Errors
 /// As [`load_cached`].
@@ -243,7 +241,7 @@ pub async fn count_windows_once(
     config: &AnalyzerConfig,
     from: Option<i64>,
     to: Option<i64>,
-) -> Result<WindowCounts, SqlError> {
+) -> Result<WindowCounts, AnalyzeError> {
     let (lo, hi) = inclusive(from, to);
     let started = std::time::Instant::now();
     let snap = table.snapshot();
@@ -266,16 +264,18 @@ pub async fn count_windows_once(
     .flatten()
     .collect();
     let segments = segments_in(snap.segments, lo, hi);
-    let memory = tokio::task::spawn_blocking(move || -> Result<WindowCounts, SqlError> {
+    let memory = tokio::task::spawn_blocking(move || -> Result<WindowCounts, AnalyzeError> {
         let mut counter = WindowCounter::new(&shared.0, &shared.1, lo, hi);
         for s in &segments {
-            let batch = s.decode().map_err(|e| SqlError::Internal(e.to_string()))?;
+            let batch = s
+                .decode()
+                .map_err(|e| AnalyzeError::Internal(e.to_string()))?;
             counter.push(&batch)?;
         }
         Ok(counter.finish())
     })
     .await
-    .map_err(|e| SqlError::Internal(e.to_string()))??;
+    .map_err(|e| AnalyzeError::Internal(e.to_string()))??;
     parts.push(memory);
     let gathered = started.elapsed();
     let counts = WindowCounts::merge(parts);
@@ -323,8 +323,8 @@ fn segments_in(segments: Vec<Segment>, lo: i64, hi: i64) -> Vec<Segment> {
 /// The first failed read of a file that still exists.
 async fn read_on_cores<T: Send + 'static>(
     files: Vec<(u64, PathBuf)>,
-    read: impl Fn(&Path) -> Result<T, SqlError> + Send + Sync + 'static,
-) -> Result<Vec<Option<T>>, SqlError> {
+    read: impl Fn(&Path) -> Result<T, AnalyzeError> + Send + Sync + 'static,
+) -> Result<Vec<Option<T>>, AnalyzeError> {
     let read = Arc::new(read);
     let mut order: Vec<(usize, u64, PathBuf)> = files
         .into_iter()
@@ -340,7 +340,7 @@ async fn read_on_cores<T: Send + 'static>(
                 let read_path = path.clone();
                 let result = tokio::task::spawn_blocking(move || read(&read_path))
                     .await
-                    .map_err(|e| SqlError::Internal(e.to_string()))?;
+                    .map_err(|e| AnalyzeError::Internal(e.to_string()))?;
                 match result {
                     Ok(v) => Ok((at, Some(v))),
                     Err(_) if !path.exists() => Ok((at, None)),
@@ -356,11 +356,12 @@ async fn read_on_cores<T: Send + 'static>(
 }
 
 /// The spans starting in `from..to` (Unix ns; `None`: unbounded), as
-/// [`super::load::load`] returns them up to the order of whole traces (grouped, see
+/// [`super::scan::load`] returns them up to the order of whole traces (grouped, see
 /// [`Loader::merge_finish`]), reading through `cache`.
 ///
 /// # Errors
-/// [`SqlError::Internal`] when a file or segment cannot be read (a file deleted by retention
+/// [`AnalyzeError::Read`] when a file cannot be read, [`AnalyzeError::Internal`] when a
+/// memory segment cannot (a file deleted by retention
 /// between the snapshot and the read is skipped: its spans are past retention).
 pub async fn load_cached(
     table: &SpansTable,
@@ -368,7 +369,7 @@ pub async fn load_cached(
     timeline: &Timeline,
     from: Option<i64>,
     to: Option<i64>,
-) -> Result<Spans, SqlError> {
+) -> Result<Spans, AnalyzeError> {
     load_through(table, Some(cache), timeline, from, to).await
 }
 
@@ -383,7 +384,7 @@ pub async fn load_once(
     timeline: &Timeline,
     from: Option<i64>,
     to: Option<i64>,
-) -> Result<Spans, SqlError> {
+) -> Result<Spans, AnalyzeError> {
     load_through(table, None, timeline, from, to).await
 }
 
@@ -394,7 +395,7 @@ async fn load_through(
     timeline: &Timeline,
     from: Option<i64>,
     to: Option<i64>,
-) -> Result<Spans, SqlError> {
+) -> Result<Spans, AnalyzeError> {
     let (lo, hi) = inclusive(from, to);
     let started = std::time::Instant::now();
     let Gathered {
@@ -450,7 +451,7 @@ async fn gather(
     cache: Option<&Arc<SpanCache>>,
     lo: i64,
     hi: i64,
-) -> Result<Gathered, SqlError> {
+) -> Result<Gathered, AnalyzeError> {
     let snap = table.snapshot();
     // The overlapping files; those not cached yet are read and converted on the blocking
     // pool (each read is one thread's work: decompress, decode, convert, sort).
@@ -480,17 +481,19 @@ async fn gather(
         cache.keep_only(&snap.files);
     }
     let segments = segments_in(snap.segments, lo, hi);
-    let memory = tokio::task::spawn_blocking(move || -> Result<Loader, SqlError> {
+    let memory = tokio::task::spawn_blocking(move || -> Result<Loader, AnalyzeError> {
         let mut part = Loader::default();
         for s in &segments {
-            let batch = s.decode().map_err(|e| SqlError::Internal(e.to_string()))?;
+            let batch = s
+                .decode()
+                .map_err(|e| AnalyzeError::Internal(e.to_string()))?;
             part.push(&batch)?;
         }
         part.sort();
         Ok(part)
     })
     .await
-    .map_err(|e| SqlError::Internal(e.to_string()))??;
+    .map_err(|e| AnalyzeError::Internal(e.to_string()))??;
     Ok(Gathered {
         parts,
         memory,

@@ -1,290 +1,20 @@
-//! The release analyzer (docs/domain.md §6): the six detections over the `spans` table and
-//! the control plane's timeline. [`analyze`] scans the spans of a time range once with
-//! DataFusion ([`load`]), resolves each span's effective channel and blue_percent from the
-//! timeline, then judges traces ([`traces`]: cross-colour hops, missing decisions) and
-//! tumbling windows ([`windows`]: drained side, ratio deviation, instance skew, error
-//! spikes). The [`Report`] is the JSON read by `../shared/tools/check_findings.py`.
-//! [`report_of`] runs some of the [`Detection`]s; [`report_windows`] judges windowed counts
-//! taken without loading the spans ([`cache::count_windows_once`]).
-
-pub mod cache;
-pub mod load;
-pub mod traces;
-pub mod windows;
+//! The analyzer's report ([`Report`]): what ran, over how many spans and instances, the
+//! baggage faults and every finding, and its JSON form (the one
+//! `../shared/tools/check_findings.py` reads). [`report_of`] runs some of the [`Detection`]s
+//! over loaded spans; [`report_windows`] judges windowed counts taken without loading them.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use datafusion::prelude::SessionContext;
-use dyeline_model::release::Timeline;
-use serde::{Deserialize, Serialize, Serializer};
+use dyeline_model::Color;
+use serde::{Serialize, Serializer};
 
-use crate::sql::SqlError;
-
-/// Thresholds of the detections; the defaults are those of domain §6.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Thresholds {
-    /// Tumbling window. Default 60 s.
-    #[serde(with = "humantime_serde")]
-    pub window: Duration,
-    /// Drained-side traffic counts only this long after the app's effective blue_percent
-    /// changed. Default 10 s.
-    #[serde(with = "humantime_serde")]
-    pub grace: Duration,
-    /// Ratio deviation: at least this many requests in the window. Default 200.
-    pub ratio_min_requests: u64,
-    /// Ratio deviation: the gap must exceed this many percentage points... Default 5.
-    pub ratio_min_gap_pp: f64,
-    /// ...and this many binomial standard errors of r. Default 3.
-    pub ratio_std_errors: f64,
-    /// Instance skew: over this many times the colour's mean. Default 2.
-    pub skew_factor: f64,
-    /// Instance skew: at least this many requests on the colour. Default 100.
-    pub skew_min_requests: u64,
-    /// Error spike: error rate at least this. Default 0.02.
-    pub spike_min_error_rate: f64,
-    /// Error spike: at least this many times the other colour's rate. Default 3.
-    pub spike_factor: f64,
-    /// Error spike: two-sided two-proportion z-test p below this. Default 0.01.
-    pub spike_p_value: f64,
-    /// Error spike: at least this many requests on each colour. Default 100.
-    pub spike_min_requests: u64,
-}
-
-impl Default for Thresholds {
-    fn default() -> Self {
-        Thresholds {
-            window: Duration::from_secs(60),
-            grace: Duration::from_secs(10),
-            ratio_min_requests: 200,
-            ratio_min_gap_pp: 5.0,
-            ratio_std_errors: 3.0,
-            skew_factor: 2.0,
-            skew_min_requests: 100,
-            spike_min_error_rate: 0.02,
-            spike_factor: 3.0,
-            spike_p_value: 0.01,
-            spike_min_requests: 100,
-        }
-    }
-}
-
-/// Analyzer settings: default thresholds (`[analyzer.defaults]`) and per-channel
-/// replacements (`[analyzer.channels.<id>]`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AnalyzerConfig {
-    /// Thresholds for every channel.
-    pub defaults: Thresholds,
-    /// Thresholds of named channels (each a whole set; unspecified keys take the defaults
-    /// of domain §6).
-    pub channels: BTreeMap<String, Thresholds>,
-}
-
-impl AnalyzerConfig {
-    /// The thresholds of `channel`.
-    pub fn for_channel(&self, channel: &str) -> &Thresholds {
-        self.channels.get(channel).unwrap_or(&self.defaults)
-    }
-}
-
-/// Lower-case 32-digit hex of a trace id.
-pub fn hex128(v: u128) -> String {
-    format!("{v:032x}")
-}
-
-/// Lower-case 16-digit hex of a span id.
-pub fn hex64(v: u64) -> String {
-    format!("{v:016x}")
-}
-
-fn nanos<S: Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(v)
-}
-
-/// Domain §6.1: a SERVER/CONSUMER span whose colour differs from its trace's colour in the
-/// channel (or a root-most span whose decision is not its colour).
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct CrossColorHop {
-    /// Trace id, lower-case hex.
-    pub trace_id: String,
-    /// The offending span.
-    pub span_id: String,
-    /// Channel.
-    pub channel: String,
-    /// App of the nearest ancestor span in the channel, or `(none)`.
-    pub from_app: String,
-    /// Its instance colour (null with `(none)`).
-    pub from_color: Option<&'static str>,
-    /// App of the offending span.
-    pub to_app: String,
-    /// Its instance colour.
-    pub to_color: &'static str,
-    /// `RPC` (SERVER) or `MQ` (CONSUMER).
-    pub kind: &'static str,
-    /// `decision_mismatch`, `no_decision` or `decision_changed`.
-    pub reason: &'static str,
-    /// Apps between the ancestor and the span, in call order, each once.
-    pub via: Vec<String>,
-    /// The span's start, Unix ns.
-    #[serde(serialize_with = "nanos")]
-    #[schema(value_type = String)]
-    pub t_unix_nano: i64,
-}
-
-/// Domain §6.2: a SERVER/CONSUMER span of an app in a releasing channel without a decision
-/// for it.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct MissingDecision {
-    /// Trace id.
-    pub trace_id: String,
-    /// The span.
-    pub span_id: String,
-    /// Channel.
-    pub channel: String,
-    /// Its app.
-    pub app: String,
-    /// App of its parent span (`(none)` for a root, `(unknown)` if the parent is absent).
-    pub caller_app: String,
-    /// `RPC` or `MQ`.
-    pub kind: &'static str,
-    /// The span's start, Unix ns.
-    #[serde(serialize_with = "nanos")]
-    #[schema(value_type = String)]
-    pub t_unix_nano: i64,
-}
-
-/// Domain §6.3: traffic on the drained side, per window, app, colour and kind.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct DrainedSide {
-    /// Channel.
-    pub channel: String,
-    /// App.
-    pub app: String,
-    /// The drained colour that still took traffic.
-    pub color: &'static str,
-    /// `RPC`, `MQ` or `JOB`.
-    pub kind: &'static str,
-    /// Spans.
-    pub count: u64,
-    /// blue_percent in force (0 or 100).
-    pub blue_percent: u8,
-    /// Instances that took them.
-    pub instances: Vec<String>,
-    /// Every trace id (not a sample).
-    pub trace_ids: Vec<String>,
-    /// Window start, Unix ns.
-    #[serde(serialize_with = "nanos")]
-    pub window_start_unix_nano: i64,
-    /// Window end (exclusive), Unix ns.
-    #[serde(serialize_with = "nanos")]
-    pub window_end_unix_nano: i64,
-}
-
-/// Domain §6.4: the observed blue share of requests is off blue_percent.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RatioDeviation {
-    /// Channel.
-    pub channel: String,
-    /// App.
-    pub app: String,
-    /// The over-served colour.
-    pub color: &'static str,
-    /// Always `RPC` (MQ is left out of ratio checks).
-    pub kind: &'static str,
-    /// Requests on blue and green instances.
-    pub requests: u64,
-    /// Observed blue share, 0..1.
-    pub blue_share: f64,
-    /// blue_percent in force.
-    pub blue_percent: u8,
-    /// The gap allowed: max(5 pp, 3 standard errors), as a share.
-    pub tolerance: f64,
-    /// The blue share the domain §5 weights imply for the instance counts seen.
-    pub weight_implied_share: f64,
-    /// Blue instances seen.
-    pub blue_instances: u32,
-    /// Green instances seen.
-    pub green_instances: u32,
-    /// `unequal_cluster_sizes` when the weight-implied share explains the observed one and
-    /// the counts differ; else null.
-    pub cause: Option<&'static str>,
-    /// Up to 5 trace ids for drilldown.
-    pub exemplar_trace_ids: Vec<String>,
-    /// Window start, Unix ns.
-    #[serde(serialize_with = "nanos")]
-    pub window_start_unix_nano: i64,
-    /// Window end, Unix ns.
-    #[serde(serialize_with = "nanos")]
-    pub window_end_unix_nano: i64,
-}
-
-/// Domain §6.5: one instance takes over 2× its colour's mean.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct InstanceSkew {
-    /// Channel.
-    pub channel: String,
-    /// App.
-    pub app: String,
-    /// Colour.
-    pub color: &'static str,
-    /// The overloaded instance.
-    pub instance: String,
-    /// `RPC`.
-    pub kind: &'static str,
-    /// Its requests.
-    pub requests: u64,
-    /// Requests on the colour.
-    pub color_requests: u64,
-    /// Instances of the colour seen.
-    pub instances_seen: u64,
-    /// Mean requests per instance of the colour.
-    pub mean_requests: f64,
-    /// Up to 5 trace ids for drilldown.
-    pub exemplar_trace_ids: Vec<String>,
-    /// Window start, Unix ns.
-    #[serde(serialize_with = "nanos")]
-    pub window_start_unix_nano: i64,
-    /// Window end, Unix ns.
-    #[serde(serialize_with = "nanos")]
-    pub window_end_unix_nano: i64,
-}
-
-/// Domain §6.6: one colour's error rate is significantly above the other's.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ErrorSpike {
-    /// Channel.
-    pub channel: String,
-    /// App, or null for the channel level.
-    pub app: Option<String>,
-    /// The colour with the spike.
-    pub color: &'static str,
-    /// `RPC`.
-    pub kind: &'static str,
-    /// Its requests.
-    pub requests: u64,
-    /// Its errors.
-    pub errors: u64,
-    /// Its error rate.
-    pub error_rate: f64,
-    /// The other colour's requests.
-    pub other_requests: u64,
-    /// The other colour's errors.
-    pub other_errors: u64,
-    /// The other colour's error rate.
-    pub other_error_rate: f64,
-    /// Two-sided two-proportion z-test p-value.
-    pub p_value: f64,
-    /// Up to 5 trace ids for drilldown.
-    pub exemplar_trace_ids: Vec<String>,
-    /// Window start, Unix ns.
-    #[serde(serialize_with = "nanos")]
-    pub window_start_unix_nano: i64,
-    /// Window end, Unix ns.
-    #[serde(serialize_with = "nanos")]
-    pub window_end_unix_nano: i64,
-}
+use super::config::AnalyzerConfig;
+use super::detect::{traces, windows};
+use super::findings::{
+    CrossColorHop, Detection, DrainedSide, ErrorSpike, FindingRef, InstanceSkew, MissingDecision,
+    RatioDeviation, hex64, hex128,
+};
+use super::spans::{NO_SOURCE, Spans};
 
 /// An instance and the colour rule that decided it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -294,7 +24,7 @@ pub struct InstanceColor {
     /// App.
     pub app: String,
     /// Colour.
-    pub color: &'static str,
+    pub color: Color,
     /// Attribute that decided it, or `none`.
     pub rule: String,
 }
@@ -311,7 +41,7 @@ pub struct SpanDecision {
     /// Attribute read.
     pub source: String,
     /// channel → colour.
-    pub decisions: BTreeMap<String, &'static str>,
+    pub decisions: BTreeMap<String, Color>,
     /// Malformed pairs skipped.
     pub malformed_pairs: u32,
     /// Channels given twice with different colours.
@@ -352,7 +82,7 @@ pub struct ConflictingDecision {
     /// Channel given twice.
     pub channel: String,
     /// The colour kept.
-    pub kept: Option<&'static str>,
+    pub kept: Option<Color>,
 }
 
 /// Everything the analyzer found. In JSON (the form `../shared/tools/check_findings.py`
@@ -392,6 +122,22 @@ pub struct Report {
 }
 
 impl Report {
+    /// Every finding, detection by detection in the order of [`Detection::ALL`], each in its
+    /// list's order.
+    pub fn findings(&self) -> impl Iterator<Item = FindingRef<'_>> {
+        let hops = self.cross_color_hops.iter().map(FindingRef::Hop);
+        hops.chain(self.missing_decisions.iter().map(FindingRef::Missing))
+            .chain(self.drained_side.iter().map(FindingRef::Drained))
+            .chain(self.ratio_deviation.iter().map(FindingRef::Ratio))
+            .chain(self.instance_skew.iter().map(FindingRef::Skew))
+            .chain(self.error_spike.iter().map(FindingRef::Spike))
+    }
+
+    /// The findings of `d`, in its list's order.
+    pub fn findings_of(&self, d: Detection) -> impl Iterator<Item = FindingRef<'_>> {
+        self.findings().filter(move |f| f.detection() == d)
+    }
+
     /// True when `d` ran (all six do unless [`Report::detections`] lists some).
     pub fn ran(&self, d: Detection) -> bool {
         self.detections
@@ -460,102 +206,10 @@ impl Serialize for Report {
     }
 }
 
-/// One of the six detections of domain §6, named as its findings' `type` in
-/// `GET /api/v1/findings`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Detection {
-    /// §6.1, `cross_color_hop`.
-    CrossColorHop,
-    /// §6.2, `missing_decision`.
-    MissingDecision,
-    /// §6.3, `drained_side`.
-    DrainedSide,
-    /// §6.4, `ratio_deviation`.
-    RatioDeviation,
-    /// §6.5, `instance_skew`.
-    InstanceSkew,
-    /// §6.6, `error_spike`.
-    ErrorSpike,
-}
-
-impl Detection {
-    /// The six, in the order of domain §6.
-    pub const ALL: [Detection; 6] = [
-        Detection::CrossColorHop,
-        Detection::MissingDecision,
-        Detection::DrainedSide,
-        Detection::RatioDeviation,
-        Detection::InstanceSkew,
-        Detection::ErrorSpike,
-    ];
-
-    /// The finding type's name (`cross_color_hop`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Detection::CrossColorHop => "cross_color_hop",
-            Detection::MissingDecision => "missing_decision",
-            Detection::DrainedSide => "drained_side",
-            Detection::RatioDeviation => "ratio_deviation",
-            Detection::InstanceSkew => "instance_skew",
-            Detection::ErrorSpike => "error_spike",
-        }
-    }
-
-    /// True for the four tumbling-window detections (§6.3–6), false for the two judged per
-    /// trace (§6.1–2).
-    pub fn is_windowed(self) -> bool {
-        !matches!(self, Detection::CrossColorHop | Detection::MissingDecision)
-    }
-}
-
-impl std::str::FromStr for Detection {
-    type Err = String;
-
-    /// Parses a finding type's name.
-    ///
-    /// # Errors
-    /// A name that is none of the six, listing them.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Detection::ALL
-            .into_iter()
-            .find(|d| d.as_str() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Detection::ALL.iter().map(|d| d.as_str()).collect();
-                format!("unknown detection {s:?}: one of {}", names.join(", "))
-            })
-    }
-}
-
-/// Analyses the spans starting in `[from, to)` (all when absent) of the `spans` table in
-/// `ctx` against `timeline`.
-///
-/// # Errors
-/// [`SqlError`] when the scan fails.
-pub async fn analyze(
-    ctx: &SessionContext,
-    timeline: &Timeline,
-    config: &AnalyzerConfig,
-    from: Option<i64>,
-    to: Option<i64>,
-    with_decisions: bool,
-) -> Result<Report, SqlError> {
-    let started = std::time::Instant::now();
-    let spans = load::load(ctx, timeline, from, to).await?;
-    let loaded = started.elapsed();
-    let r = report(&spans, config, with_decisions);
-    tracing::debug!(
-        spans = spans.len(),
-        load_ms = loaded.as_secs_f64() * 1e3,
-        report_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
-        "analysis"
-    );
-    Ok(r)
-}
-
 /// Sorts `$v` by the listed fields of its items, in that order.
 macro_rules! sort_by_fields {
-    ($v:expr, $($f:ident),+) => {
-        $v.sort_by(|a, b| ($(&a.$f,)+).cmp(&($(&b.$f,)+)))
+    ($v:expr, $($f:ident $(.$m:ident())?),+) => {
+        $v.sort_by(|a, b| ($(&a.$f$(.$m())?,)+).cmp(&($(&b.$f$(.$m())?,)+)))
     };
 }
 
@@ -563,7 +217,7 @@ macro_rules! sort_by_fields {
 const PARALLEL_DETECTIONS_MIN: usize = 50_000;
 
 /// The report of already loaded spans: every detection.
-pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool) -> Report {
+pub fn report(spans: &Spans, config: &AnalyzerConfig, with_decisions: bool) -> Report {
     report_of(spans, config, with_decisions, &Detection::ALL)
 }
 
@@ -571,7 +225,7 @@ pub fn report(spans: &load::Spans, config: &AnalyzerConfig, with_decisions: bool
 /// all; [`Report::detections`] names them otherwise). The baggage faults are reported
 /// whatever runs (the spans carry their decisions).
 pub fn report_of(
-    spans: &load::Spans,
+    spans: &Spans,
     config: &AnalyzerConfig,
     with_decisions: bool,
     detections: &[Detection],
@@ -592,7 +246,7 @@ pub fn report_of(
         .map(|(i, a, c, rule)| InstanceColor {
             instance: i.clone(),
             app: a.clone(),
-            color: c.as_str(),
+            color: *c,
             rule: rule.clone(),
         })
         .collect();
@@ -612,11 +266,7 @@ pub fn report_of(
             });
         }
         for ch in &d.conflicting {
-            let kept = spans
-                .channels
-                .get(ch)
-                .and_then(|c| spans.decision(s, c))
-                .map(|c| c.as_str());
+            let kept = spans.channels.get(ch).and_then(|c| spans.decision(s, c));
             r.conflicting_decisions.push(ConflictingDecision {
                 trace_id: trace_id.clone(),
                 span_id: span_id.clone(),
@@ -632,7 +282,7 @@ pub fn report_of(
         let mut faults = spans.decision_recs.iter().peekable();
         for (index, s) in spans.iter().enumerate() {
             let fault = faults.next_if(|d| d.index == index);
-            if s.source == load::NO_SOURCE {
+            if s.source == NO_SOURCE {
                 continue;
             }
             decisions.push(SpanDecision {
@@ -643,7 +293,7 @@ pub fn report_of(
                 decisions: spans
                     .decisions(s)
                     .iter()
-                    .map(|(c, col)| (spans.channels.name(*c).to_owned(), col.as_str()))
+                    .map(|(c, col)| (spans.channels.name(*c).to_owned(), *col))
                     .collect(),
                 malformed_pairs: fault.map_or(0, |d| d.malformed_pairs),
                 conflicting: fault.map(|d| d.conflicting.clone()).unwrap_or_default(),
@@ -750,7 +400,7 @@ fn keep_only(r: &mut Report, detections: &[Detection]) {
         channel,
         app,
         color,
-        kind
+        kind.as_str()
     );
     sort_by_fields!(
         r.ratio_deviation,
@@ -758,7 +408,7 @@ fn keep_only(r: &mut Report, detections: &[Detection]) {
         channel,
         app,
         color,
-        kind
+        kind.as_str()
     );
     sort_by_fields!(
         r.instance_skew,
@@ -767,7 +417,7 @@ fn keep_only(r: &mut Report, detections: &[Detection]) {
         app,
         color,
         instance,
-        kind
+        kind.as_str()
     );
     sort_by_fields!(
         r.error_spike,
@@ -775,11 +425,12 @@ fn keep_only(r: &mut Report, detections: &[Detection]) {
         channel,
         app,
         color,
-        kind
+        kind.as_str()
     );
 }
 
-/// The report of windowed counts ([`cache::count_windows_once`]) for `detections`, all of
+/// The report of windowed counts
+/// ([`count_windows_once`](super::read::files::count_windows_once)) for `detections`, all of
 /// them windowed (§6.3–6): the same findings, spans and instances as [`report_of`] over the
 /// same spans; no baggage faults (the decisions are not read).
 ///
@@ -803,7 +454,7 @@ pub fn report_windows(
             .map(|(i, a, c, rule)| InstanceColor {
                 instance: i.clone(),
                 app: a.clone(),
-                color: c.as_str(),
+                color: *c,
                 rule: rule.clone(),
             })
             .collect(),
@@ -835,4 +486,40 @@ fn detections_named(detections: &[Detection]) -> Vec<&'static str> {
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use dyeline_model::Color;
+
+    use super::*;
+    use crate::analyze::testkit::{B, releasing};
+
+    #[test]
+    fn a_report_of_some_detections_names_them_and_drops_the_others() {
+        let mut b = B::new();
+        releasing(&mut b, "ch1", &["order"], 50);
+        b.requests("order", "order-b1", Color::Blue, 0.0, 200, 0)
+            .requests("order", "order-g1", Color::Green, 0.0, 200, 30);
+        let spans = b.resolved();
+        let config = AnalyzerConfig::default();
+        let all = report(&spans, &config, false);
+        assert_eq!(all.error_spike.len(), 2);
+        assert!(all.detections.is_none());
+        let only = super::report_of(
+            &spans,
+            &config,
+            false,
+            &[super::Detection::InstanceSkew, super::Detection::ErrorSpike],
+        );
+        assert_eq!(only.error_spike.len(), 2);
+        assert_eq!(only.detections, Some(vec!["instance_skew", "error_spike"]));
+        let none_of_them =
+            super::report_of(&spans, &config, false, &[super::Detection::RatioDeviation]);
+        assert!(none_of_them.error_spike.is_empty());
+        assert_eq!("error_spike".parse(), Ok(super::Detection::ErrorSpike));
+        assert!(
+            "spike"
+                .parse::<super::Detection>()
+                .unwrap_err()
+                .contains("cross_color_hop, missing_decision, drained_side")
+        );
+    }
+}

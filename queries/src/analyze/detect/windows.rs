@@ -1,102 +1,30 @@
 //! Windowed detections (domain §6.3–6): drained-side traffic, ratio deviation, instance skew
 //! and one-sided error spikes, over tumbling windows aligned to whole multiples of the window
 //! in Unix time. "Requests" are RPC SERVER spans of apps whose effective channel is the
-//! channel at their start. Spans are counted per (channel, app, window) and judged from the
-//! counts ([`find`] over loaded spans; [`WindowCounts`] when the counts were taken as the
-//! files were read, [`super::load::WindowCounter`]).
+//! channel at their start. Spans are counted per (channel, app, window) ([`Acc`], what is
+//! counted in [`counts`]) and judged from the counts, each detection in its own file
+//! ([`super::drained_side`], [`super::ratio_deviation`], [`super::instance_skew`],
+//! [`super::error_spike`]): [`find`] over loaded spans; [`WindowCounts`] when the counts were
+//! taken as the files were read ([`counter::WindowCounter`]).
 
-use std::collections::{BTreeSet, HashMap};
+pub mod counter;
+pub(in crate::analyze::detect) mod counts;
+
+use std::borrow::Borrow;
 
 use dyeline_model::Color;
-use dyeline_model::weights::weights;
 
-use super::load::{Kind, SpanRec, Spans, Traffic};
-use super::{
-    AnalyzerConfig, DrainedSide, ErrorSpike, InstanceSkew, RatioDeviation, Thresholds, hex128,
-};
+use super::{drained_side, error_spike, instance_skew, ratio_deviation};
+use crate::analyze::config::{AnalyzerConfig, Thresholds};
+use crate::analyze::findings::{DrainedSide, ErrorSpike, InstanceSkew, RatioDeviation};
+use crate::analyze::spans::{Kind, SpanRec, Spans, sort_instance_rules};
+pub use counts::EXEMPLARS;
+use counts::{ColorCounts, DrainAcc, DrainKey, FastMap, Group, GroupAt, GroupKey, keep};
 
 /// Start of the window holding `t`.
 pub fn window_start(t: i64, window: i64) -> i64 {
     t.div_euclid(window) * window
 }
-
-/// Two-sided p-value of the two-proportion z-test of `e1/n1` against `e2/n2` (pooled
-/// variance). 1.0 when it is undefined (no errors at all, or every request failed).
-pub fn two_proportion_p(e1: u64, n1: u64, e2: u64, n2: u64) -> f64 {
-    if n1 == 0 || n2 == 0 {
-        return 1.0;
-    }
-    let (n1f, n2f) = (n1 as f64, n2 as f64);
-    let pooled = (e1 + e2) as f64 / (n1f + n2f);
-    let var = pooled * (1.0 - pooled) * (1.0 / n1f + 1.0 / n2f);
-    if var <= 0.0 {
-        return 1.0;
-    }
-    let z = (e1 as f64 / n1f - e2 as f64 / n2f) / var.sqrt();
-    libm::erfc(z.abs() / std::f64::consts::SQRT_2)
-}
-
-/// Exemplar trace ids kept per finding.
-pub const EXEMPLARS: usize = 5;
-
-/// A hash map with foldhash: the window pass looks up a group, an instance and its
-/// exemplars per span, and SipHash and ordered maps showed in its time.
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
-#[derive(Default)]
-struct ColorCounts {
-    requests: u64,
-    errors: u64,
-    /// Requests and exemplars per instance (app-level groups only), in one map: one lookup
-    /// per span.
-    instances: FastMap<u32, (u64, Vec<u128>)>,
-    exemplars: Vec<u128>,
-    error_exemplars: Vec<u128>,
-}
-
-/// Keeps in `v` the [`EXEMPLARS`] smallest distinct trace ids seen, ascending: the same
-/// exemplars whatever order the spans come in (a scan sorted by trace, or a merge of files
-/// grouped by trace).
-fn keep(v: &mut Vec<u128>, t: u128) {
-    if v.len() == EXEMPLARS && v.last().is_some_and(|&max| t >= max) {
-        return;
-    }
-    if let Err(at) = v.binary_search(&t) {
-        v.insert(at, t);
-        v.truncate(EXEMPLARS);
-    }
-}
-
-fn hexes(v: &[u128]) -> Vec<String> {
-    v.iter().map(|t| hex128(*t)).collect()
-}
-
-#[derive(Default)]
-struct Group {
-    blue: ColorCounts,
-    green: ColorCounts,
-    blue_percent: u8,
-    straddles: bool,
-}
-
-impl Group {
-    fn side(&mut self, c: Color) -> Option<&mut ColorCounts> {
-        match c {
-            Color::Blue => Some(&mut self.blue),
-            Color::Green => Some(&mut self.green),
-            Color::Unknown => None,
-        }
-    }
-}
-
-/// (channel, app, drained side is blue, kind, window start).
-type DrainKey = (u32, u32, bool, Traffic, i64);
-
-/// Drained-side traffic of one key: spans, instances, traces, blue_percent in force.
-type DrainAcc = (u64, BTreeSet<u32>, BTreeSet<u128>, u8);
-
-/// (channel, Some(app) | None, window start).
-type GroupKey = (u32, Option<u32>, i64);
 
 /// The per-window counts of some spans, before judging.
 #[derive(Default)]
@@ -105,42 +33,17 @@ pub(super) struct Acc {
     groups: FastMap<GroupKey, Group>,
 }
 
-impl ColorCounts {
-    /// Adds `other`'s counts and exemplars (the smallest ids of both).
-    fn absorb(&mut self, other: ColorCounts) {
-        self.add_totals(&other);
-        for (i, (n, ts)) in other.instances {
-            let mine = self.instances.entry(i).or_default();
-            mine.0 += n;
-            for t in ts {
-                keep(&mut mine.1, t);
-            }
-        }
-    }
-
-    /// Adds `other`'s requests, errors and exemplars, not its instances.
-    fn add_totals(&mut self, other: &ColorCounts) {
-        self.requests += other.requests;
-        self.errors += other.errors;
-        for &t in &other.exemplars {
-            keep(&mut self.exemplars, t);
-        }
-        for &t in &other.error_exemplars {
-            keep(&mut self.error_exemplars, t);
-        }
-    }
-}
-
 impl Acc {
     /// Counts `spans` (some of `all`'s, resolved) into the windows of their effective
     /// channel; `per_channel` is [`per_channel`] of `all`.
-    pub(super) fn add<'a>(
+    pub(super) fn add<S: Borrow<SpanRec>>(
         &mut self,
         all: &Spans,
         per_channel: &[(&Thresholds, i64)],
-        spans: impl Iterator<Item = &'a SpanRec>,
+        spans: impl Iterator<Item = S>,
     ) {
         for s in spans {
+            let s: &SpanRec = s.borrow();
             let Some(c) = s.channel else { continue };
             let (since, until) = all.interval(s);
             let (t, w) = per_channel[c as usize];
@@ -290,7 +193,7 @@ pub fn find(
 }
 
 /// The windowed counts of some spans, their names, and what else a report of them says:
-/// what [`super::load::WindowCounter`] gives for one file, and [`WindowCounts::merge`]
+/// what [`WindowCounter`](counter::WindowCounter) gives for one file, and [`WindowCounts::merge`]
 /// for many. Memory: one entry per window, app, colour and instance (and per drained-side
 /// trace), not per span.
 #[derive(Default)]
@@ -306,8 +209,8 @@ pub struct WindowCounts {
 }
 
 impl WindowCounts {
-    /// Counts assembled by [`super::load::WindowCounter`].
-    pub(super) fn new(
+    /// Counts assembled by [`WindowCounter`](counter::WindowCounter).
+    fn new(
         acc: Acc,
         names: Spans,
         spans: u64,
@@ -340,7 +243,7 @@ impl WindowCounts {
             out.spans += p.spans;
             out.instance_rules.extend(p.instance_rules);
         }
-        super::load::sort_instance_rules(&mut out.instance_rules);
+        sort_instance_rules(&mut out.instance_rules);
         out.instance_rules.dedup();
         out
     }
@@ -358,7 +261,8 @@ impl WindowCounts {
     }
 }
 
-/// The findings of `acc`, whose ids are those of `spans`' names.
+/// The findings of `acc`, whose ids are those of `spans`' names: each detection judges the
+/// counts in its own file.
 fn judge(
     acc: Acc,
     spans: &Spans,
@@ -387,165 +291,34 @@ fn judge(
     }
     groups.extend(channels.into_iter().map(|((c, ws), g)| ((c, None, ws), g)));
 
-    for ((c, app, color_blue, kind, ws), (count, instances, traces, bp)) in drain {
-        let w = window_of(c);
-        drained.push(DrainedSide {
-            channel: spans.channels.name(c).to_owned(),
-            app: spans.apps.name(app).to_owned(),
-            color: if color_blue { "blue" } else { "green" },
-            kind: kind.as_str(),
-            count,
-            blue_percent: bp,
-            instances: {
-                let mut names: Vec<String> = instances
-                    .iter()
-                    .map(|i| spans.instances.name(*i).to_owned())
-                    .collect();
-                names.sort();
-                names
-            },
-            trace_ids: traces.iter().map(|t| hex128(*t)).collect(),
-            window_start_unix_nano: ws,
-            window_end_unix_nano: ws + w,
-        });
-    }
+    drained_side::judge(drain, spans, window_of, drained);
 
     for ((c, app, ws), g) in &groups {
         let t: &Thresholds = thresholds(*c);
-        let we = ws + window_of(*c);
-        let channel = spans.channels.name(*c).to_owned();
-        let app_name = app.map(|a| spans.apps.name(a).to_owned());
+        let at = GroupAt {
+            channel: spans.channels.name(*c),
+            app: app.map(|a| spans.apps.name(a)),
+            start: *ws,
+            end: ws + window_of(*c),
+        };
         // One-sided error spike, channel level and per app.
-        for (x, y, color) in [(&g.blue, &g.green, "blue"), (&g.green, &g.blue, "green")] {
-            if x.requests < t.spike_min_requests || y.requests < t.spike_min_requests {
-                continue;
-            }
-            let rx = x.errors as f64 / x.requests as f64;
-            let ry = y.errors as f64 / y.requests as f64;
-            let p = two_proportion_p(x.errors, x.requests, y.errors, y.requests);
-            if rx >= t.spike_min_error_rate && rx >= t.spike_factor * ry && p < t.spike_p_value {
-                spikes.push(ErrorSpike {
-                    channel: channel.clone(),
-                    app: app_name.clone(),
-                    color,
-                    kind: "RPC",
-                    requests: x.requests,
-                    errors: x.errors,
-                    error_rate: rx,
-                    other_requests: y.requests,
-                    other_errors: y.errors,
-                    other_error_rate: ry,
-                    p_value: p,
-                    exemplar_trace_ids: hexes(&x.error_exemplars),
-                    window_start_unix_nano: *ws,
-                    window_end_unix_nano: we,
-                });
-            }
-        }
-        let Some(app_name) = app_name else { continue };
-        // Instance skew.
-        for (side, color) in [(&g.blue, "blue"), (&g.green, "green")] {
-            if side.requests < t.skew_min_requests || side.instances.is_empty() {
-                continue;
-            }
-            let mean = side.requests as f64 / side.instances.len() as f64;
-            let mut over: Vec<(&u32, &(u64, Vec<u128>))> = side
-                .instances
-                .iter()
-                .filter(|(_, (n, _))| *n as f64 > t.skew_factor * mean)
-                .collect();
-            over.sort_by_key(|(inst, _)| **inst);
-            for (inst, (n, exemplars)) in over {
-                skew.push(InstanceSkew {
-                    channel: channel.clone(),
-                    app: app_name.clone(),
-                    color,
-                    instance: spans.instances.name(*inst).to_owned(),
-                    kind: "RPC",
-                    requests: *n,
-                    color_requests: side.requests,
-                    instances_seen: side.instances.len() as u64,
-                    mean_requests: mean,
-                    exemplar_trace_ids: hexes(exemplars),
-                    window_start_unix_nano: *ws,
-                    window_end_unix_nano: we,
-                });
-            }
-        }
-        // Ratio deviation.
-        let n = g.blue.requests + g.green.requests;
-        if g.straddles || n < t.ratio_min_requests || n == 0 {
+        error_spike::judge(g, t, &at, spikes);
+        if at.app.is_none() {
             continue;
         }
-        let r = f64::from(g.blue_percent) / 100.0;
-        let observed = g.blue.requests as f64 / n as f64;
-        let tolerance = (t.ratio_min_gap_pp / 100.0)
-            .max(t.ratio_std_errors * (r * (1.0 - r) / n as f64).sqrt());
-        if (observed - r).abs() <= tolerance {
-            continue;
-        }
-        let (nb, ng) = (
-            g.blue.instances.len() as u32,
-            g.green.instances.len() as u32,
-        );
-        let implied = weights(g.blue_percent)
-            .map(|w| w.implied_blue_share(nb, ng))
-            .unwrap_or(r);
-        let cause = (nb != ng && (implied - observed).abs() <= tolerance)
-            .then_some("unequal_cluster_sizes");
-        let over = if observed > r { &g.blue } else { &g.green };
-        ratio.push(RatioDeviation {
-            exemplar_trace_ids: hexes(&over.exemplars),
-            channel,
-            app: app_name,
-            color: if observed > r { "blue" } else { "green" },
-            kind: "RPC",
-            requests: n,
-            blue_share: observed,
-            blue_percent: g.blue_percent,
-            tolerance,
-            weight_implied_share: implied,
-            blue_instances: nb,
-            green_instances: ng,
-            cause,
-            window_start_unix_nano: *ws,
-            window_end_unix_nano: we,
-        });
+        // Per app only.
+        instance_skew::judge(g, t, &at, &spans.instances, skew);
+        ratio_deviation::judge(g, t, &at, ratio);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use dyeline_model::release::Op;
+
     use super::*;
-
-    #[test]
-    fn exemplars_are_the_smallest_ids_whatever_the_order() {
-        let ids: Vec<u128> = vec![9, 3, 7, 3, 1, 8, 2, 6, 5, 4];
-        let mut forward = Vec::new();
-        let mut backward = Vec::new();
-        for &t in &ids {
-            keep(&mut forward, t);
-        }
-        for &t in ids.iter().rev() {
-            keep(&mut backward, t);
-        }
-        assert_eq!(forward, vec![1, 2, 3, 4, 5]);
-        assert_eq!(backward, forward);
-    }
-
-    #[test]
-    fn z_test_matches_known_values() {
-        // 8% of 1000 against 0.5% of 1000: overwhelming.
-        assert!(two_proportion_p(80, 1000, 5, 1000) < 1e-10);
-        // equal rates: p = 1
-        assert!((two_proportion_p(10, 1000, 10, 1000) - 1.0).abs() < 1e-12);
-        // z = 1.96 → p ≈ 0.05: 60/500 vs 40/500, pooled 0.1, se = sqrt(.09*.004)=0.018974, z=2.108
-        let p = two_proportion_p(60, 500, 40, 500);
-        assert!((p - 0.03504).abs() < 1e-3, "{p}");
-        // no errors at all: undefined, never a spike
-        assert_eq!(two_proportion_p(0, 100, 0, 100), 1.0);
-        assert_eq!(two_proportion_p(1, 0, 0, 100), 1.0);
-    }
+    use crate::analyze::report::report;
+    use crate::analyze::testkit::{B, Sp};
 
     #[test]
     fn windows_align_to_unix_multiples() {
@@ -559,5 +332,71 @@ mod tests {
             1_735_736_460_000_000_000
         );
         assert_eq!(window_start(-1, m), -m);
+    }
+
+    #[test]
+    fn window_counts_on_two_threads_find_what_one_pass_finds() {
+        // Ratio deviation (20 % set, an even split served), instance skew, a one-sided spike and
+        // drained-side JOBs, over three windows; the spans of each window's groups fall in both
+        // halves of the list, so the halves' counts and exemplars must be added up.
+        let mut b = B::new();
+        b.channel("trade", &["order", "settle"])
+            .op(-100.0, "trade", Op::Start)
+            .op(-100.0, "trade", Op::Ratio(20))
+            .op(125.0, "trade", Op::Ratio(0));
+        for w in [0.0, 60.0] {
+            b.requests("order", "order-b1", Color::Blue, w, 200, 0)
+                .requests("order", "order-b2", Color::Blue, w, 20, 1)
+                .requests("order", "order-b3", Color::Blue, w, 20, 0)
+                .requests("order", "order-g1", Color::Green, w, 120, 25)
+                .requests("order", "order-g2", Color::Green, w, 110, 20);
+        }
+        for (i, t) in [140.0, 150.0, 160.0, 170.0].into_iter().enumerate() {
+            b.span(Sp {
+                trace: 9_000 + i as u128,
+                app: "settle",
+                instance: if i % 2 == 0 { "settle-b1" } else { "settle-b2" },
+                kind: Kind::Other,
+                t,
+                ..Sp::default()
+            });
+        }
+        let spans = b.resolved();
+        let config = AnalyzerConfig::default();
+        // Under PARALLEL_DETECTIONS_MIN spans: one pass.
+        let one = report(&spans, &config, false);
+        assert!(
+            !one.ratio_deviation.is_empty()
+                && !one.instance_skew.is_empty()
+                && !one.error_spike.is_empty()
+                && !one.drained_side.is_empty(),
+            "every windowed detection finds something: {} {} {} {}",
+            one.ratio_deviation.len(),
+            one.instance_skew.len(),
+            one.error_spike.len(),
+            one.drained_side.len()
+        );
+        let (mut drained, mut ratio, mut skew, mut spikes) = Default::default();
+        super::find(
+            &spans,
+            &config,
+            true,
+            &mut drained,
+            &mut ratio,
+            &mut skew,
+            &mut spikes,
+        );
+        fn sorted<T: serde::Serialize>(v: &[T]) -> Vec<String> {
+            let mut s: Vec<String> = v
+                .iter()
+                .map(|x| serde_json::to_string(x).unwrap())
+                .collect();
+            s.sort();
+            s
+        }
+        assert_eq!(sorted(&drained), sorted(&one.drained_side));
+        assert_eq!(sorted(&ratio), sorted(&one.ratio_deviation));
+        assert_eq!(sorted(&skew), sorted(&one.instance_skew));
+        assert_eq!(sorted(&spikes), sorted(&one.error_spike));
     }
 }

@@ -1,0 +1,11 @@
+//! The six detections of domain §6, one file each where they are judged: per trace
+//! ([`traces`]: cross-colour hops and missing decisions, judged together in one walk of each
+//! trace), and per tumbling window ([`windows`]: the counts, then [`drained_side`],
+//! [`ratio_deviation`], [`instance_skew`] and [`error_spike`], each judging them).
+
+pub mod drained_side;
+pub mod error_spike;
+pub mod instance_skew;
+pub mod ratio_deviation;
+pub mod traces;
+pub mod windows;

@@ -1,0 +1,344 @@
+//! The analyzer's records of spans: one compact [`SpanRec`] per span (80 bytes: names are
+//! interned, decision sets too) in [`Spans`], grouped by trace, with the names, the decision
+//! sets, the baggage faults and the instances' colour rules they refer to.
+
+use std::collections::HashMap;
+
+use dyeline_model::{Color, TrafficKind};
+use smallvec::SmallVec;
+
+use super::intern::Interner;
+
+/// Span kinds the analyzer distinguishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// SERVER.
+    Server,
+    /// CONSUMER.
+    Consumer,
+    /// CLIENT, PRODUCER, INTERNAL, UNSPECIFIED.
+    Other,
+}
+
+/// A set of decisions: (channel id, colour) pairs, up to three without a heap allocation (a
+/// fourth channel costs one), interned in [`DecisionSets`].
+pub type Decisions = SmallVec<[(u32, Color); 3]>;
+
+/// One span as the analyzer sees it.
+#[derive(Clone, Debug)]
+pub struct SpanRec {
+    /// Trace id.
+    pub trace: u128,
+    /// Span id.
+    pub span: u64,
+    /// Parent span id, if any (an all-zero id is no parent, as in OTLP; the niche keeps the
+    /// field at 8 bytes).
+    pub parent: Option<std::num::NonZeroU64>,
+    /// App (`service_name`), interned in [`Spans::apps`].
+    pub app: u32,
+    /// Instance, interned in [`Spans::instances`].
+    pub instance: u32,
+    /// Instance colour.
+    pub color: Color,
+    /// SERVER / CONSUMER / other.
+    pub kind: Kind,
+    /// Traffic kind, if any.
+    pub traffic: Option<TrafficKind>,
+    /// Start, Unix ns.
+    pub start: i64,
+    /// End, Unix ns.
+    pub end: i64,
+    /// Error per domain §6 (resolved at ingest).
+    pub is_error: bool,
+    /// The span's decisions, a set interned in [`Spans::decision_sets`] (0: none):
+    /// [`Spans::decisions`] reads it. The spans of a trace carry the same baggage, so a
+    /// release's spans share a handful of sets, and an id keeps the record at 80 bytes.
+    pub decision_set: u32,
+    /// Effective channel of the app at `start` (interned), if any.
+    pub channel: Option<u32>,
+    /// Effective blue_percent at `start`.
+    pub blue_percent: u8,
+    /// The app's configuration interval holding `start`, in the load's intervals (0: the
+    /// whole time line, before the span is resolved): [`Spans::interval`] reads it.
+    pub interval: u32,
+    /// The attribute the decisions were read from, interned in [`Spans::sources`], or
+    /// [`NO_SOURCE`] (none; also for a load with more than 65,534 distinct ones, where the
+    /// configured chain has a handful). It fits in the record's padding.
+    pub source: u16,
+}
+
+/// [`SpanRec::source`] of a span without a decision source.
+pub const NO_SOURCE: u16 = u16::MAX;
+
+/// `id` as a [`SpanRec::source`].
+pub(super) fn source_id(id: u32) -> u16 {
+    u16::try_from(id)
+        .ok()
+        .filter(|&v| v != NO_SOURCE)
+        .unwrap_or(NO_SOURCE)
+}
+
+/// Distinct decision sets, interned: id 0 is the empty set.
+#[derive(Clone, Debug)]
+pub struct DecisionSets {
+    sets: Vec<Decisions>,
+    ids: HashMap<Decisions, u32, foldhash::fast::RandomState>,
+}
+
+impl Default for DecisionSets {
+    fn default() -> Self {
+        Self {
+            sets: vec![Decisions::new()],
+            ids: HashMap::default(),
+        }
+    }
+}
+
+impl DecisionSets {
+    /// The id of `set`, adding it if new (the empty set is 0).
+    pub fn intern(&mut self, set: Decisions) -> u32 {
+        if set.is_empty() {
+            return 0;
+        }
+        if let Some(&id) = self.ids.get(&set) {
+            return id;
+        }
+        let id = self.sets.len() as u32;
+        self.sets.push(set.clone());
+        self.ids.insert(set, id);
+        id
+    }
+
+    /// The set `id` ((channel, colour) pairs, channels interned in [`Spans::channels`]).
+    ///
+    /// # Panics
+    /// For an id this table did not give.
+    pub fn get(&self, id: u32) -> &[(u32, Color)] {
+        &self.sets[id as usize]
+    }
+
+    /// Number of sets, the empty one included.
+    pub fn len(&self) -> usize {
+        self.sets.len()
+    }
+
+    /// Always false: the empty set is always there.
+    pub fn is_empty(&self) -> bool {
+        self.sets.is_empty()
+    }
+}
+
+/// The baggage faults of a span that has them (malformed pairs skipped, channels given twice):
+/// few spans, so they are kept beside the records rather than in each.
+#[derive(Clone, Debug)]
+pub struct DecisionRec {
+    /// Index of the span in [`Spans::iter`]'s order.
+    pub index: usize,
+    /// Malformed pairs skipped.
+    pub malformed_pairs: u32,
+    /// Channels given twice with different colours.
+    pub conflicting: Vec<String>,
+}
+
+impl DecisionRec {
+    /// This record for the span at `index` of a merged result.
+    pub(super) fn at(&self, index: usize) -> DecisionRec {
+        DecisionRec {
+            index,
+            ..self.clone()
+        }
+    }
+}
+
+/// Every span of the analysed range.
+#[derive(Clone, Debug, Default)]
+pub struct Spans {
+    /// The spans in chunks (a merge of parts keeps one chunk per part), grouped by trace:
+    /// each trace's spans are contiguous within one chunk, by start then span id. A single
+    /// load ([`load`](super::read::scan::load)) is one chunk with the traces sorted by id; a
+    /// merge of parts ([`Loader::merge_finish`](super::read::loader::Loader::merge_finish))
+    /// leaves them in the parts' order.
+    chunks: Vec<Vec<SpanRec>>,
+    /// Index of each chunk's first span among all the spans.
+    offsets: Vec<usize>,
+    /// Spans in all the chunks.
+    len: usize,
+    /// Spans that carry a decision source.
+    pub decision_recs: Vec<DecisionRec>,
+    /// App names.
+    pub apps: Interner,
+    /// Instance ids.
+    pub instances: Interner,
+    /// Channel ids (from decisions and the timeline).
+    pub channels: Interner,
+    /// Decision sources (attribute names) of [`SpanRec::source`].
+    pub sources: Interner,
+    /// Decision sets of [`SpanRec::decision_set`].
+    pub decision_sets: DecisionSets,
+    /// Configuration intervals of [`SpanRec::interval`]: (since, until), Unix ns, the app's
+    /// last change at or before the span's start (`i64::MIN` if never) and its next change
+    /// (`i64::MAX` if never). Entry 0 is the whole time line.
+    pub(super) intervals: Vec<(i64, i64)>,
+    /// (instance, app, color, rule) seen.
+    pub instance_rules: Vec<(String, String, Color, String)>,
+}
+
+impl Spans {
+    /// `s`'s decisions: (channel, colour) pairs, first-wins already.
+    pub fn decisions(&self, s: &SpanRec) -> &[(u32, Color)] {
+        self.decision_sets.get(s.decision_set)
+    }
+
+    /// `s`'s decision for `channel`.
+    pub fn decision(&self, s: &SpanRec, channel: u32) -> Option<Color> {
+        self.decisions(s)
+            .iter()
+            .find(|(c, _)| *c == channel)
+            .map(|(_, col)| *col)
+    }
+
+    /// (since, until) of `s`'s app configuration (an entry of the load's intervals): when it last
+    /// changed at or before `s.start` and when it next changes, Unix ns.
+    pub fn interval(&self, s: &SpanRec) -> (i64, i64) {
+        self.intervals
+            .get(s.interval as usize)
+            .copied()
+            .unwrap_or((i64::MIN, i64::MAX))
+    }
+
+    /// Number of spans.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when there is no span.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every span, chunk after chunk (each trace's spans together).
+    pub fn iter(&self) -> impl Iterator<Item = &SpanRec> + Clone {
+        self.chunks.iter().flatten()
+    }
+
+    /// The span at `index` of [`Spans::iter`]'s order (a [`DecisionRec::index`]).
+    ///
+    /// # Panics
+    /// When `index >= self.len()`, as a slice index does.
+    pub fn get(&self, index: usize) -> &SpanRec {
+        let c = self
+            .offsets
+            .partition_point(|&o| o <= index)
+            .saturating_sub(1);
+        &self.chunks[c][index - self.offsets[c]]
+    }
+
+    /// The spans as slices, in [`Spans::iter`]'s order; no trace spans two slices.
+    pub fn chunks(&self) -> impl Iterator<Item = &[SpanRec]> {
+        self.chunks.iter().map(Vec::as_slice)
+    }
+
+    /// The spans cut in two halves of about equal length, each as slices in
+    /// [`Spans::iter`]'s order (for folds on two threads; a trace may be cut).
+    pub fn halves(&self) -> [Vec<&[SpanRec]>; 2] {
+        let mut halves: [Vec<&[SpanRec]>; 2] = [Vec::new(), Vec::new()];
+        let mut left = self.len / 2;
+        for c in &self.chunks {
+            let (a, b) = c.split_at(left.min(c.len()));
+            left -= a.len();
+            for (half, part) in halves.iter_mut().zip([a, b]) {
+                if !part.is_empty() {
+                    half.push(part);
+                }
+            }
+        }
+        halves
+    }
+
+    /// The spans of each trace (they are grouped by trace), one slice per trace.
+    pub fn traces(&self) -> impl Iterator<Item = &[SpanRec]> {
+        self.chunks
+            .iter()
+            .flat_map(|c| c.chunk_by(|a, b| a.trace == b.trace))
+    }
+
+    /// Appends `s` to the last chunk (a new trace, or the next span of the last trace).
+    pub fn push(&mut self, s: SpanRec) {
+        if self.chunks.is_empty() {
+            self.chunks.push(Vec::new());
+            self.offsets.push(0);
+        }
+        if let Some(last) = self.chunks.last_mut() {
+            last.push(s);
+        }
+        self.len += 1;
+    }
+
+    /// Replaces the spans with `chunks` (empty ones are dropped).
+    pub(super) fn set_chunks(&mut self, chunks: Vec<Vec<SpanRec>>) {
+        self.chunks = chunks.into_iter().filter(|c| !c.is_empty()).collect();
+        self.offsets = Vec::with_capacity(self.chunks.len());
+        let mut at = 0;
+        for c in &self.chunks {
+            self.offsets.push(at);
+            at += c.len();
+        }
+        self.len = at;
+    }
+
+    /// The spans as one vector, the chunks emptied.
+    pub(super) fn take_flat(&mut self) -> Vec<SpanRec> {
+        let chunks = std::mem::take(&mut self.chunks);
+        self.offsets.clear();
+        self.len = 0;
+        if chunks.len() == 1 {
+            return chunks.into_iter().next().unwrap_or_default();
+        }
+        chunks.concat()
+    }
+}
+
+/// Distinct (instance, app, colour, rule) ids.
+pub(super) type RuleSet =
+    std::collections::HashSet<(u32, u32, Color, u32), foldhash::fast::RandomState>;
+
+/// The instance rules of `rules` by name, in a total order: an instance seen with two colours
+/// or rules lists them the same way every run.
+pub(super) fn named_rules(
+    out: &Spans,
+    rule_names: &Interner,
+    rules: RuleSet,
+) -> Vec<(String, String, Color, String)> {
+    let mut inst: Vec<(String, String, Color, String)> = rules
+        .into_iter()
+        .map(|(i, a, c, r)| {
+            (
+                out.instances.name(i).to_owned(),
+                out.apps.name(a).to_owned(),
+                c,
+                rule_names.name(r).to_owned(),
+            )
+        })
+        .collect();
+    sort_instance_rules(&mut inst);
+    inst
+}
+
+/// Sorts (instance, app, colour, rule) by instance, app, colour name and rule: the order of
+/// [`Spans::instance_rules`] and the report's instances, the same every run.
+pub(super) fn sort_instance_rules(rules: &mut [(String, String, Color, String)]) {
+    rules.sort_by(|a, b| (&a.0, &a.1, a.2.as_str(), &a.3).cmp(&(&b.0, &b.1, b.2.as_str(), &b.3)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every pass of the analyzer and the dashboard streams these records, and a load holds
+    /// one per span: keep them at 80 bytes (the parent id's niche made 144 bytes 128;
+    /// interned decision sets and configuration intervals made 128 bytes 80).
+    #[test]
+    fn span_records_stay_at_80_bytes() {
+        assert_eq!(std::mem::size_of::<SpanRec>(), 80);
+    }
+}
