@@ -111,17 +111,6 @@ pub const WINDOW_COLUMN_NAMES: [&str; 9] = [
     col::IS_ERROR,
 ];
 
-/// The analyzer's columns read as dictionaries from Parquet files (few distinct values).
-pub(super) const DICTIONARY_COLUMNS: [&str; 7] = [
-    col::SERVICE_NAME,
-    col::INSTANCE_ID,
-    col::COLOR,
-    col::COLOR_RULE,
-    col::SPAN_KIND,
-    col::TRAFFIC_KIND,
-    col::DECISION_SOURCE,
-];
-
 /// Which of the analyzer's columns a load reads from Parquet files.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LoadColumns {

@@ -22,20 +22,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::parquet::arrow::ProjectionMask;
-use datafusion::parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
-    ParquetRecordBatchReaderBuilder,
-};
 use dyeline_model::release::Timeline;
-use dyeline_store::layout::{FileMeta, HOUR_NS};
-use dyeline_store::segment::Segment;
+use dyeline_store::file_read::{DICTIONARY_COLUMNS, FileBatches, FileSource};
+use dyeline_store::layout::FileMeta;
 use dyeline_store::table::SpansTable;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::columns::{DICTIONARY_COLUMNS, LoadColumns};
+use super::columns::LoadColumns;
 use super::loader::Loader;
 use crate::analyze::config::AnalyzerConfig;
 use crate::analyze::detect::windows::WindowCounts;
@@ -102,7 +96,7 @@ impl SpanCache {
         (g.files.len(), g.spans())
     }
 
-    fn get(&self, path: &PathBuf) -> Option<Arc<Loader>> {
+    fn get(&self, path: &Path) -> Option<Arc<Loader>> {
         let mut g = self.lock();
         g.tick += 1;
         let tick = g.tick;
@@ -142,64 +136,23 @@ impl SpanCache {
     }
 }
 
-/// A reader of `columns` of one Parquet file, in batches of 8,192 rows, and the file's row
-/// count.
-fn open_file(
-    path: &std::path::Path,
-    columns: LoadColumns,
-) -> Result<(ParquetRecordBatchReader, usize), AnalyzeError> {
-    let err = |e: Box<dyn std::error::Error + Send + Sync>| AnalyzeError::read(path, e);
-    let file = std::fs::File::open(path).map_err(|e| err(e.into()))?;
-    // The low-cardinality string columns are read as dictionaries, as they are stored: no
-    // string is materialised per row, and the loader interns each distinct value once.
-    let plain =
-        ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|e| err(e.into()))?;
-    let hinted: Vec<Field> = plain
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| {
-            if DICTIONARY_COLUMNS.contains(&f.name().as_str()) && f.data_type() == &DataType::Utf8 {
-                Field::new(
-                    f.name(),
-                    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
-                    f.is_nullable(),
-                )
-            } else {
-                f.as_ref().clone()
-            }
-        })
-        .collect();
-    let metadata = ArrowReaderMetadata::try_new(
-        Arc::clone(plain.metadata()),
-        ArrowReaderOptions::new().with_schema(Arc::new(Schema::new(hinted))),
-    )
-    .map_err(|e| err(e.into()))?;
-    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata);
-    let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
-    let arrow_schema = builder.schema().clone();
-    let roots = columns
-        .names()
-        .iter()
-        .map(|n| arrow_schema.index_of(n).map_err(|e| err(e.into())))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-    let reader = builder
-        .with_projection(mask)
-        .with_batch_size(8192)
-        .build()
-        .map_err(|e| err(e.into()))?;
-    Ok((reader, rows))
+/// A reader of `columns` of one store file, in batches of 8,192 rows, and the file's row
+/// count. The low-cardinality string columns are read as dictionaries, as they are stored
+/// ([`DICTIONARY_COLUMNS`]): no string is materialised per row, and the loader interns each
+/// distinct value once.
+fn open_file(file: &FileSource, columns: LoadColumns) -> Result<FileBatches, AnalyzeError> {
+    file.open(columns.names(), &DICTIONARY_COLUMNS)
+        .map_err(|e| AnalyzeError::read(file.path(), e))
 }
 
 /// Reads the analyzer's columns of one Parquet file into a [`Loader`].
-fn read_file(path: &std::path::Path) -> Result<Loader, AnalyzeError> {
-    let (reader, rows) = open_file(path, LoadColumns::All)?;
+fn read_file(file: &FileSource) -> Result<Loader, AnalyzeError> {
+    let FileBatches { reader, rows } = open_file(file, LoadColumns::All)?;
     // Sized once from the file's row count: growing by doubling would copy the records and
     // touch fresh pages again at every step.
     let mut part = Loader::with_capacity(rows);
     for batch in reader {
-        let batch = batch.map_err(|e| AnalyzeError::read(path, e))?;
+        let batch = batch.map_err(|e| AnalyzeError::read(file.path(), e))?;
         part.push(&batch)?;
     }
     part.seal();
@@ -209,16 +162,16 @@ fn read_file(path: &std::path::Path) -> Result<Loader, AnalyzeError> {
 /// The windowed counts of the spans starting in `lo..=hi` of one Parquet file
 /// ([`WindowCounter`]), reading only [`LoadColumns::Windows`].
 fn count_file(
-    path: &std::path::Path,
+    file: &FileSource,
     timeline: &Timeline,
     config: &AnalyzerConfig,
     lo: i64,
     hi: i64,
 ) -> Result<WindowCounts, AnalyzeError> {
-    let (reader, _) = open_file(path, LoadColumns::Windows)?;
+    let FileBatches { reader, .. } = open_file(file, LoadColumns::Windows)?;
     let mut counter = WindowCounter::new(timeline, config, lo, hi);
     for batch in reader {
-        let batch = batch.map_err(|e| AnalyzeError::read(path, e))?;
+        let batch = batch.map_err(|e| AnalyzeError::read(file.path(), e))?;
         counter.push(&batch)?;
     }
     Ok(counter.finish())
@@ -245,25 +198,20 @@ pub async fn count_windows_once(
     let (lo, hi) = inclusive(from, to);
     let started = std::time::Instant::now();
     let snap = table.snapshot();
-    let overlapping: Vec<(u64, PathBuf)> = snap
-        .files
-        .iter()
-        .filter(|f| overlaps(f, lo, hi))
-        .map(|f| (f.size, f.path.clone()))
-        .collect();
+    let overlapping = snap.files_in(lo, hi);
     let files = overlapping.len();
     // One copy of the timeline and thresholds, shared by the blocking reads. (A task per row
     // group instead of per file measured slower: each opens the file and parses its footer.)
     let shared = Arc::new((timeline.clone(), config.clone()));
     let reading = Arc::clone(&shared);
-    let mut parts: Vec<WindowCounts> = read_on_cores(overlapping, move |path| {
-        count_file(path, &reading.0, &reading.1, lo, hi)
+    let mut parts: Vec<WindowCounts> = read_on_cores(overlapping, move |file| {
+        count_file(file, &reading.0, &reading.1, lo, hi)
     })
     .await?
     .into_iter()
     .flatten()
     .collect();
-    let segments = segments_in(snap.segments, lo, hi);
+    let segments = snap.segments_in(lo, hi);
     let memory = tokio::task::spawn_blocking(move || -> Result<WindowCounts, AnalyzeError> {
         let mut counter = WindowCounter::new(&shared.0, &shared.1, lo, hi);
         for s in &segments {
@@ -298,21 +246,7 @@ fn inclusive(from: Option<i64>, to: Option<i64>) -> (i64, i64) {
     )
 }
 
-/// True when the hour partition of `f` holds times in `lo..=hi`.
-fn overlaps(f: &FileMeta, lo: i64, hi: i64) -> bool {
-    let end = f.hour_start_unix_nano.saturating_add(HOUR_NS - 1);
-    f.hour_start_unix_nano <= hi && end >= lo
-}
-
-/// The memory segments holding span starts in `lo..=hi`.
-fn segments_in(segments: Vec<Segment>, lo: i64, hi: i64) -> Vec<Segment> {
-    segments
-        .into_iter()
-        .filter(|s| s.start_range().is_some_and(|(a, b)| a <= hi && b >= lo))
-        .collect()
-}
-
-/// `read` of each of `files` ((size, path)) on the blocking pool, as many at a time as there
+/// `read` of each of `files` on the blocking pool, as many at a time as there
 /// are cores, in the order of `files`; `None` for a file deleted since the snapshot (by
 /// retention: its spans are past retention). The largest are started first and the next as
 /// soon as any read ends: in file order, with results taken in order, a core sat idle while
@@ -322,23 +256,23 @@ fn segments_in(segments: Vec<Segment>, lo: i64, hi: i64) -> Vec<Segment> {
 /// # Errors
 /// The first failed read of a file that still exists.
 async fn read_on_cores<T: Send + 'static>(
-    files: Vec<(u64, PathBuf)>,
-    read: impl Fn(&Path) -> Result<T, AnalyzeError> + Send + Sync + 'static,
+    files: Vec<FileSource>,
+    read: impl Fn(&FileSource) -> Result<T, AnalyzeError> + Send + Sync + 'static,
 ) -> Result<Vec<Option<T>>, AnalyzeError> {
     let read = Arc::new(read);
-    let mut order: Vec<(usize, u64, PathBuf)> = files
+    let mut order: Vec<(usize, u64, FileSource)> = files
         .into_iter()
         .enumerate()
-        .map(|(i, (size, path))| (i, size, path))
+        .map(|(i, file)| (i, file.size(), file))
         .collect();
     order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut done: Vec<(usize, Option<T>)> = futures::stream::iter(order)
-        .map(|(at, _, path)| {
+        .map(|(at, _, file)| {
             let read = Arc::clone(&read);
             async move {
-                let read_path = path.clone();
-                let result = tokio::task::spawn_blocking(move || read(&read_path))
+                let path = file.path().to_path_buf();
+                let result = tokio::task::spawn_blocking(move || read(&file))
                     .await
                     .map_err(|e| AnalyzeError::Internal(e.to_string()))?;
                 match result {
@@ -455,22 +389,22 @@ async fn gather(
     let snap = table.snapshot();
     // The overlapping files; those not cached yet are read and converted on the blocking
     // pool (each read is one thread's work: decompress, decode, convert, sort).
-    let overlapping: Vec<&FileMeta> = snap.files.iter().filter(|f| overlaps(f, lo, hi)).collect();
+    let overlapping = snap.files_in(lo, hi);
     let mut parts: Vec<Option<Arc<Loader>>> = overlapping
         .iter()
-        .map(|f| cache.and_then(|c| c.get(&f.path)))
+        .map(|f| cache.and_then(|c| c.get(f.path())))
         .collect();
-    let (missing, to_read): (Vec<usize>, Vec<(u64, PathBuf)>) = overlapping
+    let (missing, to_read): (Vec<usize>, Vec<FileSource>) = overlapping
         .iter()
         .enumerate()
         .filter(|(i, _)| parts[*i].is_none())
-        .map(|(i, f)| (i, (f.size, f.path.clone())))
+        .map(|(i, f)| (i, f.clone()))
         .unzip();
-    let fresh = read_on_cores(to_read, |path| read_file(path).map(Arc::new)).await?;
+    let fresh = read_on_cores(to_read, |file| read_file(file).map(Arc::new)).await?;
     let mut read = 0usize;
     for (i, part) in missing.into_iter().zip(fresh) {
         if let (Some(part), Some(cache)) = (&part, cache) {
-            cache.put(overlapping[i].path.clone(), Arc::clone(part));
+            cache.put(overlapping[i].path().to_path_buf(), Arc::clone(part));
         }
         read += usize::from(part.is_some());
         parts[i] = part;
@@ -480,7 +414,7 @@ async fn gather(
     if let Some(cache) = cache {
         cache.keep_only(&snap.files);
     }
-    let segments = segments_in(snap.segments, lo, hi);
+    let segments = snap.segments_in(lo, hi);
     let memory = tokio::task::spawn_blocking(move || -> Result<Loader, AnalyzeError> {
         let mut part = Loader::default();
         for s in &segments {
