@@ -620,6 +620,7 @@ impl DashboardSource for DashboardAdapter {
         token: &str,
         id: &str,
         action: &Action,
+        if_match: Option<u64>,
         note: Option<&str>,
     ) -> Result<(), SourceError> {
         let who = self.identify(token).await?;
@@ -637,7 +638,7 @@ impl DashboardSource for DashboardAdapter {
         self.inner
             .state
             .plane
-            .write(id, op, &who.name, None, note)
+            .write(id, op, &who.name, if_match, note)
             .await
             .map(|_| ())
             .map_err(control_error)

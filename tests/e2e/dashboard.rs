@@ -735,6 +735,31 @@ fn login_start_and_set_blue_percent_through_forms() {
     let log = b.rows("#events tbody tr");
     assert_eq!(log[0][2], "→ 10%", "{log:?}");
     assert!(log.iter().all(|r| r[3] == "alice"), "{log:?}");
+
+    // A confirmation page that went stale: the channel moves to 30 through the API while the
+    // page asking to set 20 is open. Confirming is refused (the page sent the version it
+    // showed) and the channel keeps 30; nothing is written over the other change.
+    b.type_into("input#blue-percent-field", "20");
+    b.click_to("button#ratio-submit", "form#confirm-form");
+    assert_eq!(b.text("#what"), "Set blue_percent of pay from 10 to 20");
+    api_write(
+        &s,
+        ALICE,
+        "POST",
+        "/api/v1/channels/pay/ratio",
+        r#"{"blue_percent": 30}"#,
+    );
+    b.click_to("button#confirm", "#write-error");
+    assert_eq!(b.status(), 409);
+    assert!(
+        b.text("#write-error").contains("is at version"),
+        "{}",
+        b.text("#write-error")
+    );
+    b.shot("confirm-stale");
+    let ch = get_json(&s, "/api/v1/channels/pay");
+    assert_eq!(ch["blue_percent"], 30, "{ch}");
+    assert_eq!(timeline_of(&s, "pay").len(), 4);
 }
 
 /// Sends live OTLP/JSON SERVER spans of `order` on blue (half of them errors) and green

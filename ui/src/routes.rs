@@ -267,6 +267,7 @@ async fn confirm_page(
         c,
         &pages::confirm::Confirm {
             channel: &page.channel,
+            version: page.version,
             action,
             weights: &weights,
             refusal,
@@ -319,6 +320,15 @@ async fn act(
         Ok(a) => a,
         Err(m) => return error_page(jar, &c, StatusCode::BAD_REQUEST, &m).into_response(),
     };
+    // The channel version the confirmation page showed (absent from forms of older pages).
+    let if_match = match param(&f, "version").map(str::parse::<u64>) {
+        None => None,
+        Some(Ok(v)) => Some(v),
+        Some(Err(_)) => {
+            let m = "version: the channel version the confirmation page showed (a whole number)";
+            return error_page(jar, &c, StatusCode::BAD_REQUEST, m).into_response();
+        }
+    };
     let Some(token) = session::token(&jar) else {
         return Redirect::to(&format!(
             "/login?next={}",
@@ -347,7 +357,11 @@ async fn act(
             .into_response();
     }
     let note = refusal.as_deref().map(guard::override_note);
-    match ui.source.write(&token, &id, &action, note.as_deref()).await {
+    match ui
+        .source
+        .write(&token, &id, &action, if_match, note.as_deref())
+        .await
+    {
         Ok(()) => {
             let done = match action {
                 Action::Start => "start".to_owned(),

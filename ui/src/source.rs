@@ -504,12 +504,16 @@ pub trait DashboardSource: Send + Sync + 'static {
     /// Who `token` is; [`SourceError::Unauthorized`] for an unknown token.
     async fn identify(&self, token: &str) -> Result<Identity, SourceError>;
     /// Applies `action` to channel `id` as the holder of `token`, recording `note` with it.
-    /// The source does not apply the spike guard; the caller does ([`crate::guard`]).
+    /// With `if_match`, only while the channel is still at that version (the one the
+    /// confirmation page showed): a channel changed since is a [`SourceError::Conflict`] and
+    /// nothing is written. The source does not apply the spike guard; the caller does
+    /// ([`crate::guard`]).
     async fn write(
         &self,
         token: &str,
         id: &str,
         action: &Action,
+        if_match: Option<u64>,
         note: Option<&str>,
     ) -> Result<(), SourceError>;
     /// A number that changes whenever the pages' data may have changed (new spans, a control

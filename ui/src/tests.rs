@@ -63,6 +63,8 @@ fn wide(offset: usize) -> TraceView {
 #[derive(Default)]
 struct Fixture {
     writes: Mutex<Vec<(String, Action, Option<String>)>>,
+    /// The `if_match` of each write, in order.
+    if_matches: Mutex<Vec<Option<u64>>>,
     spike_on: Option<&'static str>,
 }
 
@@ -312,9 +314,11 @@ impl DashboardSource for Fixture {
         token: &str,
         id: &str,
         action: &Action,
+        if_match: Option<u64>,
         note: Option<&str>,
     ) -> Result<(), SourceError> {
         self.identify(token).await?;
+        self.if_matches.lock().push(if_match);
         self.writes
             .lock()
             .push((id.to_owned(), action.clone(), note.map(str::to_owned)));
@@ -764,4 +768,56 @@ async fn live_stream_and_assets_are_served() {
         .await
         .unwrap();
     assert_eq!(res.headers()[header::CONTENT_TYPE], "text/event-stream");
+}
+
+#[tokio::test]
+async fn a_write_carries_the_version_its_confirmation_page_showed() {
+    let f = Arc::new(Fixture::default());
+    let a = app(f.clone());
+    let (status, html, _) = get(
+        &a,
+        "/channels/trade/confirm?action=ratio&preset=50",
+        Some(&signed_in()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        html.contains("name=\"version\" value=\"7\""),
+        "the form carries the channel's version: {html}"
+    );
+    // A version that is not a number is refused before anything is written.
+    let (status, html, _) = post(
+        &a,
+        "/channels/trade/actions",
+        &signed_in(),
+        &format!(
+            "csrf={}&action=ratio&blue_percent=50&version=seven",
+            signed_csrf()
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(html.contains("version: the channel version"), "{html}");
+    assert!(f.writes.lock().is_empty());
+    let (status, _, _) = post(
+        &a,
+        "/channels/trade/actions",
+        &signed_in(),
+        &format!(
+            "csrf={}&action=ratio&blue_percent=50&version=7",
+            signed_csrf()
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    // A form without a version (an older page) writes without the check.
+    let (status, _, _) = post(
+        &a,
+        "/channels/trade/actions",
+        &signed_in(),
+        &format!("csrf={}&action=finish", signed_csrf()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(f.if_matches.lock().as_slice(), &[Some(7), None]);
 }

@@ -12,6 +12,8 @@ use crate::source::{Action, ChannelRow, WeightPreview};
 pub struct Confirm<'a> {
     /// The channel now.
     pub channel: &'a ChannelRow,
+    /// The channel's version now, sent back with the write (If-Match).
+    pub version: u64,
     /// The write asked for.
     pub action: &'a Action,
     /// Weights after it.
@@ -79,6 +81,8 @@ pub fn body(chrome: &Chrome, m: &Confirm<'_>) -> AnyView {
                 <input type="hidden" name="csrf" value=chrome.csrf.clone()/>
                 <input type="hidden" name="action" value=action_name(m.action)/>
                 <input type="hidden" name="blue_percent" value=after.to_string()/>
+                // The version this page showed: the write is refused if the channel changed since.
+                <input type="hidden" name="version" value=m.version.to_string()/>
                 {refusal}
                 <button type="submit" id="confirm">"Confirm"</button>
                 " " <a href=chrome.link(&format!("/channels/{}", c.id))>"Cancel"</a>
