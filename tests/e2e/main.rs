@@ -8,6 +8,7 @@
 
 mod alerts;
 mod analyze;
+mod architecture;
 mod bad_input;
 mod cases;
 mod control;
