@@ -29,6 +29,9 @@
 //! [`DecisionAttributeProcessor`]: crate::routing::DecisionAttributeProcessor
 //! [`Router`]: crate::routing::Router
 
+// The demo tells its user on stderr when the machine cannot keep up with --speed.
+#![allow(clippy::print_stderr)]
+
 mod config;
 mod error;
 mod faults;

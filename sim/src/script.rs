@@ -11,6 +11,9 @@
 //! side traffic once it outlives the grace period) — all true findings on a real fleet, and
 //! on a loaded machine at high `--speed` they would blur the faults the demo shows.
 
+// The demo's log of its steps (stdout) and of its lateness (stderr) is the demo's output.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::time::{Duration, Instant};
 
 use dyeline_model::Color;

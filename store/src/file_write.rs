@@ -10,11 +10,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::writer::SerializedFileWriter;
 
 use crate::layout::{FileMeta, hour_dir_name};
-use crate::part::{Part, ROW_GROUP_ROWS, writer_properties};
+use crate::part::{Part, ROW_GROUP_ROWS, part_reader, writer_properties};
 use crate::seal::encode_parts_in;
 use crate::segment::Segment;
 use crate::trace_index::TraceIndex;
@@ -94,7 +93,7 @@ fn write_file(
     } else {
         Arc::new(TraceIndex::union(parts.iter().map(|p| &*p.traces)))
     };
-    let schema = ParquetRecordBatchReaderBuilder::try_new(first.bytes.clone())
+    let schema = part_reader(first.bytes.clone())
         .map_err(io::Error::other)?
         .schema()
         .clone();
@@ -169,6 +168,7 @@ mod tests {
     use arrow::array::{AsArray, RecordBatch};
     use arrow::datatypes::Int64Type;
     use dyeline_model::schema::col;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     /// The trace id of trace `t` in [`scrambled_keys`] (spread over the id space).
     fn scrambled_trace(t: usize) -> String {
@@ -468,5 +468,39 @@ mod tests {
                 .sum::<usize>(),
             4500
         );
+    }
+
+    /// A flushed file and a sealed part carry [`SCHEMA_VERSION`] in their key-value metadata
+    /// (as decimal text under [`SCHEMA_VERSION_KEY`]); rows read back through
+    /// [`part_reader`] have the schema they were written with, without the key.
+    #[tokio::test]
+    async fn flushed_files_and_sealed_parts_carry_the_schema_version() {
+        use dyeline_model::schema::{SCHEMA_VERSION, SCHEMA_VERSION_KEY};
+        use parquet::file::reader::{ChunkReader, FileReader};
+        use parquet::file::serialized_reader::SerializedFileReader;
+
+        fn version<R: ChunkReader + 'static>(input: R) -> Option<String> {
+            let reader = SerializedFileReader::new(input).unwrap();
+            let kv = reader.metadata().file_metadata().key_value_metadata()?;
+            let v = kv.iter().find(|kv| kv.key == SCHEMA_VERSION_KEY)?;
+            v.value.clone()
+        }
+        let expected = Some(SCHEMA_VERSION.to_string());
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::test_support::open_unsynced(dir.path());
+        assert_eq!(crate::test_support::write(&store, 0, 100).await.stored, 100);
+        store.flush().await.unwrap();
+        let files = store.snapshot().files;
+        assert_eq!(files.len(), 1);
+        assert_eq!(version(File::open(&files[0].path).unwrap()), expected);
+        crate::test_support::close(store).await;
+
+        let (batch, _) = crate::test_support::rows(0, 10);
+        let part = encode_parts(&[&Segment::plain(batch.clone())], 3)
+            .unwrap()
+            .remove(0);
+        assert_eq!(version(part.bytes.clone()), expected);
+        assert_eq!(part_reader(part.bytes).unwrap().schema(), &batch.schema());
     }
 }

@@ -9,6 +9,9 @@
 //! page-level min/max (only the page holding the id is read, of every column; pages hold at most
 //! [`DATA_PAGE_ROWS`] rows).
 //!
+//! Every part and file carries [`SCHEMA_VERSION`] in its key-value metadata (under
+//! [`SCHEMA_VERSION_KEY`]); [`part_reader`] reads rows back without it in their schema.
+//!
 //! No [`crate::segment::Segment`] here: segments hold parts, not the other way round.
 
 use std::sync::Arc;
@@ -17,9 +20,15 @@ use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use arrow::error::ArrowError;
 use bytes::Bytes;
-use dyeline_model::schema::col;
+use dyeline_model::schema::{SCHEMA_VERSION, SCHEMA_VERSION_KEY, col};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::reader::ChunkReader;
 use parquet::schema::types::ColumnPath;
 
 use crate::layout::hour_of;
@@ -39,9 +48,15 @@ pub const TRACE_ID_BLOOM_FPP: f64 = 0.01;
 /// by trace id skips the files and row groups whose filter says no, and within a row group
 /// reads only the pages whose range holds the id (DataFusion prunes with both). Other
 /// columns keep row-group statistics, but for free text and JSON, which have none.
+///
+/// The key-value metadata holds [`SCHEMA_VERSION`] under [`SCHEMA_VERSION_KEY`].
 pub(crate) fn writer_properties(zstd_level: i32, traces: u64) -> WriterProperties {
     let trace = ColumnPath::from(col::TRACE_ID);
     let mut b = WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            SCHEMA_VERSION_KEY.to_owned(),
+            SCHEMA_VERSION.to_string(),
+        )]))
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(zstd_level).unwrap_or_default(),
         ))
@@ -77,6 +92,34 @@ pub(crate) fn writer_properties(zstd_level: i32, traces: u64) -> WriterPropertie
             .set_column_encoding(ColumnPath::from(time), Encoding::DELTA_BINARY_PACKED);
     }
     b.build()
+}
+
+/// A reader of the part or file `input` whose rows have the schema they were written with.
+///
+/// The Parquet reader adds a file's key-value metadata to the Arrow schema it reports; the
+/// [`SCHEMA_VERSION_KEY`] is left out of it here, so rows read back from a part equal the rows
+/// sealed into it, and a file written from parts does not copy the key into its Arrow schema.
+/// Files written before the version was (without the key) read as they always did.
+///
+/// # Errors
+/// Parquet errors reading the footer.
+pub(crate) fn part_reader<T: ChunkReader + 'static>(
+    input: T,
+) -> Result<ParquetRecordBatchReaderBuilder<T>, ParquetError> {
+    let meta = ArrowReaderMetadata::load(&input, ArrowReaderOptions::new())?;
+    let meta = if meta.schema().metadata().contains_key(SCHEMA_VERSION_KEY) {
+        let mut schema = meta.schema().as_ref().clone();
+        schema.metadata.remove(SCHEMA_VERSION_KEY);
+        ArrowReaderMetadata::try_new(
+            Arc::clone(meta.metadata()),
+            ArrowReaderOptions::new().with_schema(Arc::new(schema)),
+        )?
+    } else {
+        meta
+    };
+    Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(
+        input, meta,
+    ))
 }
 
 /// One row of a list of batches: (batch index, row index), as [`interleave_record_batch`](arrow::compute::interleave_record_batch)

@@ -21,9 +21,8 @@ use arrow::ipc::writer::{
 };
 use arrow::ipc::{CompressionType, MetadataVersion};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::part::{Part, start_range};
+use crate::part::{Part, part_reader, start_range};
 use crate::trace_index::TraceIndex;
 
 /// One batch of rows: plain or sealed (see the module doc).
@@ -102,7 +101,7 @@ impl Segment {
     /// Parquet errors.
     pub fn schema(&self) -> Result<SchemaRef, ArrowError> {
         match &self.body {
-            Body::Parquet(part) => Ok(ParquetRecordBatchReaderBuilder::try_new(part.bytes.clone())
+            Body::Parquet(part) => Ok(part_reader(part.bytes.clone())
                 .map_err(external)?
                 .schema()
                 .clone()),
@@ -138,7 +137,7 @@ fn external(e: parquet::errors::ParquetError) -> ArrowError {
 
 /// The rows of a sealed part, whole or the columns at `projection` (in that order).
 fn decode_part(part: &Part, projection: Option<&[usize]>) -> Result<RecordBatch, ArrowError> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(part.bytes.clone())
+    let builder = part_reader(part.bytes.clone())
         .map_err(external)?
         .with_batch_size(part.rows.max(1));
     let (builder, order) = match projection {

@@ -2,8 +2,13 @@
 //! Python), the field cases of `../shared/cases`, bad input, durability, the fixtures, SQL,
 //! and the dashboard in headless Chromium.
 
+// The tests' measured figures and the demo's log go to stderr, which libtest shows on failure
+// or with --nocapture.
+#![allow(clippy::print_stderr)]
+
 mod alerts;
 mod analyze;
+mod architecture;
 mod bad_input;
 mod cases;
 mod control;

@@ -6,6 +6,9 @@
 //! `cargo run --profile bench-fast -p dyeline-bench --bin sse_fanout -- \
 //!    --dyeline target/bench-fast/dyeline --subscribers 1000 --writes 100`
 
+// The measurement, as JSON on stdout (progress on stderr), is what this benchmark is run for.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -9,7 +9,10 @@ use dyeline_model::time::rfc3339_secs;
 
 /// One row per alert of the channel, in the order given (firing first).
 #[component]
-pub fn Alerts<'a>(alerts: &'a [AlertLine]) -> impl IntoView + use<> {
+pub fn Alerts<'a>(
+    /// The channel's alerts, firing first.
+    alerts: &'a [AlertLine],
+) -> impl IntoView + use<> {
     let rows = alerts
         .iter()
         .map(|a| {

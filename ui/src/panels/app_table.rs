@@ -11,9 +11,13 @@ use crate::source::AppRow;
 /// over `seconds`, and the filter form (which keeps a fixed range).
 #[component]
 pub fn AppTable<'a>(
+    /// The page's frame (its path, range and links that keep it).
     chrome: &'a Chrome,
+    /// Every app of the channel.
     rows: &'a [AppRow],
+    /// The text an app's name must contain (case-insensitive); all apps without one.
     filter: Option<&'a str>,
+    /// The length of the range, the denominator of the rates.
     seconds: f64,
 ) -> impl IntoView + use<> {
     let secs = seconds;

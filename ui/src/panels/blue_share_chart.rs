@@ -11,8 +11,11 @@ use crate::source::{OpLine, Step, TimeRange};
 /// `range`, one point per step, `ops` as annotations.
 #[component]
 pub fn BlueShareChart<'a>(
+    /// The time axis.
     range: TimeRange,
+    /// One point per step: the observed share and blue_percent in force.
     steps: &'a [Step],
+    /// The release operations drawn as annotations.
     ops: &'a [OpLine],
 ) -> impl IntoView + use<> {
     let share = line_chart(

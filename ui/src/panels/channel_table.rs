@@ -10,8 +10,11 @@ use crate::source::ChannelRow;
 /// One row per channel, linking to its page (the range kept), rates over `seconds`.
 #[component]
 pub fn ChannelTable<'a>(
+    /// The page's frame (its path, range and links that keep it).
     chrome: &'a Chrome,
+    /// Every channel.
     channels: &'a [ChannelRow],
+    /// The length of the range, the denominator of the rates.
     seconds: f64,
 ) -> impl IntoView + use<> {
     let secs = seconds;

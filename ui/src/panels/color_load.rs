@@ -59,10 +59,15 @@ impl LoadMetric {
 /// step of `step_seconds`, `ops` as annotations.
 #[component]
 pub fn ColorLoadChart<'a>(
+    /// What is drawn of each colour's load.
     metric: LoadMetric,
+    /// The time axis.
     range: TimeRange,
+    /// The length of one step.
     step_seconds: u64,
+    /// One point per step.
     steps: &'a [Step],
+    /// The release operations drawn as annotations.
     ops: &'a [OpLine],
 ) -> impl IntoView + use<> {
     let step_s = step_seconds.max(1) as f64;

@@ -25,7 +25,12 @@ fn action_form(
 
 /// The release controls of `channel`: ratio and finish while it releases, start while idle.
 #[component]
-pub fn Controls<'a>(chrome: &'a Chrome, channel: &'a ChannelRow) -> impl IntoView + use<> {
+pub fn Controls<'a>(
+    /// The page's frame (who is signed in, the CSRF secret for the forms).
+    chrome: &'a Chrome,
+    /// The channel the controls act on.
+    channel: &'a ChannelRow,
+) -> impl IntoView + use<> {
     let c = channel;
     let action = format!("/channels/{}/confirm", c.id);
     let body = if c.state == "releasing" {

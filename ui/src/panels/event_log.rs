@@ -8,7 +8,10 @@ use dyeline_model::time::rfc3339_secs;
 
 /// One row per operation of `ops` (given oldest first), newest first.
 #[component]
-pub fn EventLog<'a>(ops: &'a [OpLine]) -> impl IntoView + use<> {
+pub fn EventLog<'a>(
+    /// The channel's operations, oldest first.
+    ops: &'a [OpLine],
+) -> impl IntoView + use<> {
     let rows = ops
         .iter()
         .rev()

@@ -9,7 +9,10 @@ use crate::source::HopEdge;
 /// One row per hop edge: from and to (app and colour), kind, reason, the apps passed
 /// through, the count and example traces.
 #[component]
-pub fn HopEdges<'a>(hops: &'a [HopEdge]) -> impl IntoView + use<> {
+pub fn HopEdges<'a>(
+    /// The cross-colour hop edges.
+    hops: &'a [HopEdge],
+) -> impl IntoView + use<> {
     let rows = hops
         .iter()
         .map(|h| {

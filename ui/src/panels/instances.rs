@@ -8,7 +8,10 @@ use crate::source::InstanceRow;
 
 /// One row per instance of the channel's apps.
 #[component]
-pub fn Instances<'a>(instances: &'a [InstanceRow]) -> impl IntoView + use<> {
+pub fn Instances<'a>(
+    /// The instances of the channel's apps.
+    instances: &'a [InstanceRow],
+) -> impl IntoView + use<> {
     let rows = instances
         .iter()
         .map(|i| {

@@ -8,7 +8,10 @@ use crate::source::MissingRow;
 /// One row per (caller app, app, kind): spans that arrived without the channel's decision,
 /// with example traces.
 #[component]
-pub fn MissingDecisions<'a>(missing: &'a [MissingRow]) -> impl IntoView + use<> {
+pub fn MissingDecisions<'a>(
+    /// The (caller app, app, kind) rows without the channel's decision.
+    missing: &'a [MissingRow],
+) -> impl IntoView + use<> {
     let rows = missing
         .iter()
         .map(|m| {

@@ -7,7 +7,10 @@ use crate::source::UnknownInstance;
 
 /// How many instances of unknown colour the range saw, and one row each.
 #[component]
-pub fn UnknownInstances<'a>(instances: &'a [UnknownInstance]) -> impl IntoView + use<> {
+pub fn UnknownInstances<'a>(
+    /// The instances whose colour is unknown.
+    instances: &'a [UnknownInstance],
+) -> impl IntoView + use<> {
     let unknown_count = instances.len();
     let unknown = instances
         .iter()

@@ -18,7 +18,10 @@ const WINDOWED: [Detection; 4] = [
 
 /// Windows with drained-side traffic, per kind (RPC, MQ, JOB).
 #[component]
-pub fn DrainedByKind<'a>(findings: &'a [WindowFinding]) -> impl IntoView + use<> {
+pub fn DrainedByKind<'a>(
+    /// The channel's window findings.
+    findings: &'a [WindowFinding],
+) -> impl IntoView + use<> {
     let drained_total = |k: &str| -> u64 {
         findings
             .iter()
@@ -38,7 +41,10 @@ pub fn DrainedByKind<'a>(findings: &'a [WindowFinding]) -> impl IntoView + use<>
 /// Every window finding, grouped by detection (drained side, ratio deviation, skew, spike),
 /// in the order of `findings` within a group.
 #[component]
-pub fn WindowFindings<'a>(findings: &'a [WindowFinding]) -> impl IntoView + use<> {
+pub fn WindowFindings<'a>(
+    /// The channel's window findings.
+    findings: &'a [WindowFinding],
+) -> impl IntoView + use<> {
     let rows = WINDOWED
         .into_iter()
         .flat_map(|d| findings.iter().filter(move |f| f.finding == d))
