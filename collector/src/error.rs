@@ -1,7 +1,10 @@
-//! One error category enum for the receivers and its mapping to HTTP status and gRPC code
-//! (OTLP specification, "Failures" of OTLP/HTTP and OTLP/gRPC), tested row by row.
+//! Why the receivers refuse an export ([`IngestError`]) and what they answer: the HTTP status
+//! and gRPC code of its [`Category`] (the one table, `dyeline_model::status`) and the OTLP
+//! retry delay (OTLP specification, "Failures" of OTLP/HTTP and OTLP/gRPC), tested row by row.
 
 use std::time::Duration;
+
+use dyeline_model::{Category, HasCategory};
 
 /// Why a whole export request was refused.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -57,34 +60,42 @@ impl IngestError {
         "unavailable",
     ];
 
-    /// The HTTP status of OTLP/HTTP.
+    /// The HTTP status of OTLP/HTTP: the category's
+    /// ([`Category::http_status`](dyeline_model::Category::http_status)).
     pub fn http_status(&self) -> http::StatusCode {
-        use http::StatusCode as S;
-        match self {
-            Self::BadData(_) => S::BAD_REQUEST,
-            Self::TooLarge { .. } => S::PAYLOAD_TOO_LARGE,
-            Self::UnsupportedMediaType(_) => S::UNSUPPORTED_MEDIA_TYPE,
-            Self::Saturated { .. } => S::TOO_MANY_REQUESTS,
-            Self::Unavailable(_) => S::SERVICE_UNAVAILABLE,
-        }
+        http::StatusCode::from_u16(self.category().http_status())
+            .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR)
     }
 
-    /// The gRPC code of OTLP/gRPC.
+    /// The gRPC code of OTLP/gRPC: the category's
+    /// ([`Category::grpc_code`](dyeline_model::Category::grpc_code)).
     pub fn grpc_code(&self) -> tonic::Code {
-        use tonic::Code as C;
-        match self {
-            Self::BadData(_) | Self::UnsupportedMediaType(_) => C::InvalidArgument,
-            Self::TooLarge { .. } => C::ResourceExhausted,
-            Self::Saturated { .. } | Self::Unavailable(_) => C::Unavailable,
-        }
+        tonic::Code::from(self.category().grpc_code())
     }
 
-    /// The delay a client should wait before retrying; `None` when not retryable.
+    /// The delay a client should wait before retrying; `None` when not retryable. Which
+    /// refusals are retryable is the category table's; the delay is OTLP's own (the HTTP
+    /// `Retry-After` and the gRPC `RetryInfo`): the write path's suggestion when saturated,
+    /// one second when unavailable.
     pub fn retry_after(&self) -> Option<Duration> {
+        if !self.category().retryable() {
+            return None;
+        }
+        Some(match self {
+            Self::Saturated { retry_after } => *retry_after,
+            _ => Duration::from_secs(1),
+        })
+    }
+}
+
+impl HasCategory for IngestError {
+    fn category(&self) -> Category {
         match self {
-            Self::Saturated { retry_after } => Some(*retry_after),
-            Self::Unavailable(_) => Some(Duration::from_secs(1)),
-            _ => None,
+            Self::BadData(_) => Category::InvalidArgument,
+            Self::TooLarge { .. } => Category::PayloadTooLarge,
+            Self::UnsupportedMediaType(_) => Category::UnsupportedMediaType,
+            Self::Saturated { .. } => Category::Saturated,
+            Self::Unavailable(_) => Category::Unavailable,
         }
     }
 }
@@ -152,6 +163,32 @@ mod tests {
                 retry,
                 "{err:?}: RetryInfo"
             );
+        }
+    }
+
+    /// Every category's gRPC number is the `tonic::Code` named for it: for the five the
+    /// receivers answer (invalid argument, payload too large, unsupported media type,
+    /// saturated, unavailable) the code they answered before the category table.
+    #[test]
+    fn every_category_is_the_grpc_code_it_was() {
+        use tonic::Code as C;
+        let rows = [
+            (Category::InvalidArgument, C::InvalidArgument),
+            (Category::NotFound, C::NotFound),
+            (Category::Conflict, C::FailedPrecondition),
+            (Category::PreconditionFailed, C::Aborted),
+            (Category::Unauthenticated, C::Unauthenticated),
+            (Category::PermissionDenied, C::PermissionDenied),
+            (Category::PayloadTooLarge, C::ResourceExhausted),
+            (Category::UnsupportedMediaType, C::InvalidArgument),
+            (Category::Saturated, C::Unavailable),
+            (Category::Unavailable, C::Unavailable),
+            (Category::Internal, C::Internal),
+        ];
+        assert_eq!(rows.map(|r| r.0), Category::ALL);
+        for (c, code) in rows {
+            assert_eq!(tonic::Code::from(c.grpc_code()), code, "{c:?}");
+            assert_eq!(c.grpc_code(), code as i32, "{c:?}");
         }
     }
 

@@ -1,4 +1,5 @@
-//! The control plane's errors: each has an HTTP status and a stable `code`, and is rendered as
+//! The control plane's errors: each has a status [`Category`] (its HTTP status comes from the
+//! one table, `dyeline_model::status`) and a stable `code`, and is rendered as
 //! `{"error": {"code", "message"}}` by the API (issue: control plane, item 4).
 
 use axum::Json;
@@ -6,6 +7,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use dyeline_model::release::ReleaseError;
 use dyeline_model::time::BadTime;
+use dyeline_model::{Category, HasCategory};
 use serde_json::json;
 
 /// Why a control-plane request was refused. Every refused request changes nothing.
@@ -55,28 +57,11 @@ pub enum ControlError {
 }
 
 impl ControlError {
-    /// The HTTP status of this error.
+    /// The HTTP status of this error: its category's
+    /// ([`Category::http_status`](dyeline_model::Category::http_status)).
     pub fn status(&self) -> StatusCode {
-        use ControlError::*;
-        match self {
-            InvalidChannelId(_) | InvalidBody(_) | InvalidNote(_) | InvalidQuery(_)
-            | InvalidIfMatch(_) => StatusCode::BAD_REQUEST,
-            VersionMismatch { .. } => StatusCode::PRECONDITION_FAILED,
-            Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Forbidden(_) => StatusCode::FORBIDDEN,
-            Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            Release(e) => match e {
-                ReleaseError::InvalidBluePercent(_)
-                | ReleaseError::InvalidApps(_)
-                | ReleaseError::GlobalChannel(_)
-                | ReleaseError::InvalidTimeline(_) => StatusCode::BAD_REQUEST,
-                ReleaseError::ChannelNotFound(_) => StatusCode::NOT_FOUND,
-                ReleaseError::AlreadyReleasing(_)
-                | ReleaseError::NotReleasing(_)
-                | ReleaseError::ChannelReleasing(_)
-                | ReleaseError::AppInOtherChannel { .. } => StatusCode::CONFLICT,
-            },
-        }
+        StatusCode::from_u16(self.category().http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
     /// The stable machine-readable code of this error.
@@ -93,6 +78,21 @@ impl ControlError {
             Forbidden(_) => "forbidden",
             Storage(_) => "storage",
             Release(e) => e.code(),
+        }
+    }
+}
+
+impl HasCategory for ControlError {
+    fn category(&self) -> Category {
+        use ControlError::*;
+        match self {
+            InvalidChannelId(_) | InvalidBody(_) | InvalidNote(_) | InvalidQuery(_)
+            | InvalidIfMatch(_) => Category::InvalidArgument,
+            VersionMismatch { .. } => Category::PreconditionFailed,
+            Unauthorized(_) => Category::Unauthenticated,
+            Forbidden(_) => Category::PermissionDenied,
+            Storage(_) => Category::Internal,
+            Release(e) => e.category(),
         }
     }
 }

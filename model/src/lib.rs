@@ -5,8 +5,9 @@
 //! colours and the configurable rules that resolve them ([`color`]), the per-channel decisions
 //! carried in baggage and their codec ([`decision`]), instance weights ([`weights`]), the Arrow
 //! schema of the `spans` table ([`schema`]), instants in Unix nanoseconds with their text
-//! forms ([`time`]) and the pure core of a release: channels, their events and the timeline
-//! ([`release`]). It does not own transport, storage or analysis.
+//! forms ([`time`]), the pure core of a release: channels, their events and the timeline
+//! ([`release`]), and the one status category table every error answers through ([`status`]:
+//! HTTP status, gRPC code, retryable). It does not own transport, storage or analysis.
 
 pub mod color;
 pub mod decision;
@@ -15,6 +16,7 @@ pub mod ids;
 pub mod kinds;
 pub mod release;
 pub mod schema;
+pub mod status;
 pub mod time;
 pub mod weights;
 
@@ -23,3 +25,4 @@ pub use decision::{DecisionSource, Decisions, ReadDecision};
 pub use detection::Detection;
 pub use ids::{ChannelId, IdError, SpanId, SpanKey, TraceId};
 pub use kinds::{SpanKind, StatusCode, TrafficKind};
+pub use status::{Category, HasCategory};

@@ -35,6 +35,7 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionConfig;
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{Query, SetExpr, Statement};
+use dyeline_model::{Category, HasCategory};
 use futures::StreamExt;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -45,8 +46,9 @@ use tokio::sync::Semaphore;
 pub use guard::{ValueTooLarge, human};
 pub use predict::Amplifier;
 
-/// Why a query was refused or failed. All are the caller's to fix (HTTP 400) except
-/// [`SqlError::Busy`] (429, try again) and [`SqlError::Internal`].
+/// Why a query was refused or failed. All are the caller's to fix (category invalid argument,
+/// HTTP 400) except [`SqlError::Busy`] (saturated, 429: try again) and [`SqlError::Internal`]
+/// (internal, 500); see its [`HasCategory`] impl.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SqlError {
     /// Not a single SELECT / WITH / EXPLAIN statement.
@@ -82,6 +84,23 @@ pub enum SqlError {
     /// A fault of the engine.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl HasCategory for SqlError {
+    /// A query a limit refused (timeout, memory, value size) is the query's to change, as a
+    /// syntax error is: invalid argument, like every refusal but busy and internal.
+    fn category(&self) -> Category {
+        match self {
+            Self::NotReadOnly(_)
+            | Self::Syntax(_)
+            | Self::Query(_)
+            | Self::Timeout(_)
+            | Self::Memory { .. }
+            | Self::ValueTooLarge(_) => Category::InvalidArgument,
+            Self::Busy(_) => Category::Saturated,
+            Self::Internal(_) => Category::Internal,
+        }
+    }
 }
 
 impl SqlError {

@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 pub use dyeline_model::Detection;
 use dyeline_model::release::NEUTRAL_BLUE_PERCENT;
+use dyeline_model::{Category, HasCategory};
 use serde::{Deserialize, Serialize};
 
 /// A half-open time range `[from_unix_nano, to_unix_nano)`, Unix ns.
@@ -56,16 +57,41 @@ pub enum SourceError {
 }
 
 impl SourceError {
-    /// The HTTP status a page shows for it.
+    /// The error a page shows for an error of `category` with `message`: invalid, not found,
+    /// unauthorized, forbidden or conflict (a failed `If-Match` too, shown as 409), and
+    /// internal for the rest (limits, unavailability, faults).
+    pub fn from_category(category: Category, message: String) -> Self {
+        match category {
+            Category::InvalidArgument => SourceError::Invalid(message),
+            Category::NotFound => SourceError::NotFound(message),
+            Category::Unauthenticated => SourceError::Unauthorized(message),
+            Category::PermissionDenied => SourceError::Forbidden(message),
+            Category::Conflict | Category::PreconditionFailed => SourceError::Conflict(message),
+            Category::PayloadTooLarge
+            | Category::UnsupportedMediaType
+            | Category::Saturated
+            | Category::Unavailable
+            | Category::Internal => SourceError::Internal(message),
+        }
+    }
+
+    /// The HTTP status a page shows for it: its category's
+    /// ([`Category::http_status`](dyeline_model::Category::http_status)).
     pub fn status(&self) -> http::StatusCode {
-        use http::StatusCode as S;
+        http::StatusCode::from_u16(self.category().http_status())
+            .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+impl HasCategory for SourceError {
+    fn category(&self) -> Category {
         match self {
-            SourceError::Invalid(_) => S::BAD_REQUEST,
-            SourceError::NotFound(_) => S::NOT_FOUND,
-            SourceError::Unauthorized(_) => S::UNAUTHORIZED,
-            SourceError::Forbidden(_) => S::FORBIDDEN,
-            SourceError::Conflict(_) => S::CONFLICT,
-            SourceError::Internal(_) => S::INTERNAL_SERVER_ERROR,
+            SourceError::Invalid(_) => Category::InvalidArgument,
+            SourceError::NotFound(_) => Category::NotFound,
+            SourceError::Unauthorized(_) => Category::Unauthenticated,
+            SourceError::Forbidden(_) => Category::PermissionDenied,
+            SourceError::Conflict(_) => Category::Conflict,
+            SourceError::Internal(_) => Category::Internal,
         }
     }
 }
@@ -519,4 +545,40 @@ pub trait DashboardSource: Send + Sync + 'static {
     /// A number that changes whenever the pages' data may have changed (new spans, a control
     /// operation, an alert); the live stream polls it.
     fn data_version(&self) -> u64;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every category is shown as the page error (and status) the dashboard chose by HTTP
+    /// status before the category table: 400, 401, 403, 404 as such, 409 and 412 as a
+    /// conflict (409), anything else internal (500).
+    #[test]
+    fn every_category_is_shown_as_a_page_error() {
+        let rows = [
+            (Category::InvalidArgument, 400),
+            (Category::NotFound, 404),
+            (Category::Conflict, 409),
+            (Category::PreconditionFailed, 409),
+            (Category::Unauthenticated, 401),
+            (Category::PermissionDenied, 403),
+            (Category::PayloadTooLarge, 500),
+            (Category::UnsupportedMediaType, 500),
+            (Category::Saturated, 500),
+            (Category::Unavailable, 500),
+            (Category::Internal, 500),
+        ];
+        assert_eq!(rows.map(|r| r.0), Category::ALL);
+        for (c, page) in rows {
+            let e = SourceError::from_category(c, "m".into());
+            assert_eq!(e.status().as_u16(), page, "{c:?}");
+            assert_eq!(e.to_string(), "m");
+            // A page error keeps its category, but for a failed precondition (a conflict)
+            // and what a page cannot tell apart (internal).
+            if page != 500 && c != Category::PreconditionFailed {
+                assert_eq!(e.category(), c);
+            }
+        }
+    }
 }

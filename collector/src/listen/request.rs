@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use dyeline_model::Category;
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -57,7 +58,7 @@ pub struct ListenError {
 impl ListenError {
     fn new(reason: RefusalReason, message: String) -> Self {
         let status = tonic::Status::with_error_details(
-            tonic::Code::Unavailable,
+            tonic::Code::from(Category::Unavailable.grpc_code()),
             message.clone(),
             ErrorDetails::with_retry_info(Some(RETRY_AFTER)),
         );

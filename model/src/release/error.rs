@@ -1,6 +1,9 @@
 //! Why the release core refuses something: an operation the channel rules of domain §1 and §4
 //! do not allow, an app list or blue_percent out of bounds, a timeline document that does not
-//! parse. Each has a stable `code`; `dyeline-control` gives them their HTTP statuses.
+//! parse. Each has a stable `code` and a status [`Category`] (invalid argument, not found or
+//! conflict); `dyeline-control` answers them with the category's HTTP status.
+
+use crate::status::{Category, HasCategory};
 
 /// Why an operation or a timeline was refused. A refusal changes nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,6 +57,22 @@ impl ReleaseError {
             NotReleasing(_) => "not_releasing",
             ChannelReleasing(_) => "channel_releasing",
             AppInOtherChannel { .. } => "app_in_other_channel",
+        }
+    }
+}
+
+impl HasCategory for ReleaseError {
+    fn category(&self) -> Category {
+        use ReleaseError::*;
+        match self {
+            InvalidBluePercent(_) | InvalidApps(_) | GlobalChannel(_) | InvalidTimeline(_) => {
+                Category::InvalidArgument
+            }
+            ChannelNotFound(_) => Category::NotFound,
+            AlreadyReleasing(_)
+            | NotReleasing(_)
+            | ChannelReleasing(_)
+            | AppInOtherChannel { .. } => Category::Conflict,
         }
     }
 }

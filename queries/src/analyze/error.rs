@@ -1,9 +1,12 @@
 //! The analyzer's errors ([`AnalyzeError`]): a Parquet file that could not be read keeps its
 //! path and the reader's error; a failed scan or conversion of spans is a [`SqlError`]; a
 //! reading task that did not finish is internal. Each reads as the `internal error: …` the
-//! analyzer wrote before it had its own type, so messages are unchanged.
+//! analyzer wrote before it had its own type, so messages are unchanged; its status category
+//! is the [`SqlError`]'s it reads as.
 
 use std::path::PathBuf;
+
+use dyeline_model::{Category, HasCategory};
 
 use crate::sql::SqlError;
 
@@ -49,6 +52,16 @@ impl AnalyzeError {
     }
 }
 
+impl HasCategory for AnalyzeError {
+    /// The [`SqlError`]'s; a read error and a fault of the analyzer are internal.
+    fn category(&self) -> Category {
+        match self {
+            Self::Query(e) => e.category(),
+            Self::Read { .. } | Self::Internal(_) => Category::Internal,
+        }
+    }
+}
+
 impl From<AnalyzeError> for SqlError {
     /// The same message as a [`SqlError`] (a read error is internal, its path first).
     fn from(e: AnalyzeError) -> Self {
@@ -81,5 +94,26 @@ mod tests {
         let query = AnalyzeError::from(SqlError::Syntax("near x".into()));
         assert_eq!(query.to_string(), "SQL syntax error: near x");
         assert_eq!(query.code(), "syntax_error");
+    }
+
+    #[test]
+    fn the_category_is_that_of_the_sql_error_it_reads_as() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let rows = [
+            AnalyzeError::read(std::path::Path::new("/d/x.parquet"), io),
+            AnalyzeError::Internal("task cancelled".into()),
+            AnalyzeError::from(SqlError::Syntax("near x".into())),
+            AnalyzeError::from(SqlError::Busy(1)),
+        ];
+        let expected = [
+            Category::Internal,
+            Category::Internal,
+            Category::InvalidArgument,
+            Category::Saturated,
+        ];
+        for (e, category) in rows.into_iter().zip(expected) {
+            assert_eq!(e.category(), category, "{e:?}");
+            assert_eq!(SqlError::from(e).category(), category);
+        }
     }
 }

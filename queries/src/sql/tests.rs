@@ -312,3 +312,35 @@ async fn the_rows_kept_count_against_the_pool() {
         .unwrap_err();
     assert_eq!(err.code(), "memory_limit", "{err}");
 }
+
+/// Every error's category, and so its HTTP status: the API answered 500 for internal, 429
+/// for busy and 400 for the rest before the category table, and still does.
+#[test]
+fn every_error_has_its_category_and_status() {
+    let s = || String::from("x");
+    let rows = [
+        (SqlError::NotReadOnly(s()), Category::InvalidArgument, 400),
+        (SqlError::Syntax(s()), Category::InvalidArgument, 400),
+        (SqlError::Query(s()), Category::InvalidArgument, 400),
+        (
+            SqlError::Timeout(Duration::from_secs(1)),
+            Category::InvalidArgument,
+            400,
+        ),
+        (SqlError::Busy(4), Category::Saturated, 429),
+        (
+            SqlError::Memory {
+                limit: s(),
+                detail: s(),
+            },
+            Category::InvalidArgument,
+            400,
+        ),
+        (SqlError::ValueTooLarge(s()), Category::InvalidArgument, 400),
+        (SqlError::Internal(s()), Category::Internal, 500),
+    ];
+    for (e, category, http) in rows {
+        assert_eq!(e.category(), category, "{e:?}");
+        assert_eq!(e.category().http_status(), http, "{e:?}");
+    }
+}
