@@ -21,6 +21,7 @@ use std::hash::{Hash, Hasher};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
+use dyeline_model::SpanKind;
 use dyeline_model::release::Timeline;
 use dyeline_model::schema::col;
 use sketches_ddsketch::{Config, DDSketch};
@@ -185,8 +186,11 @@ impl Rollup {
         };
         // Each app's configuration changes, resolved once per batch.
         let mut changes: HashMap<&str, Vec<(i64, Option<String>)>> = HashMap::new();
+        // A request is a SERVER span (`SpanRec::is_request`): its stored text, compared as is
+        // (one string comparison per row, no parsing).
+        let server = SpanKind::Server.as_str();
         for i in 0..batch.num_rows() {
-            if kind.is_null(i) || kind.value(i) != "SERVER" || start.is_null(i) {
+            if kind.is_null(i) || kind.value(i) != server || start.is_null(i) {
                 continue;
             }
             let t = start.value(i);

@@ -45,12 +45,6 @@ struct ColorAcc {
     unknown: u64,
 }
 
-/// SERVER spans: the requests of the channel totals and the charts, as the summary counts
-/// them.
-fn is_request(s: &SpanRec) -> bool {
-    s.kind == Kind::Server
-}
-
 /// What an app serves: RPC requests (SERVER), MQ messages (CONSUMER) and JOB runs (root
 /// spans of traffic kind JOB), so MQ consumers and JOB apps have a row of the per-app table.
 fn is_work(s: &SpanRec) -> bool {
@@ -146,7 +140,7 @@ pub fn overview_parts(spans: &Spans, rep: &Report, range: TimeRange) -> Overview
         |half| {
             let mut out: Fold = Fold::default();
             for s in half.iter().copied().flatten() {
-                if is_request(s) {
+                if s.is_request() {
                     out.0.entry(s.channel).or_default().add(s);
                 }
                 if s.color == Color::Unknown {
@@ -282,7 +276,7 @@ pub fn channel_parts(
             if is_work(s) {
                 out.0.entry(s.app).or_default().add(s);
             }
-            if s.kind == Kind::Server {
+            if s.is_request() {
                 *out.1.entry((s.app, s.instance, s.color)).or_default() += 1;
             }
         }
