@@ -11,6 +11,7 @@ pub use sql::{QueryResult, SqlBounds, SqlEngine, SqlError, SqlLimits, SqlMetrics
 pub mod alerts;
 pub mod analyze;
 pub mod drilldown;
+pub mod panels;
 pub mod rollup;
 pub mod search;
 pub mod summary;

@@ -15,7 +15,6 @@ mod analyze;
 mod api;
 mod client;
 mod config;
-mod dashboard;
 mod demo;
 mod gate;
 mod import;
@@ -24,6 +23,7 @@ mod serve;
 mod sink;
 mod span_metrics;
 mod trace_view;
+mod wiring;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -371,7 +371,7 @@ pub async fn serve(
         listener_metrics.clone(),
         stopped(stop_rx.clone()),
     ));
-    let adapter = crate::dashboard::DashboardAdapter::new(
+    let adapter = crate::wiring::dashboard::DashboardAdapter::new(
         Arc::clone(&api_state),
         store.metrics().rows_written.clone(),
         store.table(),
