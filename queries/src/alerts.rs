@@ -7,10 +7,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use parking_lot::Mutex;
 use serde::Serialize;
 
 use crate::analyze::findings::{AlertCounts, Observation};
 use crate::analyze::{AnalyzerConfig, Report};
+
+/// The alert book shared by the live evaluation, the alerts route and the dashboard.
+pub type SharedAlerts = std::sync::Arc<Mutex<AlertBook>>;
 
 /// Firing or resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -111,6 +111,10 @@ struct Cell {
     hops: u64,
 }
 
+/// The server's channel rollups, shared by the sink (spans), the live evaluation (hops) and
+/// the summary API.
+pub type SharedRollup = std::sync::Arc<parking_lot::Mutex<Rollup>>;
+
 /// The rollups of a running server (see the module doc). Not thread-safe by itself: the
 /// server holds it behind a mutex; each call is short (one pass over a batch, or over the
 /// cells of a range).

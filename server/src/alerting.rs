@@ -10,10 +10,9 @@ use std::time::Duration;
 use dyeline_control::ControlPlane;
 use dyeline_model::time::{now_unix_nano, rfc3339};
 use dyeline_queries::SqlEngine;
-use dyeline_queries::alerts::{Alert, AlertBook, AlertState, Change};
+use dyeline_queries::alerts::{Alert, AlertState, Change, SharedAlerts};
 use dyeline_queries::analyze::detect::windows::window_start;
 use dyeline_queries::analyze::{AnalyzerConfig, analyze};
-use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
@@ -60,9 +59,6 @@ impl Default for AlertSettings {
         }
     }
 }
-
-/// The alert book shared with the API.
-pub type SharedAlerts = Arc<Mutex<AlertBook>>;
 
 fn am_alert(a: &Alert, external_url: &str) -> Value {
     let mut v = json!({
@@ -135,7 +131,7 @@ pub struct Live {
     /// The alert book it fires and resolves alerts in.
     pub book: SharedAlerts,
     /// The channel rollups it adds the hops it finds to.
-    pub rollup: Option<crate::sink::SharedRollup>,
+    pub rollup: Option<dyeline_queries::rollup::SharedRollup>,
 }
 
 /// Starts the evaluator and the delivery worker; both stop when `stop` becomes true.

@@ -12,7 +12,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod alerting;
 mod analyze;
-mod api;
 mod client;
 mod config;
 mod demo;
@@ -22,7 +21,6 @@ mod private;
 mod serve;
 mod sink;
 mod span_metrics;
-mod trace_view;
 mod wiring;
 
 use std::path::PathBuf;

@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use dyeline_control::ControlPlane;
 
 use crate::span_metrics::SpanMetrics;
+use dyeline_queries::rollup::SharedRollup;
 
 /// The store as a span sink; the rows it keeps also feed the span metrics and the per-minute
 /// channel rollups.
@@ -22,10 +23,6 @@ pub struct StoreSink {
     /// The live channel rollups (with the control plane for the timeline).
     pub rollup: Option<(SharedRollup, Arc<ControlPlane>)>,
 }
-
-/// The server's channel rollups, shared by the sink (spans), the live evaluation (hops) and
-/// the summary API.
-pub type SharedRollup = Arc<parking_lot::Mutex<dyeline_queries::rollup::Rollup>>;
 
 fn map(e: StoreError) -> SinkError {
     match e {

@@ -22,7 +22,7 @@ use dyeline_ui::{
 };
 use parking_lot::Mutex;
 
-use crate::api::ApiState;
+use crate::wiring::http::ApiState;
 
 struct Inner {
     state: Arc<ApiState>,
@@ -46,7 +46,7 @@ impl DashboardAdapter {
         rows_written: prometheus_client::metrics::counter::Counter,
         table: Arc<dyeline_store::table::SpansTable>,
     ) -> Self {
-        let analyzer = state.analyzer.clone();
+        let analyzer = state.analysis.analyzer.clone();
         let inner = Arc::new(Inner {
             state,
             rows_written,
@@ -70,7 +70,7 @@ impl DashboardAdapter {
         let me = Arc::clone(&self.inner);
         let snapshots = Arc::clone(&self.snapshots);
         tokio::spawn(async move {
-            let newest = match me.state.sql.newest_span_unix_nano().await {
+            let newest = match me.state.analysis.sql.newest_span_unix_nano().await {
                 Ok(n) => n,
                 Err(e) => {
                     tracing::warn!(error = %e, "dashboard warm-up failed");
@@ -115,7 +115,7 @@ fn color_load(l: &panels::ColorLoad) -> ColorLoad {
 
 impl SnapshotInputs for Inner {
     fn data_version(&self) -> u64 {
-        let alerts = self.state.alerts.lock().version();
+        let alerts = self.state.analysis.alerts.lock().version();
         self.rows_written
             .get()
             .wrapping_mul(1_000_003)
@@ -133,6 +133,7 @@ impl Inner {
     fn alerts_of(&self, channel: &str) -> Vec<AlertLine> {
         let mut v: Vec<AlertLine> = self
             .state
+            .analysis
             .alerts
             .lock()
             .list(None)
@@ -171,7 +172,7 @@ impl Inner {
     /// Rows of the overview: live channel state with the snapshot's loads.
     fn channel_rows(&self, snap: &Snapshot) -> Vec<ChannelRow> {
         let parts = snap.overview();
-        let firing = self.state.alerts.lock().firing();
+        let firing = self.state.analysis.alerts.lock().firing();
         let mut rows: Vec<ChannelRow> = self
             .state
             .plane
@@ -329,6 +330,7 @@ impl DashboardSource for DashboardAdapter {
         }
         let newest = me
             .state
+            .analysis
             .sql
             .newest_span_unix_nano()
             .await
@@ -372,7 +374,11 @@ impl DashboardSource for DashboardAdapter {
             return Ok(None);
         };
         let p = snap
-            .channel(id, &me.state.analyzer, dyeline_ui::range::step_ns(&range))
+            .channel(
+                id,
+                &me.state.analysis.analyzer,
+                dyeline_ui::range::step_ns(&range),
+            )
             .map_err(sql_error)?;
         let releasing = now.state == ReleaseState::Releasing;
         let instances = p
@@ -439,16 +445,16 @@ impl DashboardSource for DashboardAdapter {
     async fn trace(&self, trace_id: &str, offset: usize) -> Result<Option<TraceView>, SourceError> {
         let state = &self.inner.state;
         let timeline = state.plane.timeline();
-        let page_size = state.trace_views.max_spans();
+        let page_size = state.analysis.trace_views.max_spans();
         let page = drilldown::TracePage {
             offset,
             limit: page_size,
         };
-        let view = drilldown::trace(state.sql.context(), &timeline, trace_id, page)
+        let view = drilldown::trace(state.analysis.sql.context(), &timeline, trace_id, page)
             .await
             .map_err(sql_error)?;
         Ok(view.map(|v| {
-            state.trace_views.served(&v);
+            state.analysis.trace_views.served(&v);
             TraceView {
                 trace_id: v.trace_id,
                 span_count: v.span_count,
