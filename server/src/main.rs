@@ -10,7 +10,6 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-mod alerting;
 mod analyze;
 mod client;
 mod config;

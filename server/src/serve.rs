@@ -350,12 +350,12 @@ pub async fn serve(
             .external_url
             .clone()
             .unwrap_or_else(|| format!("http://{}", bound.api));
-        crate::alerting::spawn(
+        dyeline_queries::alerts::spawn(
             config.alerts.clone(),
             config.analyzer.clone(),
-            crate::alerting::Live {
+            dyeline_queries::alerts::Live {
                 engine: Arc::clone(&live_engine),
-                plane: Arc::clone(&plane),
+                releases: Arc::new(PlaneReleases(Arc::clone(&plane))),
                 book: alert_book,
                 rollup,
             },
