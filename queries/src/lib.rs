@@ -18,5 +18,6 @@ pub mod panels;
 pub mod ports;
 pub mod rollup;
 pub mod search;
+pub mod span_metrics;
 pub mod summary;
 pub mod trace_view;

@@ -27,6 +27,7 @@ use dyeline_model::schema::col;
 use sketches_ddsketch::{Config, DDSketch};
 
 use crate::analyze::detect::windows::window_start;
+use crate::ports::{KeptRowsObserver, Releases};
 use crate::summary::{ColorStep, Percentiles, Summary, check_steps, make_step};
 
 /// One minute, ns.
@@ -346,6 +347,24 @@ impl Rollup {
             steps,
             percentiles: Percentiles::Estimated,
         })
+    }
+}
+
+/// The live rollups as an observer of the rows the store keeps, placed in channels by the
+/// timeline of `releases` now.
+pub struct RollupObserver {
+    /// The rollups.
+    pub rollup: SharedRollup,
+    /// The release state now.
+    pub releases: std::sync::Arc<dyn Releases>,
+}
+
+impl KeptRowsObserver for RollupObserver {
+    fn observe(&self, kept: &RecordBatch) {
+        let timeline = self.releases.timeline();
+        self.rollup
+            .lock()
+            .observe(kept, &timeline, dyeline_model::time::now_unix_nano());
     }
 }
 

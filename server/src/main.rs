@@ -18,8 +18,6 @@ mod gate;
 mod import;
 mod private;
 mod serve;
-mod sink;
-mod span_metrics;
 mod wiring;
 
 use std::path::PathBuf;

@@ -18,11 +18,12 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::sink::StoreSink;
-use crate::span_metrics::SpanMetrics;
 use crate::wiring::http::{ApiState, AuthGate};
 use crate::wiring::plane::PlaneReleases;
-use dyeline_queries::rollup::{Rollup, SharedRollup};
+use crate::wiring::sink::StoreSink;
+use dyeline_queries::ports::{KeptRowsObserver, Releases};
+use dyeline_queries::rollup::{Rollup, RollupObserver, SharedRollup};
+use dyeline_queries::span_metrics::{SpanMetrics, SpanMetricsObserver};
 
 /// How far back the live channel rollups reach behind the newest minute they hold; older
 /// summary ranges are answered by a scan of the spans.
@@ -267,12 +268,22 @@ pub async fn serve(
     span_metrics.register(&mut registry);
     let sink: Arc<dyn dyeline_collector::SpanSink> = if config.store.discard {
         tracing::warn!("store.discard is on: spans are acknowledged and dropped, nothing is kept");
-        Arc::new(crate::sink::DiscardSink)
+        Arc::new(crate::wiring::sink::DiscardSink)
     } else {
+        let releases: Arc<dyn Releases> = Arc::new(PlaneReleases(Arc::clone(&plane)));
+        let mut observers: Vec<Arc<dyn KeptRowsObserver>> = vec![Arc::new(SpanMetricsObserver {
+            metrics: span_metrics,
+            releases: Arc::clone(&releases),
+        })];
+        if let Some(r) = &rollup {
+            observers.push(Arc::new(RollupObserver {
+                rollup: Arc::clone(r),
+                releases,
+            }));
+        }
         Arc::new(StoreSink {
             store: Arc::clone(&store),
-            metrics: Some((span_metrics, Arc::clone(&plane))),
-            rollup: rollup.clone().map(|r| (r, Arc::clone(&plane))),
+            observers: observers.into(),
         })
     };
     let receiver = Arc::new(Receiver::new(

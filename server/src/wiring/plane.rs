@@ -17,4 +17,8 @@ impl Releases for PlaneReleases {
     fn has_channel(&self, id: &str) -> bool {
         self.0.channel(id).is_ok()
     }
+
+    fn effective_channel(&self, app: &str) -> Option<String> {
+        self.0.effective(app).channel.map(|c| c.to_string())
+    }
 }
