@@ -13,6 +13,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+pub use dyeline_model::error_body::{ErrorBody, ErrorDetail};
 use dyeline_model::release::{Channel, Effective, Op, ReleaseError, TimelineDoc};
 use dyeline_model::time::parse_time;
 use dyeline_model::weights::{Weights, count_aware_weights, weights};
@@ -63,22 +64,6 @@ impl utoipa::Modify for BearerAuth {
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
     }
-}
-
-/// The error body of every refused request.
-#[derive(Serialize, ToSchema)]
-pub struct ErrorBody {
-    /// The error.
-    pub error: ErrorDetail,
-}
-
-/// Code and message of an error.
-#[derive(Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// Stable code, e.g. `invalid_blue_percent`, `version_mismatch`.
-    pub code: String,
-    /// What went wrong, for people.
-    pub message: String,
 }
 
 /// The control routes with their OpenAPI paths, state applied.

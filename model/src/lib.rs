@@ -12,6 +12,7 @@
 pub mod color;
 pub mod decision;
 pub mod detection;
+pub mod error_body;
 pub mod ids;
 pub mod kinds;
 pub mod release;

@@ -1,8 +1,10 @@
 //! DataFusion over the span store: the session with the `spans` table registered, read-only SQL
 //! with a row limit and a timeout ([`sql`]), and results rendered as JSON or a text table.
 //!
-//! Owns query execution; does not own storage (the store's table provider) or transport (the
-//! server's `POST /api/v1/sql` and `dyeline sql`).
+//! Owns query execution, the dashboard's panels ([`panels`]) and the analysis routes
+//! ([`http`]); does not own storage (the store's table provider), the server's composition
+//! of the routes with the control plane's, or its token check (reached through the ports of
+//! [`ports`] and [`http::ReadGate`]).
 
 pub mod render;
 // The one `unsafe` of the workspace: `lower_priority` calls libc `setpriority` so callers' SQL
@@ -15,6 +17,11 @@ pub use sql::{QueryResult, SqlBounds, SqlEngine, SqlError, SqlLimits, SqlMetrics
 pub mod alerts;
 pub mod analyze;
 pub mod drilldown;
+pub mod http;
+pub mod panels;
+pub mod ports;
 pub mod rollup;
 pub mod search;
+pub mod span_metrics;
 pub mod summary;
+pub mod trace_view;

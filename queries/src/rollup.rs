@@ -21,11 +21,13 @@ use std::hash::{Hash, Hasher};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
+use dyeline_model::SpanKind;
 use dyeline_model::release::Timeline;
 use dyeline_model::schema::col;
 use sketches_ddsketch::{Config, DDSketch};
 
 use crate::analyze::detect::windows::window_start;
+use crate::ports::{KeptRowsObserver, Releases};
 use crate::summary::{ColorStep, Percentiles, Summary, check_steps, make_step};
 
 /// One minute, ns.
@@ -110,6 +112,10 @@ struct Cell {
     hops: u64,
 }
 
+/// The server's channel rollups, shared by the sink (spans), the live evaluation (hops) and
+/// the summary API.
+pub type SharedRollup = std::sync::Arc<parking_lot::Mutex<Rollup>>;
+
 /// The rollups of a running server (see the module doc). Not thread-safe by itself: the
 /// server holds it behind a mutex; each call is short (one pass over a batch, or over the
 /// cells of a range).
@@ -185,8 +191,11 @@ impl Rollup {
         };
         // Each app's configuration changes, resolved once per batch.
         let mut changes: HashMap<&str, Vec<(i64, Option<String>)>> = HashMap::new();
+        // A request is a SERVER span (`SpanRec::is_request`): its stored text, compared as is
+        // (one string comparison per row, no parsing).
+        let server = SpanKind::Server.as_str();
         for i in 0..batch.num_rows() {
-            if kind.is_null(i) || kind.value(i) != "SERVER" || start.is_null(i) {
+            if kind.is_null(i) || kind.value(i) != server || start.is_null(i) {
                 continue;
             }
             let t = start.value(i);
@@ -338,6 +347,24 @@ impl Rollup {
             steps,
             percentiles: Percentiles::Estimated,
         })
+    }
+}
+
+/// The live rollups as an observer of the rows the store keeps, placed in channels by the
+/// timeline of `releases` now.
+pub struct RollupObserver {
+    /// The rollups.
+    pub rollup: SharedRollup,
+    /// The release state now.
+    pub releases: std::sync::Arc<dyn Releases>,
+}
+
+impl KeptRowsObserver for RollupObserver {
+    fn observe(&self, kept: &RecordBatch) {
+        let timeline = self.releases.timeline();
+        self.rollup
+            .lock()
+            .observe(kept, &timeline, dyeline_model::time::now_unix_nano());
     }
 }
 

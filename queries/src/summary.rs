@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::analyze::detect::windows::window_start;
 use crate::analyze::read::scan::load;
-use crate::analyze::spans::{Kind, Spans};
+use crate::analyze::spans::Spans;
 use crate::analyze::{AnalyzerConfig, Report, report};
 use crate::sql::SqlError;
 
@@ -167,7 +167,7 @@ pub fn summarize(
     let channel_id = spans.channels.get(channel);
     for s in spans
         .iter()
-        .filter(|s| s.kind == Kind::Server && s.channel.is_some() && s.channel == channel_id)
+        .filter(|s| s.is_request() && s.channel.is_some() && s.channel == channel_id)
     {
         let Some(slot) = per.get_mut(((s.start - first) / step_ns) as usize) else {
             continue;

@@ -48,7 +48,7 @@ pub struct Config {
     /// Detection thresholds (`[analyzer.defaults]`, `[analyzer.channels.<id>]`).
     pub analyzer: AnalyzerConfig,
     /// Live evaluation and alert delivery.
-    pub alerts: crate::alerting::AlertSettings,
+    pub alerts: dyeline_queries::alerts::AlertSettings,
     /// Metrics derived from spans.
     pub metrics: MetricsSettings,
     /// Limits of each listener's connections and requests (`[listen.otlp_grpc]`,
@@ -366,7 +366,7 @@ impl Default for Config {
             api: ApiSettings::default(),
             api_token: None,
             analyzer: AnalyzerConfig::default(),
-            alerts: crate::alerting::AlertSettings::default(),
+            alerts: dyeline_queries::alerts::AlertSettings::default(),
             metrics: MetricsSettings::default(),
             listen: ListenSettings::default(),
             trace_view: TraceViewSettings::default(),

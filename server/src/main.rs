@@ -14,20 +14,15 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-mod alerting;
 mod analyze;
-mod api;
 mod client;
 mod config;
-mod dashboard;
 mod demo;
 mod gate;
 mod import;
 mod private;
 mod serve;
-mod sink;
-mod span_metrics;
-mod trace_view;
+mod wiring;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

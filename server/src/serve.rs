@@ -10,17 +10,20 @@ use dyeline_control::api::ControlApi;
 use dyeline_control::auth::{GENERATED_TOKEN_NAME, ensure_token_file};
 use dyeline_control::{ApiToken, Auth, ControlPlane, Role};
 use dyeline_model::ColorRules;
+use dyeline_queries::http::{AnalysisApi, ApiError};
 use dyeline_queries::{SqlEngine, render};
 use dyeline_store::{Store, StoreConfig};
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
-use crate::api::{self, ApiState};
 use crate::config::Config;
-use crate::sink::{SharedRollup, StoreSink};
-use crate::span_metrics::SpanMetrics;
-use dyeline_queries::rollup::Rollup;
+use crate::wiring::http::{ApiState, AuthGate};
+use crate::wiring::plane::PlaneReleases;
+use crate::wiring::sink::StoreSink;
+use dyeline_queries::ports::{KeptRowsObserver, Releases};
+use dyeline_queries::rollup::{Rollup, RollupObserver, SharedRollup};
+use dyeline_queries::span_metrics::{SpanMetrics, SpanMetricsObserver};
 
 /// How far back the live channel rollups reach behind the newest minute they hold; older
 /// summary ranges are answered by a scan of the spans.
@@ -100,7 +103,7 @@ pub fn listener_limits(config: &Config) -> [ListenerLimits; 3] {
 /// JSON error, code `unavailable`.
 fn api_refusal(_: &axum::http::HeaderMap, e: &ListenError) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let mut response = api::ApiError::new(
+    let mut response = ApiError::new(
         axum::http::StatusCode::SERVICE_UNAVAILABLE,
         "unavailable",
         e.to_string(),
@@ -265,12 +268,22 @@ pub async fn serve(
     span_metrics.register(&mut registry);
     let sink: Arc<dyn dyeline_collector::SpanSink> = if config.store.discard {
         tracing::warn!("store.discard is on: spans are acknowledged and dropped, nothing is kept");
-        Arc::new(crate::sink::DiscardSink)
+        Arc::new(crate::wiring::sink::DiscardSink)
     } else {
+        let releases: Arc<dyn Releases> = Arc::new(PlaneReleases(Arc::clone(&plane)));
+        let mut observers: Vec<Arc<dyn KeptRowsObserver>> = vec![Arc::new(SpanMetricsObserver {
+            metrics: span_metrics,
+            releases: Arc::clone(&releases),
+        })];
+        if let Some(r) = &rollup {
+            observers.push(Arc::new(RollupObserver {
+                rollup: Arc::clone(r),
+                releases,
+            }));
+        }
         Arc::new(StoreSink {
             store: Arc::clone(&store),
-            metrics: Some((span_metrics, Arc::clone(&plane))),
-            rollup: rollup.clone().map(|r| (r, Arc::clone(&plane))),
+            observers: observers.into(),
         })
     };
     let receiver = Arc::new(Receiver::new(
@@ -297,20 +310,24 @@ pub async fn serve(
         apply_spread: config.api.weights_apply_spread,
         shutdown: stop_rx.clone(),
     });
-    let alert_book: crate::alerting::SharedAlerts = Default::default();
-    let trace_views = crate::trace_view::TraceViews::new(config.trace_view.max_spans);
+    let alert_book: dyeline_queries::alerts::SharedAlerts = Default::default();
+    let trace_views = dyeline_queries::trace_view::TraceViews::new(config.trace_view.max_spans);
     trace_views.register(&mut registry);
     let api_state = Arc::new(ApiState {
-        alerts: Arc::clone(&alert_book),
+        analysis: Arc::new(AnalysisApi {
+            sql,
+            sql_limits: config.sql.limits(),
+            gate: Arc::new(AuthGate(Arc::clone(&auth))),
+            releases: Arc::new(PlaneReleases(Arc::clone(&plane))),
+            analyzer: config.analyzer.clone(),
+            alerts: Arc::clone(&alert_book),
+            rollup: rollup.clone(),
+            spans: store.table(),
+            trace_views,
+        }),
         auth,
         plane: Arc::clone(&plane),
-        analyzer: config.analyzer.clone(),
-        sql,
-        sql_limits: config.sql.limits(),
         registry: Mutex::new(registry),
-        rollup: rollup.clone(),
-        spans: store.table(),
-        trace_views,
     });
 
     let grpc_listener = listen::bind(config.otlp_grpc_addr)
@@ -344,12 +361,12 @@ pub async fn serve(
             .external_url
             .clone()
             .unwrap_or_else(|| format!("http://{}", bound.api));
-        crate::alerting::spawn(
+        dyeline_queries::alerts::spawn(
             config.alerts.clone(),
             config.analyzer.clone(),
-            crate::alerting::Live {
+            dyeline_queries::alerts::Live {
                 engine: Arc::clone(&live_engine),
-                plane: Arc::clone(&plane),
+                releases: Arc::new(PlaneReleases(Arc::clone(&plane))),
                 book: alert_book,
                 rollup,
             },
@@ -371,7 +388,7 @@ pub async fn serve(
         listener_metrics.clone(),
         stopped(stop_rx.clone()),
     ));
-    let adapter = crate::dashboard::DashboardAdapter::new(
+    let adapter = crate::wiring::dashboard::DashboardAdapter::new(
         Arc::clone(&api_state),
         store.metrics().rows_written.clone(),
         store.table(),
@@ -379,7 +396,11 @@ pub async fn serve(
     adapter.warm();
     let dashboard = dyeline_ui::Ui::new(Arc::new(adapter), std::time::Duration::from_secs(1));
     // Every route of the API port, merged first, then the one token check around all of them.
-    let app = gate.wrap(api::router(api_state, control).merge(dyeline_ui::router(dashboard)));
+    let app = gate.wrap(crate::wiring::http::router(
+        api_state,
+        control,
+        dyeline_ui::router(dashboard),
+    ));
     let api = tokio::spawn(listen::serve(
         api_listener,
         listen::Listener {

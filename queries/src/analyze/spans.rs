@@ -67,6 +67,15 @@ pub struct SpanRec {
     pub source: u16,
 }
 
+impl SpanRec {
+    /// A request is a SERVER span: what the summary, the windowed detections and the
+    /// dashboard's totals and charts count as requests (decided here, once). In the trace
+    /// detections a request arrives over RPC; every other span they judge is an MQ message.
+    pub fn is_request(&self) -> bool {
+        self.kind == Kind::Server
+    }
+}
+
 /// [`SpanRec::source`] of a span without a decision source.
 pub const NO_SOURCE: u16 = u16::MAX;
 

@@ -148,7 +148,7 @@ fn one_trace(spans: &Spans, ss: &[SpanRec], index: &mut SpanIndex, sink: &mut Si
         let mut near: Vec<Near> = Vec::new();
         for &k in &cands {
             let s = &ss[k];
-            let kind = if s.kind == Kind::Server {
+            let kind = if s.is_request() {
                 TrafficKind::Rpc
             } else {
                 TrafficKind::Mq

@@ -17,7 +17,7 @@ use dyeline_model::Color;
 use super::{drained_side, error_spike, instance_skew, ratio_deviation};
 use crate::analyze::config::{AnalyzerConfig, Thresholds};
 use crate::analyze::findings::{DrainedSide, ErrorSpike, InstanceSkew, RatioDeviation};
-use crate::analyze::spans::{Kind, SpanRec, Spans, sort_instance_rules};
+use crate::analyze::spans::{SpanRec, Spans, sort_instance_rules};
 pub use counts::EXEMPLARS;
 use counts::{ColorCounts, DrainAcc, DrainKey, FastMap, Group, GroupAt, GroupKey, keep};
 
@@ -66,7 +66,7 @@ impl Acc {
                     e.3 = s.blue_percent;
                 }
             }
-            if s.kind != Kind::Server {
+            if !s.is_request() {
                 continue;
             }
             let straddles = since > ws || until < ws + w;
@@ -318,6 +318,7 @@ mod tests {
 
     use super::*;
     use crate::analyze::report::report;
+    use crate::analyze::spans::Kind;
     use crate::analyze::testkit::{B, Sp};
 
     #[test]

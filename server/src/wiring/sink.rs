@@ -8,24 +8,16 @@ use dyeline_collector::{SinkError, SpanRows, SpanSink, WriteReport};
 use dyeline_store::{Store, StoreError};
 use futures::future::BoxFuture;
 
-use dyeline_control::ControlPlane;
+use dyeline_queries::ports::KeptRowsObserver;
 
-use crate::span_metrics::SpanMetrics;
-
-/// The store as a span sink; the rows it keeps also feed the span metrics and the per-minute
-/// channel rollups.
+/// The store as a span sink; the rows it keeps also feed its observers (the span metrics
+/// and the per-minute channel rollups), in turn.
 pub struct StoreSink {
     /// The store.
     pub store: Arc<Store>,
-    /// Metrics from spans, with the control plane that names each app's channel.
-    pub metrics: Option<(Arc<SpanMetrics>, Arc<ControlPlane>)>,
-    /// The live channel rollups (with the control plane for the timeline).
-    pub rollup: Option<(SharedRollup, Arc<ControlPlane>)>,
+    /// Called with the kept rows of each write, in this order.
+    pub observers: Arc<[Arc<dyn KeptRowsObserver>]>,
 }
-
-/// The server's channel rollups, shared by the sink (spans), the live evaluation (hops) and
-/// the summary API.
-pub type SharedRollup = Arc<parking_lot::Mutex<dyeline_queries::rollup::Rollup>>;
 
 fn map(e: StoreError) -> SinkError {
     match e {
@@ -41,19 +33,15 @@ impl SpanSink for StoreSink {
         let Some(batch) = rows.batch else {
             return Box::pin(async { Ok(WriteReport::default()) });
         };
-        let metrics = self.metrics.clone();
-        let rollup = self.rollup.clone();
+        let observers = Arc::clone(&self.observers);
         match self.store.try_write(batch, rows.keys) {
             Ok(rx) => Box::pin(async move {
                 match rx.await {
                     Ok(Ok(r)) => {
-                        if let (Some((m, plane)), Some(kept)) = (&metrics, &r.kept) {
-                            m.observe(kept, plane);
-                        }
-                        if let (Some((r, plane)), Some(kept)) = (&rollup, &r.kept) {
-                            let timeline = plane.timeline();
-                            r.lock()
-                                .observe(kept, &timeline, dyeline_model::time::now_unix_nano());
+                        if let Some(kept) = &r.kept {
+                            for o in observers.iter() {
+                                o.observe(kept);
+                            }
                         }
                         Ok(WriteReport {
                             stored: r.stored,

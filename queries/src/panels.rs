@@ -1,25 +1,46 @@
-//! Span-derived panels of the dashboard, computed once per snapshot (one load and report of
-//! a range) and reused by every request the snapshot serves: per-channel loads for the
-//! overview, and a channel's time series, per-app table, hop edges, missing decisions,
-//! window findings and per-instance counts. Live parts (channel state, operations, alerts,
-//! weights in force) are not here; the adapter adds them per request.
+//! Span-derived panels of the dashboard, one function per panel, computed once per snapshot
+//! ([`snapshots`]: one load and report of a range) and reused by every request the snapshot
+//! serves: per-channel loads for the overview ([`overview_parts`]), and a channel's time
+//! series ([`channel_series`]), per-app table ([`app_table`]), hop edges ([`hop_edges`]),
+//! missing decisions ([`missing_rows`]), window findings ([`window_findings`]) and
+//! per-instance counts ([`instance_counts`]), gathered by [`channel_parts`]. Live parts
+//! (channel state, operations, alerts, weights in force) are not here; the server's adapter
+//! adds them per request and copies these plain types into the pages' own.
+
+pub mod snapshots;
 
 use std::collections::{BTreeMap, HashMap};
 
 use dyeline_model::release::Timeline;
 use dyeline_model::{Color, TrafficKind};
-use dyeline_queries::analyze::spans::{Kind, SpanRec, Spans};
-use dyeline_queries::analyze::{AnalyzerConfig, CrossColorHop, Report};
-use dyeline_queries::summary;
-use dyeline_ui::{
-    AppRow, ColorLoad, HopEdge, MissingRow, SourceError, Step, TimeRange, UnknownInstance,
-    WindowFinding,
-};
 
-use super::sql_error;
+use crate::analyze::spans::{Kind, SpanRec, Spans};
+use crate::analyze::{AnalyzerConfig, CrossColorHop, Report, WindowFinding};
+use crate::sql::SqlError;
+use crate::summary;
 
 /// Five minutes, ns: the overview's hop column and the weights preview look back this far.
 pub const FIVE_MIN_NS: i64 = 5 * 60 * 1_000_000_000;
+
+/// A half-open time range `[from_unix_nano, to_unix_nano)`, Unix ns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeRange {
+    /// Start, inclusive, Unix ns.
+    pub from_unix_nano: i64,
+    /// End, exclusive, Unix ns.
+    pub to_unix_nano: i64,
+}
+
+/// Requests, errors and latency of one colour over a range.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ColorLoad {
+    /// Requests.
+    pub requests: u64,
+    /// Requests that are errors (domain §6).
+    pub errors: u64,
+    /// 99th percentile duration, ms (none without requests).
+    pub p99_ms: Option<f64>,
+}
 
 /// Durations and errors of one colour, finished into a [`ColorLoad`].
 #[derive(Clone, Default)]
@@ -38,17 +59,12 @@ impl Acc {
     }
 }
 
+/// Durations and errors per colour, and the spans of unknown colour.
 #[derive(Clone, Default)]
-struct ColorAcc {
+pub struct ColorAcc {
     blue: Acc,
     green: Acc,
     unknown: u64,
-}
-
-/// SERVER spans: the requests of the channel totals and the charts, as the summary counts
-/// them.
-fn is_request(s: &SpanRec) -> bool {
-    s.kind == Kind::Server
 }
 
 /// What an app serves: RPC requests (SERVER), MQ messages (CONSUMER) and JOB runs (root
@@ -59,7 +75,7 @@ fn is_work(s: &SpanRec) -> bool {
 
 impl ColorAcc {
     /// Counts span `s` on its colour.
-    fn add(&mut self, s: &SpanRec) {
+    pub fn add(&mut self, s: &SpanRec) {
         let acc = match s.color {
             Color::Blue => &mut self.blue,
             Color::Green => &mut self.green,
@@ -97,7 +113,7 @@ fn absorb<K: std::hash::Hash + Eq>(a: &mut FastMap<K, ColorAcc>, b: FastMap<K, C
 const PARALLEL_FOLD_MIN: usize = 50_000;
 
 /// `fold` of `spans`, of each half on its own thread (joined by `join`) for large inputs.
-fn fold_halves<T: Send>(
+pub fn fold_halves<T: Send>(
     spans: &Spans,
     fold: impl Fn(&[&[SpanRec]]) -> T + Sync,
     join: impl FnOnce(T, T) -> T,
@@ -128,12 +144,23 @@ pub struct ChannelLoad {
     pub hops_last_5m: u64,
 }
 
+/// An instance whose colour could not be told (domain §1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnknownInstance {
+    /// App.
+    pub app: String,
+    /// Instance id.
+    pub instance: String,
+    /// Spans it sent in the range.
+    pub spans: u64,
+}
+
 /// The overview's span-derived parts.
 #[derive(Clone, Debug, Default)]
 pub struct OverviewParts {
     /// Per channel id.
     pub channels: HashMap<String, ChannelLoad>,
-    /// Instances of unknown colour.
+    /// Instances of unknown colour, by app and instance.
     pub unknown_instances: Vec<UnknownInstance>,
 }
 
@@ -146,7 +173,7 @@ pub fn overview_parts(spans: &Spans, rep: &Report, range: TimeRange) -> Overview
         |half| {
             let mut out: Fold = Fold::default();
             for s in half.iter().copied().flatten() {
-                if is_request(s) {
+                if s.is_request() {
                     out.0.entry(s.channel).or_default().add(s);
                 }
                 if s.color == Color::Unknown {
@@ -188,7 +215,6 @@ pub fn overview_parts(spans: &Spans, rep: &Report, range: TimeRange) -> Overview
         .map(|((app, instance), n)| UnknownInstance {
             app: spans.apps.name(app).to_owned(),
             instance: spans.instances.name(instance).to_owned(),
-            host: None,
             spans: n,
         })
         .collect();
@@ -197,6 +223,57 @@ pub fn overview_parts(spans: &Spans, rep: &Report, range: TimeRange) -> Overview
         channels,
         unknown_instances,
     }
+}
+
+/// Per-app load of the channel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppRow {
+    /// App.
+    pub app: String,
+    /// Blue load.
+    pub blue: ColorLoad,
+    /// Green load.
+    pub green: ColorLoad,
+    /// Requests on instances of unknown colour.
+    pub unknown_requests: u64,
+}
+
+/// Cross-colour hops grouped by edge (domain §6.1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HopEdge {
+    /// Calling app (none at the entry).
+    pub from_app: String,
+    /// Its colour (none when it has no instance colour).
+    pub from_color: Option<String>,
+    /// Called app.
+    pub to_app: String,
+    /// Its colour.
+    pub to_color: String,
+    /// RPC or MQ.
+    pub kind: String,
+    /// Why it is a hop (e.g. `decision_mismatch`).
+    pub reason: String,
+    /// Apps outside the channel the call passed through.
+    pub via: Vec<String>,
+    /// Hops on this edge in the range.
+    pub count: u64,
+    /// Up to 5 example trace ids.
+    pub trace_ids: Vec<String>,
+}
+
+/// Missing decisions grouped by caller (domain §6.2).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MissingRow {
+    /// The app whose call arrived without the decision.
+    pub caller_app: String,
+    /// The receiving app.
+    pub app: String,
+    /// RPC or MQ.
+    pub kind: String,
+    /// Spans.
+    pub count: u64,
+    /// Up to 5 example trace ids.
+    pub trace_ids: Vec<String>,
 }
 
 /// Requests of one instance of the channel's apps.
@@ -224,7 +301,7 @@ pub struct ChannelParts {
     /// Step length, s.
     pub step_seconds: u64,
     /// Time series.
-    pub steps: Vec<Step>,
+    pub steps: Vec<summary::Step>,
     /// Per-app load.
     pub apps: Vec<AppRow>,
     /// Hop edges.
@@ -259,76 +336,56 @@ pub fn hop_line(h: &CrossColorHop) -> String {
     )
 }
 
-/// Computes channel `id`'s parts over `range`.
+/// One pass over channel `cid`'s spans: what each app serves, and the requests per
+/// (app, instance, colour) — the per-app table's and the instances' counts.
+#[derive(Default)]
+pub struct ChannelFold {
+    by_app: FastMap<u32, ColorAcc>,
+    per_instance: FastMap<(u32, u32, Color), u64>,
+}
+
+/// Folds channel `cid`'s spans into a [`ChannelFold`].
+pub fn channel_fold(spans: &Spans, cid: Option<u32>) -> ChannelFold {
+    let mut out = ChannelFold::default();
+    for s in spans.iter().filter(|s| cid.is_some() && s.channel == cid) {
+        if is_work(s) {
+            out.by_app.entry(s.app).or_default().add(s);
+        }
+        if s.is_request() {
+            *out.per_instance
+                .entry((s.app, s.instance, s.color))
+                .or_default() += 1;
+        }
+    }
+    out
+}
+
+/// Channel `id`'s time series over `range` in steps of `step_ns` (the summary's).
 ///
 /// # Errors
-/// [`SourceError::Invalid`] for a range with too many steps.
-pub fn channel_parts(
+/// [`SqlError::Syntax`] for a range with too many steps.
+pub fn channel_series(
     spans: &Spans,
     rep: &Report,
     timeline: &Timeline,
-    analyzer: &AnalyzerConfig,
     id: &str,
     range: TimeRange,
-) -> Result<ChannelParts, SourceError> {
-    let step = dyeline_ui::range::step_ns(&range);
-    let cid = spans.channels.get(id);
-    // Two passes over the spans, one per thread: the summary's time series, and one pass for
-    // the per-app table (what each app serves) and the per-instance requests (SERVER spans).
-    type Fold = (FastMap<u32, ColorAcc>, FastMap<(u32, u32, Color), u64>);
-    let per_app_and_instance = || {
-        let mut out = Fold::default();
-        for s in spans.iter().filter(|s| cid.is_some() && s.channel == cid) {
-            if is_work(s) {
-                out.0.entry(s.app).or_default().add(s);
-            }
-            if s.kind == Kind::Server {
-                *out.1.entry((s.app, s.instance, s.color)).or_default() += 1;
-            }
-        }
-        out
-    };
-    let summarize = || {
-        summary::summarize(
-            spans,
-            rep,
-            timeline,
-            id,
-            range.from_unix_nano,
-            range.to_unix_nano,
-            step,
-        )
-    };
-    let (sum, (by_app, counts)) = if spans.len() >= PARALLEL_FOLD_MIN {
-        std::thread::scope(|scope| {
-            let later = scope.spawn(per_app_and_instance);
-            let sum = summarize();
-            (sum, later.join().expect("channel panel thread"))
-        })
-    } else {
-        (summarize(), per_app_and_instance())
-    };
-    let sum = sum.map_err(sql_error)?;
-    let steps = sum
-        .steps
-        .iter()
-        .map(|s| Step {
-            start_unix_nano: s.start_unix_nano.parse().unwrap_or(0),
-            blue: ColorLoad {
-                requests: s.blue.requests,
-                errors: s.blue.errors,
-                p99_ms: s.blue.p99_ms,
-            },
-            green: ColorLoad {
-                requests: s.green.requests,
-                errors: s.green.errors,
-                p99_ms: s.green.p99_ms,
-            },
-            blue_share: s.blue_share,
-            blue_percent: s.blue_percent,
-            hops: s.hops,
-        })
-        .collect();
+    step_ns: i64,
+) -> Result<Vec<summary::Step>, SqlError> {
+    summary::summarize(
+        spans,
+        rep,
+        timeline,
+        id,
+        range.from_unix_nano,
+        range.to_unix_nano,
+        step_ns,
+    )
+    .map(|s| s.steps)
+}
+
+/// The per-app table, by app, from a [`ChannelFold`]'s per-app loads.
+pub fn app_table(spans: &Spans, by_app: FastMap<u32, ColorAcc>) -> Vec<AppRow> {
     let mut apps: Vec<AppRow> = by_app
         .into_iter()
         .map(|(app, mut l)| AppRow {
@@ -339,7 +396,11 @@ pub fn channel_parts(
         })
         .collect();
     apps.sort_by(|a, b| a.app.cmp(&b.app));
+    apps
+}
 
+/// Channel `id`'s cross-colour hops grouped by edge, most frequent first.
+pub fn hop_edges(rep: &Report, id: &str) -> Vec<HopEdge> {
     let mut edges: BTreeMap<EdgeKey, (u64, Vec<String>)> = BTreeMap::new();
     for h in rep.cross_color_hops.iter().filter(|h| h.channel == id) {
         let e = edges
@@ -377,7 +438,11 @@ pub fn channel_parts(
         )
         .collect();
     hops.sort_by_key(|h| std::cmp::Reverse(h.count));
+    hops
+}
 
+/// Channel `id`'s missing decisions grouped by caller, receiving app and kind.
+pub fn missing_rows(rep: &Report, id: &str) -> Vec<MissingRow> {
     let mut miss: BTreeMap<(String, String, String), (u64, Vec<String>)> = BTreeMap::new();
     for m in rep.missing_decisions.iter().filter(|m| m.channel == id) {
         let e = miss
@@ -392,8 +457,7 @@ pub fn channel_parts(
             e.1.push(m.trace_id.clone());
         }
     }
-    let missing = miss
-        .into_iter()
+    miss.into_iter()
         .map(|((caller_app, app, kind), (count, trace_ids))| MissingRow {
             caller_app,
             app,
@@ -401,28 +465,29 @@ pub fn channel_parts(
             count,
             trace_ids,
         })
-        .collect();
+        .collect()
+}
 
-    // Each windowed finding's row, written by its detection; copied into the page's type.
+/// Channel `id`'s windowed findings, newest first: each one's row, written by its detection.
+pub fn window_findings(rep: &Report, analyzer: &AnalyzerConfig, id: &str) -> Vec<WindowFinding> {
     let t = analyzer.for_channel(id);
     let mut findings: Vec<WindowFinding> = rep
         .findings()
         .filter(|f| f.channel() == id)
         .filter_map(|f| f.window_finding(t))
-        .map(|w| WindowFinding {
-            finding: w.finding,
-            app: w.app,
-            color: w.color.as_str().into(),
-            kind: w.kind.as_str().into(),
-            instance: w.instance,
-            detail: w.detail,
-            window_start_unix_nano: w.window_start_unix_nano,
-            trace_ids: w.trace_ids,
-        })
         .collect();
     findings.sort_by_key(|f| std::cmp::Reverse(f.window_start_unix_nano));
+    findings
+}
 
-    // Instances: requests per (app, instance, colour) of the channel's spans.
+/// Instances: requests per (app, instance, colour) of channel `id`'s spans (a
+/// [`ChannelFold`]'s counts), with their app and colour's mean and instance skew.
+pub fn instance_counts(
+    spans: &Spans,
+    rep: &Report,
+    id: &str,
+    counts: FastMap<(u32, u32, Color), u64>,
+) -> Vec<InstanceCount> {
     let per_instance: BTreeMap<(u32, u32, Color), u64> = counts.into_iter().collect();
     let mut group: HashMap<(u32, Color), (u64, u32)> = HashMap::new();
     for (&(app, _, color), &n) in &per_instance {
@@ -430,7 +495,7 @@ pub fn channel_parts(
         g.0 += n;
         g.1 += 1;
     }
-    let instances = per_instance
+    per_instance
         .iter()
         .map(|(&(app, instance, color), &n)| {
             let (total, count) = group[&(app, color)];
@@ -451,14 +516,84 @@ pub fn channel_parts(
                 ),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Computes channel `id`'s parts over `range`, in steps of `step_ns`.
+///
+/// # Errors
+/// [`SqlError::Syntax`] for a range with too many steps.
+pub fn channel_parts(
+    spans: &Spans,
+    rep: &Report,
+    timeline: &Timeline,
+    analyzer: &AnalyzerConfig,
+    id: &str,
+    range: TimeRange,
+    step_ns: i64,
+) -> Result<ChannelParts, SqlError> {
+    let cid = spans.channels.get(id);
+    // Two passes over the spans, one per thread: the summary's time series, and one pass for
+    // the per-app table (what each app serves) and the per-instance requests (SERVER spans).
+    let fold = || channel_fold(spans, cid);
+    let series = || channel_series(spans, rep, timeline, id, range, step_ns);
+    let (steps, fold) = if spans.len() >= PARALLEL_FOLD_MIN {
+        std::thread::scope(|scope| {
+            let later = scope.spawn(fold);
+            let steps = series();
+            (steps, later.join().expect("channel panel thread"))
+        })
+    } else {
+        (series(), fold())
+    };
     Ok(ChannelParts {
-        step_seconds: (step / 1_000_000_000) as u64,
-        steps,
-        apps,
-        hops,
-        missing,
-        findings,
-        instances,
+        step_seconds: (step_ns / 1_000_000_000) as u64,
+        steps: steps?,
+        apps: app_table(spans, fold.by_app),
+        hops: hop_edges(rep, id),
+        missing: missing_rows(rep, id),
+        findings: window_findings(rep, analyzer, id),
+        instances: instance_counts(spans, rep, id, fold.per_instance),
     })
+}
+
+/// Instances seen per app and colour in `[since, …)`: the apps of the channel (`apps`; a
+/// channel without apps, global: the apps whose effective channel was `channel`), by app,
+/// as (app, blue instances, green instances).
+pub fn instances_seen(
+    spans: &Spans,
+    channel: &str,
+    apps: &[String],
+    since: i64,
+) -> Vec<(String, u32, u32)> {
+    let cid = spans.channels.get(channel);
+    let mut seen: BTreeMap<
+        String,
+        (
+            std::collections::BTreeSet<u32>,
+            std::collections::BTreeSet<u32>,
+        ),
+    > = BTreeMap::new();
+    for a in apps {
+        seen.entry(a.clone()).or_default();
+    }
+    for s in spans.iter().filter(|s| {
+        s.start >= since
+            && (apps.iter().any(|a| spans.apps.get(a) == Some(s.app))
+                || (apps.is_empty() && cid.is_some() && s.channel == cid))
+    }) {
+        let e = seen.entry(spans.apps.name(s.app).to_owned()).or_default();
+        match s.color {
+            Color::Blue => {
+                e.0.insert(s.instance);
+            }
+            Color::Green => {
+                e.1.insert(s.instance);
+            }
+            Color::Unknown => {}
+        }
+    }
+    seen.into_iter()
+        .map(|(app, (b, g))| (app, b.len() as u32, g.len() as u32))
+        .collect()
 }

@@ -2,9 +2,9 @@
 //! trace page `/traces/{id}`: which page of the trace's depth-first span order a request
 //! gets ([`TraceViews::page`]), and the counters of views (`dyeline_trace_views_total` by
 //! outcome, `dyeline_trace_view_spans_left_out_total`). The drilldown itself is
-//! `dyeline_queries::drilldown`.
+//! [`crate::drilldown`].
 
-use dyeline_queries::drilldown::{TracePage, TraceView};
+use crate::drilldown::{TracePage, TraceView};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

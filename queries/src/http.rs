@@ -1,27 +1,22 @@
-//! The API port: the control plane's routes (`dyeline_control::api`), `POST /api/v1/sql`,
-//! `GET /metrics` (Prometheus text), `GET /healthz`, and `GET /api/v1/openapi.json`, the
-//! OpenAPI document collected from the same handlers. API errors are JSON
-//! `{"error": {"code", "message"}}` with a 4xx/5xx status.
+//! The analysis routes under `/api/v1`, with their OpenAPI description collected by utoipa
+//! from the same handlers (as `dyeline_control::api` does for the control routes):
+//! `POST /api/v1/sql`, `GET /api/v1/findings`, `GET /api/v1/traces/{trace_id}`,
+//! `GET /api/v1/traces`, `GET /api/v1/channels/{id}/summary` and `GET /api/v1/alerts`.
+//! Errors are JSON `{"error": {"code", "message"}}` with a 4xx/5xx status ([`ApiError`]).
+//! The server composes [`router`] with the control routes and checks tokens through the
+//! [`ReadGate`] it gives.
 
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
-use dyeline_control::api::ControlApi;
-use dyeline_control::auth::{Access, Auth};
-use dyeline_control::{ControlError, ControlPlane};
+use dyeline_model::error_body::ErrorBody;
 use dyeline_model::release::ReleaseError;
 use dyeline_model::time::{BadTime, now_unix_nano, parse_time};
-use dyeline_queries::alerts::AlertState;
-use dyeline_queries::analyze::{AnalyzeError, AnalyzerConfig, Detection};
-use dyeline_queries::render;
-use dyeline_queries::{SqlEngine, SqlError, SqlLimits};
-use parking_lot::Mutex;
-use prometheus_client::registry::Registry;
+use dyeline_store::table::SpansTable;
 use serde::Deserialize;
 use serde_json::json;
 use utoipa::IntoParams;
@@ -29,30 +24,46 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// State of the API routes.
-pub struct ApiState {
+use crate::alerts::{AlertState, SharedAlerts};
+use crate::analyze::{AnalyzeError, AnalyzerConfig, Detection};
+use crate::ports::Releases;
+use crate::render;
+use crate::rollup::SharedRollup;
+use crate::sql::{SqlEngine, SqlError, SqlLimits};
+use crate::trace_view::TraceViews;
+
+/// The read check of the analysis routes (reads are open unless `api.read_requires_token`):
+/// the server's token check, given by its wiring.
+pub trait ReadGate: Send + Sync {
+    /// `Ok` when the request's headers may read.
+    ///
+    /// # Errors
+    /// The refusal to answer with (401, 403).
+    fn authorize_read(&self, headers: &HeaderMap) -> Result<(), ApiError>;
+}
+
+/// What the analysis routes share.
+pub struct AnalysisApi {
     /// The SQL session.
     pub sql: SqlEngine,
     /// Its limits.
     pub sql_limits: SqlLimits,
-    /// Every registered metric.
-    pub registry: Mutex<Registry>,
-    /// The token check (reads of SQL are open unless `api.read_requires_token`).
-    pub auth: Arc<Auth>,
-    /// The control plane (its timeline places spans in channels).
-    pub plane: Arc<ControlPlane>,
+    /// The token check.
+    pub gate: Arc<dyn ReadGate>,
+    /// The release state (its timeline places spans in channels).
+    pub releases: Arc<dyn Releases>,
     /// Detection thresholds.
     pub analyzer: AnalyzerConfig,
     /// Live alerts.
-    pub alerts: crate::alerting::SharedAlerts,
+    pub alerts: SharedAlerts,
     /// Per-minute channel rollups (when the live evaluation runs): the summary API answers
     /// live whole-minute ranges from them.
-    pub rollup: Option<crate::sink::SharedRollup>,
+    pub rollup: Option<SharedRollup>,
     /// The store's `spans` (memory ∪ files): findings of one windowed type are counted
     /// from it as the files are read.
-    pub spans: Arc<dyeline_store::table::SpansTable>,
+    pub spans: Arc<SpansTable>,
     /// The cap on one trace view (`[trace_view]`) and its counters.
-    pub trace_views: crate::trace_view::TraceViews,
+    pub trace_views: TraceViews,
 }
 
 /// An API error: status, code and message.
@@ -84,15 +95,10 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<ControlError> for ApiError {
-    fn from(e: ControlError) -> Self {
-        Self::new(e.status(), e.code(), e.to_string())
-    }
-}
-
 impl From<BadTime> for ApiError {
+    /// 400 `invalid_query`, as the control routes answer it.
     fn from(e: BadTime) -> Self {
-        ControlError::from(e).into()
+        Self::new(StatusCode::BAD_REQUEST, "invalid_query", e.to_string())
     }
 }
 
@@ -114,35 +120,16 @@ impl From<SqlError> for ApiError {
     }
 }
 
-/// The API router: control routes, SQL, metrics, health and the OpenAPI document.
-pub fn router(state: Arc<ApiState>, control: Arc<ControlApi>) -> Router {
-    let reads_need_token = state.auth.reads_need_token();
-    let own = OpenApiRouter::new()
+/// The analysis routes with their OpenAPI paths, state applied.
+pub fn router(api: Arc<AnalysisApi>) -> OpenApiRouter {
+    OpenApiRouter::new()
         .routes(routes!(sql))
-        .routes(routes!(metrics))
-        .routes(routes!(healthz))
         .routes(routes!(findings))
         .routes(routes!(trace))
         .routes(routes!(alerts))
         .routes(routes!(channel_summary))
         .routes(routes!(search_traces))
-        .with_state(state);
-    let (router, mut doc) = dyeline_control::api::router(control)
-        .merge(own)
-        .split_for_parts();
-    crate::gate::document(&mut doc, reads_need_token);
-    let doc = Arc::new(doc);
-    router
-        .route(
-            "/api/v1/openapi.json",
-            get(move || {
-                let doc = Arc::clone(&doc);
-                async move { Json(doc.as_ref().clone()) }
-            }),
-        )
-        .fallback(|| async {
-            ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
-        })
+        .with_state(api)
 }
 
 /// Body of `POST /api/v1/sql`.
@@ -153,24 +140,18 @@ struct SqlRequest {
     sql: String,
 }
 
-/// Liveness: `ok`.
-#[utoipa::path(get, path = "/healthz", tag = "server", responses((status = 200, body = String)))]
-async fn healthz() -> &'static str {
-    "ok"
-}
-
 /// Runs one read-only SQL statement: `{"columns": [...], "rows": [[...]], "truncated"}`
 /// (row limit and timeout from `sql.*`).
 #[utoipa::path(post, path = "/api/v1/sql", tag = "sql", request_body = SqlRequest,
     responses((status = 200, description = "{\"columns\", \"rows\", \"truncated\"}"),
-              (status = 400, body = dyeline_control::api::ErrorBody),
-              (status = 429, description = "[sql] max_concurrent_queries are running; Retry-After", body = dyeline_control::api::ErrorBody)))]
+              (status = 400, body = ErrorBody),
+              (status = 429, description = "[sql] max_concurrent_queries are running; Retry-After", body = ErrorBody)))]
 async fn sql(
-    State(state): State<Arc<ApiState>>,
+    State(state): State<Arc<AnalysisApi>>,
     headers: HeaderMap,
     body: Result<Json<SqlRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    state.auth.authorize(&headers, Access::Read)?;
+    state.gate.authorize_read(&headers)?;
     let Json(req) = body.map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -248,13 +229,13 @@ struct FindingsQuery {
 /// --detections`).
 #[utoipa::path(get, path = "/api/v1/findings", tag = "analysis", params(FindingsQuery),
     responses((status = 200, description = "{\"findings\": [...]}"),
-              (status = 400, body = dyeline_control::api::ErrorBody)))]
+              (status = 400, body = ErrorBody)))]
 async fn findings(
-    State(state): State<Arc<ApiState>>,
+    State(state): State<Arc<AnalysisApi>>,
     headers: HeaderMap,
     Query(q): Query<FindingsQuery>,
 ) -> Result<Response, ApiError> {
-    state.auth.authorize(&headers, Access::Read)?;
+    state.gate.authorize_read(&headers)?;
     let detections = match q.kind.as_deref() {
         // One type: only its detection runs (a windowed one counted as the files are read).
         Some(k) => vec![k.parse::<Detection>().map_err(|_| {
@@ -268,8 +249,8 @@ async fn findings(
         None => Detection::ALL.to_vec(),
     };
     let (from, to) = range(q.from.as_deref(), q.to.as_deref())?;
-    let timeline = state.plane.timeline();
-    let report = dyeline_queries::analyze::run(
+    let timeline = state.releases.timeline();
+    let report = crate::analyze::run(
         &state.spans,
         &timeline,
         &state.analyzer,
@@ -310,17 +291,17 @@ struct TraceQuery {
 /// `left_out` and the `next_offset`. The id is 32 hex digits in any case.
 #[utoipa::path(get, path = "/api/v1/traces/{trace_id}", tag = "analysis",
     params(("trace_id" = String, Path, description = "32 hex digits, any case"), TraceQuery),
-    responses((status = 200, body = dyeline_queries::drilldown::TraceView),
-              (status = 400, body = dyeline_control::api::ErrorBody),
-              (status = 404, body = dyeline_control::api::ErrorBody)))]
+    responses((status = 200, body = crate::drilldown::TraceView),
+              (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
 async fn trace(
-    State(state): State<Arc<ApiState>>,
+    State(state): State<Arc<AnalysisApi>>,
     headers: HeaderMap,
     Path(trace_id): Path<String>,
     query: Result<Query<TraceQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    state.auth.authorize(&headers, Access::Read)?;
-    let id = dyeline_queries::drilldown::normalize_trace_id(&trace_id)
+    state.gate.authorize_read(&headers)?;
+    let id = crate::drilldown::normalize_trace_id(&trace_id)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_trace_id", e.to_string()))?;
     let invalid = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", m);
     let Query(q) = query.map_err(|e| {
@@ -331,8 +312,8 @@ async fn trace(
         ))
     })?;
     let page = state.trace_views.page(q.offset, q.limit).map_err(invalid)?;
-    let timeline = state.plane.timeline();
-    match dyeline_queries::drilldown::trace(state.sql.context(), &timeline, &id, page).await? {
+    let timeline = state.releases.timeline();
+    match crate::drilldown::trace(state.sql.context(), &timeline, &id, page).await? {
         Some(view) => {
             state.trace_views.served(&view);
             // A page is megabytes of JSON: serialised off the async workers.
@@ -372,21 +353,27 @@ struct SummaryQuery {
 #[utoipa::path(get, path = "/api/v1/channels/{id}/summary", tag = "analysis",
     params(("id" = String, Path, description = "Channel id"), SummaryQuery),
     responses((status = 200, description = "{\"channel\", \"step_seconds\", \"steps\": [...]}"),
-              (status = 400, body = dyeline_control::api::ErrorBody),
-              (status = 404, body = dyeline_control::api::ErrorBody)))]
+              (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
 async fn channel_summary(
-    State(state): State<Arc<ApiState>>,
+    State(state): State<Arc<AnalysisApi>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     Query(q): Query<SummaryQuery>,
 ) -> Result<Response, ApiError> {
-    state.auth.authorize(&headers, Access::Read)?;
-    let timeline = state.plane.timeline();
-    if state.plane.channel(&id).is_err() && !timeline.ops().any(|(_, c, _)| c.as_str() == id) {
-        return Err(ControlError::from(ReleaseError::ChannelNotFound(id)).into());
+    state.gate.authorize_read(&headers)?;
+    let timeline = state.releases.timeline();
+    if !state.releases.has_channel(&id) && !timeline.ops().any(|(_, c, _)| c.as_str() == id) {
+        // 404 `channel_not_found`, as the control routes answer it.
+        let e = ReleaseError::ChannelNotFound(id);
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            e.code(),
+            e.to_string(),
+        ));
     }
     let minute_end = {
-        let m = dyeline_queries::rollup::MINUTE_NS;
+        let m = crate::rollup::MINUTE_NS;
         let now = now_unix_nano();
         (now.div_euclid(m) + 1) * m
     };
@@ -410,7 +397,7 @@ async fn channel_summary(
     {
         return Ok(Json(s).into_response());
     }
-    let summary = dyeline_queries::summary::channel_summary(
+    let summary = crate::summary::channel_summary(
         state.sql.context(),
         &timeline,
         &state.analyzer,
@@ -449,13 +436,13 @@ struct SearchQuery {
 /// Traces of a range matching every filter given, newest first: `{"traces": [...]}`.
 #[utoipa::path(get, path = "/api/v1/traces", tag = "analysis", params(SearchQuery),
     responses((status = 200, description = "{\"traces\": [...]}"),
-              (status = 400, body = dyeline_control::api::ErrorBody)))]
+              (status = 400, body = ErrorBody)))]
 async fn search_traces(
-    State(state): State<Arc<ApiState>>,
+    State(state): State<Arc<AnalysisApi>>,
     headers: HeaderMap,
     query: Result<Query<SearchQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    state.auth.authorize(&headers, Access::Read)?;
+    state.gate.authorize_read(&headers)?;
     let Query(q) = query
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", e.body_text()))?;
     let (from, to) = range(q.from.as_deref(), q.to.as_deref())?;
@@ -473,7 +460,7 @@ async fn search_traces(
                 })?,
         ),
     };
-    let tq = dyeline_queries::search::TraceQuery {
+    let tq = crate::search::TraceQuery {
         channel: q.channel,
         app: q.app,
         color,
@@ -484,8 +471,8 @@ async fn search_traces(
         to,
         limit: q.limit.unwrap_or(100),
     };
-    let timeline = state.plane.timeline();
-    let traces = dyeline_queries::search::search(state.sql.context(), &timeline, &tq).await?;
+    let timeline = state.releases.timeline();
+    let traces = crate::search::search(state.sql.context(), &timeline, &tq).await?;
     Ok(Json(json!({ "traces": traces })).into_response())
 }
 
@@ -499,13 +486,13 @@ struct AlertsQuery {
 /// Live alerts of this server: `{"alerts": [...]}` with labels, annotations, state and times.
 #[utoipa::path(get, path = "/api/v1/alerts", tag = "analysis", params(AlertsQuery),
     responses((status = 200, description = "{\"alerts\": [...]}"),
-              (status = 400, body = dyeline_control::api::ErrorBody)))]
+              (status = 400, body = ErrorBody)))]
 async fn alerts(
-    State(state): State<Arc<ApiState>>,
+    State(state): State<Arc<AnalysisApi>>,
     headers: HeaderMap,
     Query(q): Query<AlertsQuery>,
 ) -> Result<Response, ApiError> {
-    state.auth.authorize(&headers, Access::Read)?;
+    state.gate.authorize_read(&headers)?;
     let filter = match q.state.as_deref() {
         None => None,
         Some("firing") => Some(AlertState::Firing),
@@ -519,22 +506,4 @@ async fn alerts(
         }
     };
     Ok(Json(json!({ "alerts": state.alerts.lock().list(filter) })).into_response())
-}
-
-/// Prometheus / OpenMetrics text of the server's own counters.
-#[utoipa::path(get, path = "/metrics", tag = "server", responses((status = 200, body = String)))]
-async fn metrics(State(state): State<Arc<ApiState>>) -> Response {
-    let mut out = String::new();
-    if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &state.registry.lock()) {
-        return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-            .into_response();
-    }
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        out,
-    )
-        .into_response()
 }

@@ -1,22 +1,21 @@
 //! Live evaluation in `dyeline serve` (issue: analyzer, item 3): every `alerts.interval` the
 //! analyzer judges the open window and the last closed one (spans up to `alerts.lateness`
-//! late still count), the alert book fires and resolves alerts, and changes are delivered to
-//! a real Alertmanager (`POST /api/v2/alerts`) and to plain webhooks (Alertmanager's webhook
-//! JSON), from a queue with retries and backoff that never blocks ingest or evaluation.
+//! late still count), the alert book fires and resolves alerts, and changes are handed to
+//! the delivery queue ([`super::deliver`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use dyeline_control::ControlPlane;
-use dyeline_model::time::{now_unix_nano, rfc3339};
-use dyeline_queries::SqlEngine;
-use dyeline_queries::alerts::{Alert, AlertBook, AlertState, Change};
-use dyeline_queries::analyze::detect::windows::window_start;
-use dyeline_queries::analyze::{AnalyzerConfig, analyze};
-use parking_lot::Mutex;
+use dyeline_model::time::now_unix_nano;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
+
+use super::book::{Alert, Change, SharedAlerts};
+use crate::analyze::detect::windows::window_start;
+use crate::analyze::{AnalyzerConfig, analyze};
+use crate::ports::Releases;
+use crate::rollup::SharedRollup;
+use crate::sql::SqlEngine;
 
 /// `[alerts]` settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,81 +60,16 @@ impl Default for AlertSettings {
     }
 }
 
-/// The alert book shared with the API.
-pub type SharedAlerts = Arc<Mutex<AlertBook>>;
-
-fn am_alert(a: &Alert, external_url: &str) -> Value {
-    let mut v = json!({
-        "labels": a.labels,
-        "annotations": a.annotations,
-        "startsAt": rfc3339(a.starts_at_unix_nano),
-        "generatorURL": format!(
-            "{}/channels/{}",
-            external_url.trim_end_matches('/'),
-            a.labels.get("channel").map_or("", String::as_str)
-        ),
-    });
-    if let Some(end) = a.ends_at_unix_nano {
-        v["endsAt"] = json!(rfc3339(end));
-    }
-    v
-}
-
-fn webhook_body(alerts: &[Alert], external_url: &str) -> Value {
-    let firing = alerts.iter().any(|a| a.state == AlertState::Firing);
-    let items: Vec<Value> = alerts
-        .iter()
-        .map(|a| {
-            let mut v = am_alert(a, external_url);
-            v["status"] = json!(if a.state == AlertState::Firing {
-                "firing"
-            } else {
-                "resolved"
-            });
-            if v.get("endsAt").is_none() {
-                v["endsAt"] = json!("0001-01-01T00:00:00Z");
-            }
-            v
-        })
-        .collect();
-    json!({
-        "version": "4",
-        "groupKey": "{}:{}",
-        "truncatedAlerts": 0,
-        "status": if firing { "firing" } else { "resolved" },
-        "receiver": "dyeline",
-        "groupLabels": {},
-        "commonLabels": {},
-        "commonAnnotations": {},
-        "externalURL": external_url,
-        "alerts": items,
-    })
-}
-
-async fn post_with_retry(client: &reqwest::Client, url: &str, body: &Value) {
-    let mut delay = Duration::from_millis(500);
-    for attempt in 1..=6 {
-        match client.post(url).json(body).send().await {
-            Ok(r) if r.status().is_success() => return,
-            Ok(r) => tracing::warn!(url, status = %r.status(), attempt, "alert delivery refused"),
-            Err(e) => tracing::warn!(url, error = %e, attempt, "alert delivery failed"),
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(30));
-    }
-    tracing::error!(url, "alert delivery given up after retries");
-}
-
 /// What the live evaluation reads and writes.
 pub struct Live {
     /// The SQL session it scans the recent windows with.
     pub engine: Arc<SqlEngine>,
-    /// The control plane (its timeline places spans in channels).
-    pub plane: Arc<ControlPlane>,
+    /// The release state (its timeline places spans in channels).
+    pub releases: Arc<dyn Releases>,
     /// The alert book it fires and resolves alerts in.
     pub book: SharedAlerts,
     /// The channel rollups it adds the hops it finds to.
-    pub rollup: Option<crate::sink::SharedRollup>,
+    pub rollup: Option<SharedRollup>,
 }
 
 /// Starts the evaluator and the delivery worker; both stop when `stop` becomes true.
@@ -148,33 +82,15 @@ pub fn spawn(
 ) -> tokio::task::JoinHandle<()> {
     let Live {
         engine,
-        plane,
+        releases,
         book,
         rollup,
     } = live;
-    let (tx, mut rx) = mpsc::channel::<Vec<Alert>>(256);
-    let targets = (settings.alertmanager_url.clone(), settings.webhooks.clone());
-    let ext = external_url.clone();
-    tokio::spawn(async move {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .unwrap_or_default();
-        while let Some(alerts) = rx.recv().await {
-            if let Some(am) = &targets.0 {
-                let body = Value::Array(alerts.iter().map(|a| am_alert(a, &ext)).collect());
-                post_with_retry(
-                    &client,
-                    &format!("{}/api/v2/alerts", am.trim_end_matches('/')),
-                    &body,
-                )
-                .await;
-            }
-            for hook in &targets.1 {
-                post_with_retry(&client, hook, &webhook_body(&alerts, &ext)).await;
-            }
-        }
-    });
+    let tx = super::deliver::start(
+        settings.alertmanager_url.clone(),
+        settings.webhooks.clone(),
+        external_url,
+    );
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(settings.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -197,7 +113,7 @@ pub fn spawn(
             }
             let now = now_unix_nano();
             let from = window_start(now - lateness, window) - window;
-            let timeline = plane.timeline();
+            let timeline = releases.timeline();
             // One more window is read so that traces starting before `from` keep their
             // root: a trace cut at the range's edge would be judged without it (a hop missed,
             // or reported again from "(none)"). Findings of that extra window are dropped.

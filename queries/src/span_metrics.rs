@@ -9,7 +9,6 @@ use std::collections::{HashMap, HashSet};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
-use dyeline_control::ControlPlane;
 use dyeline_model::schema::col;
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -17,6 +16,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use crate::ports::{KeptRowsObserver, Releases};
 
 /// Labels of the span metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -82,7 +83,7 @@ impl SpanMetrics {
     }
 
     /// Counts the spans of `batch` (rows of the `spans` schema).
-    pub fn observe(&self, batch: &RecordBatch, plane: &ControlPlane) {
+    pub fn observe(&self, batch: &RecordBatch, releases: &dyn Releases) {
         let (Some(app), Some(color), Some(kind), Some(err), Some(dur)) = (
             batch.column_by_name(col::SERVICE_NAME),
             batch.column_by_name(col::COLOR),
@@ -116,10 +117,9 @@ impl SpanMetrics {
             let channel = channels
                 .entry(a)
                 .or_insert_with(|| {
-                    plane
-                        .effective(a)
-                        .channel
-                        .map_or_else(|| "none".to_owned(), |c| c.to_string())
+                    releases
+                        .effective_channel(a)
+                        .unwrap_or_else(|| "none".to_owned())
                 })
                 .clone();
             let mut labels = SpanLabels {
@@ -144,5 +144,20 @@ impl SpanMetrics {
                 h.observe(d);
             }
         }
+    }
+}
+
+/// The span metrics as an observer of the rows the store keeps, each app's channel named by
+/// `releases`.
+pub struct SpanMetricsObserver {
+    /// The metrics.
+    pub metrics: std::sync::Arc<SpanMetrics>,
+    /// The release state now.
+    pub releases: std::sync::Arc<dyn Releases>,
+}
+
+impl KeptRowsObserver for SpanMetricsObserver {
+    fn observe(&self, kept: &RecordBatch) {
+        self.metrics.observe(kept, self.releases.as_ref());
     }
 }

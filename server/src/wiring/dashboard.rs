@@ -1,21 +1,9 @@
 //! The dashboard's data: [`DashboardAdapter`] implements `dyeline_ui::DashboardSource` over
-//! the store (through the analyzer's one scan), the control plane and the live alerts.
-//!
-//! **Snapshots.** One load and report of a range (a snapshot) serves every span-derived panel
-//! of a page ([`parts`]); the live parts (channel state, operations, alerts, weights in
-//! force) are read fresh on every request, so a write shows at once. A snapshot is made at a
-//! data version (rows written, newest control op, alert changes). When the data has moved
-//! on, a request is answered from the newest snapshot of the same range, or of a range of
-//! the same length ending at most [`MAX_LAG_NS`] earlier (a live range moves every second),
-//! while a fresh snapshot is computed in the background (one at a time); pages say
-//! up to when their spans were analysed. Only a range never seen before is computed while
-//! the request waits, and that reads through the analyzer's per-file cache
-//! ([`dyeline_queries::analyze::read::files`]): only the files not read before and the memory
-//! segments are scanned.
+//! the store (through the snapshots of [`dyeline_queries::panels::snapshots`]), the control
+//! plane and the live alerts. It computes nothing itself: it copies the panels of
+//! [`dyeline_queries::panels`] into the pages' types, adds the live parts (channel state,
+//! operations, alerts, weights in force) per request, and maps errors to the pages'.
 
-mod parts;
-
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -24,46 +12,21 @@ use dyeline_model::Color;
 use dyeline_model::release::{Op, ReleaseState, Timeline};
 use dyeline_model::weights::count_aware_weights;
 use dyeline_queries::alerts::AlertState;
-use dyeline_queries::analyze::read::files::{SpanCache, load_cached};
-use dyeline_queries::analyze::spans::Spans;
-use dyeline_queries::analyze::{Report, report};
+use dyeline_queries::panels::snapshots::{Snapshot, SnapshotInputs, Snapshots};
+use dyeline_queries::panels::{self, FIVE_MIN_NS, hop_line};
 use dyeline_queries::{SqlError, drilldown, search};
 use dyeline_ui::{
-    Action, AlertLine, ChannelPage, ChannelRow, DashboardSource, Identity, InstanceRow, OpLine,
-    Overview, SourceError, TimeRange, TraceHit, TraceSearch, TraceSpan, TraceView, WeightPreview,
+    Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLoad, DashboardSource, HopEdge,
+    Identity, InstanceRow, MissingRow, OpLine, Overview, SourceError, Step, TimeRange, TraceHit,
+    TraceSearch, TraceSpan, TraceView, UnknownInstance, WeightPreview, WindowFinding,
 };
 use parking_lot::Mutex;
 
-use crate::api::ApiState;
-use parts::{ChannelParts, FIVE_MIN_NS, OverviewParts, hop_line};
-
-/// How far (ns) the end of a served snapshot's range may lag the requested end for a range of
-/// the same length (5 s).
-pub const MAX_LAG_NS: i64 = 5_000_000_000;
-/// Snapshots kept (the most recently made).
-const KEEP: usize = 8;
-
-/// One load and report of a range at a data version, with its panels computed on demand.
-struct Snapshot {
-    range: TimeRange,
-    version: u64,
-    spans: Spans,
-    /// Start of the first span, Unix ns (rates divide from here, `TimeRange::rate_seconds`).
-    first_start: Option<i64>,
-    report: Report,
-    timeline: Timeline,
-    overview: std::sync::OnceLock<OverviewParts>,
-    channels: Mutex<std::collections::HashMap<String, Arc<ChannelParts>>>,
-}
+use crate::wiring::http::ApiState;
 
 struct Inner {
     state: Arc<ApiState>,
     rows_written: prometheus_client::metrics::counter::Counter,
-    table: Arc<dyeline_store::table::SpansTable>,
-    cache: Arc<SpanCache>,
-    snapshots: Mutex<Vec<Arc<Snapshot>>>,
-    /// A background analysis is running.
-    refreshing: std::sync::atomic::AtomicBool,
     /// (data version, newest span start) of the last lookup.
     newest: Mutex<Option<(u64, Option<i64>)>>,
 }
@@ -71,28 +34,30 @@ struct Inner {
 /// The dashboard's source over the server's state.
 pub struct DashboardAdapter {
     inner: Arc<Inner>,
+    snapshots: Arc<Snapshots>,
 }
 
 impl DashboardAdapter {
     /// An adapter over `state`; `rows_written` is the store's rows-written counter (a
     /// clone shares its value), part of the data version; `table` is the store's `spans`
-    /// table, read through a [`SpanCache`] of its files.
+    /// table, read through the snapshots' cache of its files.
     pub fn new(
         state: Arc<ApiState>,
         rows_written: prometheus_client::metrics::counter::Counter,
         table: Arc<dyeline_store::table::SpansTable>,
     ) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                state,
-                rows_written,
-                table,
-                cache: Arc::new(SpanCache::default()),
-                snapshots: Mutex::new(Vec::new()),
-                refreshing: std::sync::atomic::AtomicBool::new(false),
-                newest: Mutex::new(None),
-            }),
-        }
+        let analyzer = state.analysis.analyzer.clone();
+        let inner = Arc::new(Inner {
+            state,
+            rows_written,
+            newest: Mutex::new(None),
+        });
+        let snapshots = Arc::new(Snapshots::new(
+            Arc::clone(&inner) as Arc<dyn SnapshotInputs>,
+            analyzer,
+            table,
+        ));
+        Self { inner, snapshots }
     }
 }
 
@@ -103,8 +68,9 @@ impl DashboardAdapter {
     /// hour to be read (about 0.5 s on an hour of demo data). Failures are logged at warn.
     pub fn warm(&self) {
         let me = Arc::clone(&self.inner);
+        let snapshots = Arc::clone(&self.snapshots);
         tokio::spawn(async move {
-            let newest = match me.state.sql.newest_span_unix_nano().await {
+            let newest = match me.state.analysis.sql.newest_span_unix_nano().await {
                 Ok(n) => n,
                 Err(e) => {
                     tracing::warn!(error = %e, "dashboard warm-up failed");
@@ -115,16 +81,41 @@ impl DashboardAdapter {
             let Ok(range) = dyeline_ui::range::resolve(None, None, now, newest) else {
                 return;
             };
-            if let Err(e) = me.make(range).await {
-                tracing::warn!(error = %e, "dashboard warm-up failed");
+            if let Err(e) = snapshots.make(queries_range(range)).await {
+                tracing::warn!(error = %sql_error(e), "dashboard warm-up failed");
             }
         });
     }
+
+    /// The snapshot serving `range`.
+    async fn snapshot(&self, range: TimeRange) -> Result<Arc<Snapshot>, SourceError> {
+        self.snapshots
+            .snapshot(queries_range(range))
+            .await
+            .map_err(sql_error)
+    }
 }
 
-impl Inner {
+/// The page's range as the panels'.
+fn queries_range(r: TimeRange) -> panels::TimeRange {
+    panels::TimeRange {
+        from_unix_nano: r.from_unix_nano,
+        to_unix_nano: r.to_unix_nano,
+    }
+}
+
+/// A panel's load as the page's.
+fn color_load(l: &panels::ColorLoad) -> ColorLoad {
+    ColorLoad {
+        requests: l.requests,
+        errors: l.errors,
+        p99_ms: l.p99_ms,
+    }
+}
+
+impl SnapshotInputs for Inner {
     fn data_version(&self) -> u64 {
-        let alerts = self.state.alerts.lock().version();
+        let alerts = self.state.analysis.alerts.lock().version();
         self.rows_written
             .get()
             .wrapping_mul(1_000_003)
@@ -133,90 +124,16 @@ impl Inner {
             .wrapping_add(alerts)
     }
 
-    async fn make(&self, range: TimeRange) -> Result<Arc<Snapshot>, SourceError> {
-        let version = self.data_version();
-        let started = std::time::Instant::now();
-        let timeline = self.state.plane.timeline();
-        let spans = load_cached(
-            &self.table,
-            &self.cache,
-            &timeline,
-            Some(range.from_unix_nano),
-            Some(range.to_unix_nano),
-        )
-        .await
-        .map_err(|e| sql_error(e.into()))?;
-        let report = report(&spans, &self.state.analyzer, false);
-        let first_start = spans.iter().map(|s| s.start).min();
-        let snap = Arc::new(Snapshot {
-            range,
-            version,
-            first_start,
-            spans,
-            report,
-            timeline,
-            overview: std::sync::OnceLock::new(),
-            channels: Mutex::new(std::collections::HashMap::new()),
-        });
-        tracing::debug!(
-            spans = snap.spans.len(),
-            seconds = started.elapsed().as_secs_f64(),
-            "dashboard snapshot"
-        );
-        let mut all = self.snapshots.lock();
-        all.retain(|s| s.range != range);
-        all.push(Arc::clone(&snap));
-        if all.len() > KEEP {
-            all.remove(0);
-        }
-        Ok(snap)
+    fn timeline(&self) -> Timeline {
+        self.state.plane.timeline()
     }
+}
 
-    fn refresh_later(self: &Arc<Self>, range: TimeRange) {
-        // One background analysis at a time, whatever the range: a live range moves every
-        // second, and analyses that overlap would only compete for the same cores.
-        use std::sync::atomic::Ordering;
-        if self.refreshing.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let me = Arc::clone(self);
-        tokio::spawn(async move {
-            if let Err(e) = me.make(range).await {
-                tracing::warn!(error = %e, "dashboard snapshot failed");
-            }
-            me.refreshing.store(false, Ordering::Release);
-        });
-    }
-
-    /// The snapshot serving `range` (see the module docs).
-    async fn snapshot(self: &Arc<Self>, range: TimeRange) -> Result<Arc<Snapshot>, SourceError> {
-        let version = self.data_version();
-        let len = range.to_unix_nano - range.from_unix_nano;
-        let best = {
-            let all = self.snapshots.lock();
-            all.iter()
-                .filter(|s| {
-                    s.range == range
-                        || (s.range.to_unix_nano - s.range.from_unix_nano == len
-                            && s.range.to_unix_nano <= range.to_unix_nano
-                            && range.to_unix_nano - s.range.to_unix_nano <= MAX_LAG_NS)
-                })
-                .max_by_key(|s| (s.range == range, s.range.to_unix_nano, s.version))
-                .cloned()
-        };
-        match best {
-            Some(s) if s.range == range && s.version == version => Ok(s),
-            Some(s) => {
-                self.refresh_later(range);
-                Ok(s)
-            }
-            None => self.make(range).await,
-        }
-    }
-
+impl Inner {
     fn alerts_of(&self, channel: &str) -> Vec<AlertLine> {
         let mut v: Vec<AlertLine> = self
             .state
+            .analysis
             .alerts
             .lock()
             .list(None)
@@ -251,51 +168,11 @@ impl Inner {
     }
 }
 
-impl Snapshot {
-    fn overview(&self) -> &OverviewParts {
-        self.overview.get_or_init(|| {
-            let started = std::time::Instant::now();
-            let parts = parts::overview_parts(&self.spans, &self.report, self.range);
-            tracing::debug!(
-                ms = started.elapsed().as_secs_f64() * 1e3,
-                "dashboard overview parts"
-            );
-            parts
-        })
-    }
-
-    fn channel(
-        &self,
-        id: &str,
-        analyzer: &dyeline_queries::analyze::AnalyzerConfig,
-    ) -> Result<Arc<ChannelParts>, SourceError> {
-        if let Some(p) = self.channels.lock().get(id) {
-            return Ok(Arc::clone(p));
-        }
-        let started = std::time::Instant::now();
-        let p = Arc::new(parts::channel_parts(
-            &self.spans,
-            &self.report,
-            &self.timeline,
-            analyzer,
-            id,
-            self.range,
-        )?);
-        tracing::debug!(
-            channel = id,
-            ms = started.elapsed().as_secs_f64() * 1e3,
-            "dashboard channel parts"
-        );
-        self.channels.lock().insert(id.to_owned(), Arc::clone(&p));
-        Ok(p)
-    }
-}
-
 impl Inner {
     /// Rows of the overview: live channel state with the snapshot's loads.
     fn channel_rows(&self, snap: &Snapshot) -> Vec<ChannelRow> {
         let parts = snap.overview();
-        let firing = self.state.alerts.lock().firing();
+        let firing = self.state.analysis.alerts.lock().firing();
         let mut rows: Vec<ChannelRow> = self
             .state
             .plane
@@ -308,8 +185,8 @@ impl Inner {
                     state: c.state.as_str().to_owned(),
                     blue_percent: c.blue_percent,
                     apps: c.apps.clone(),
-                    blue: l.blue,
-                    green: l.green,
+                    blue: color_load(&l.blue),
+                    green: color_load(&l.green),
                     unknown_requests: l.unknown_requests,
                     firing_alerts: firing
                         .iter()
@@ -326,7 +203,7 @@ impl Inner {
 }
 
 /// Maps an analysis error to the page's.
-pub(crate) fn sql_error(e: SqlError) -> SourceError {
+fn sql_error(e: SqlError) -> SourceError {
     match e {
         SqlError::Syntax(m) => SourceError::Invalid(m),
         other => SourceError::Internal(other.to_string()),
@@ -342,6 +219,72 @@ fn control_error(e: ControlError) -> SourceError {
         404 => SourceError::NotFound(m),
         409 | 412 => SourceError::Conflict(m),
         _ => SourceError::Internal(m),
+    }
+}
+
+/// A step of the panel's time series as the page's.
+fn step(s: &dyeline_queries::summary::Step) -> Step {
+    Step {
+        start_unix_nano: s.start_unix_nano.parse().unwrap_or(0),
+        blue: ColorLoad {
+            requests: s.blue.requests,
+            errors: s.blue.errors,
+            p99_ms: s.blue.p99_ms,
+        },
+        green: ColorLoad {
+            requests: s.green.requests,
+            errors: s.green.errors,
+            p99_ms: s.green.p99_ms,
+        },
+        blue_share: s.blue_share,
+        blue_percent: s.blue_percent,
+        hops: s.hops,
+    }
+}
+
+fn app_row(a: &panels::AppRow) -> AppRow {
+    AppRow {
+        app: a.app.clone(),
+        blue: color_load(&a.blue),
+        green: color_load(&a.green),
+        unknown_requests: a.unknown_requests,
+    }
+}
+
+fn hop_edge(h: &panels::HopEdge) -> HopEdge {
+    HopEdge {
+        from_app: h.from_app.clone(),
+        from_color: h.from_color.clone(),
+        to_app: h.to_app.clone(),
+        to_color: h.to_color.clone(),
+        kind: h.kind.clone(),
+        reason: h.reason.clone(),
+        via: h.via.clone(),
+        count: h.count,
+        trace_ids: h.trace_ids.clone(),
+    }
+}
+
+fn missing_row(m: &panels::MissingRow) -> MissingRow {
+    MissingRow {
+        caller_app: m.caller_app.clone(),
+        app: m.app.clone(),
+        kind: m.kind.clone(),
+        count: m.count,
+        trace_ids: m.trace_ids.clone(),
+    }
+}
+
+fn window_finding(w: &dyeline_queries::analyze::WindowFinding) -> WindowFinding {
+    WindowFinding {
+        finding: w.finding,
+        app: w.app.clone(),
+        color: w.color.as_str().into(),
+        kind: w.kind.as_str().into(),
+        instance: w.instance.clone(),
+        detail: w.detail.clone(),
+        window_start_unix_nano: w.window_start_unix_nano,
+        trace_ids: w.trace_ids.clone(),
     }
 }
 
@@ -379,7 +322,7 @@ impl DashboardSource for DashboardAdapter {
     async fn newest_span_unix_nano(&self) -> Result<Option<i64>, SourceError> {
         let me = &self.inner;
         // Rows written count every accepted span, so an unchanged version means no newer span.
-        let version = me.data_version();
+        let version = SnapshotInputs::data_version(me.as_ref());
         if let Some((v, newest)) = *me.newest.lock()
             && v == version
         {
@@ -387,6 +330,7 @@ impl DashboardSource for DashboardAdapter {
         }
         let newest = me
             .state
+            .analysis
             .sql
             .newest_span_unix_nano()
             .await
@@ -396,11 +340,22 @@ impl DashboardSource for DashboardAdapter {
     }
 
     async fn overview(&self, range: TimeRange) -> Result<Overview, SourceError> {
-        let snap = self.inner.snapshot(range).await?;
+        let snap = self.snapshot(range).await?;
         Ok(Overview {
             channels: self.inner.channel_rows(&snap),
-            unknown_instances: snap.overview().unknown_instances.clone(),
-            analysed_to_unix_nano: (snap.range != range).then_some(snap.range.to_unix_nano),
+            unknown_instances: snap
+                .overview()
+                .unknown_instances
+                .iter()
+                .map(|u| UnknownInstance {
+                    app: u.app.clone(),
+                    instance: u.instance.clone(),
+                    host: None,
+                    spans: u.spans,
+                })
+                .collect(),
+            analysed_to_unix_nano: (snap.range != queries_range(range))
+                .then_some(snap.range.to_unix_nano),
             data_from_unix_nano: snap.first_start,
         })
     }
@@ -414,11 +369,17 @@ impl DashboardSource for DashboardAdapter {
         let Ok(now) = me.state.plane.channel(id) else {
             return Ok(None);
         };
-        let snap = me.snapshot(range).await?;
+        let snap = self.snapshot(range).await?;
         let Some(row) = me.channel_rows(&snap).into_iter().find(|c| c.id == id) else {
             return Ok(None);
         };
-        let p = snap.channel(id, &me.state.analyzer)?;
+        let p = snap
+            .channel(
+                id,
+                &me.state.analysis.analyzer,
+                dyeline_ui::range::step_ns(&range),
+            )
+            .map_err(sql_error)?;
         let releasing = now.state == ReleaseState::Releasing;
         let instances = p
             .instances
@@ -467,15 +428,16 @@ impl DashboardSource for DashboardAdapter {
             channel: row,
             version: now.version,
             step_seconds: p.step_seconds,
-            steps: p.steps.clone(),
+            steps: p.steps.iter().map(step).collect(),
             ops,
-            apps: p.apps.clone(),
-            hops: p.hops.clone(),
-            missing: p.missing.clone(),
-            findings: p.findings.clone(),
+            apps: p.apps.iter().map(app_row).collect(),
+            hops: p.hops.iter().map(hop_edge).collect(),
+            missing: p.missing.iter().map(missing_row).collect(),
+            findings: p.findings.iter().map(window_finding).collect(),
             instances,
             alerts: me.alerts_of(id),
-            analysed_to_unix_nano: (snap.range != range).then_some(snap.range.to_unix_nano),
+            analysed_to_unix_nano: (snap.range != queries_range(range))
+                .then_some(snap.range.to_unix_nano),
             data_from_unix_nano: snap.first_start,
         }))
     }
@@ -483,16 +445,16 @@ impl DashboardSource for DashboardAdapter {
     async fn trace(&self, trace_id: &str, offset: usize) -> Result<Option<TraceView>, SourceError> {
         let state = &self.inner.state;
         let timeline = state.plane.timeline();
-        let page_size = state.trace_views.max_spans();
+        let page_size = state.analysis.trace_views.max_spans();
         let page = drilldown::TracePage {
             offset,
             limit: page_size,
         };
-        let view = drilldown::trace(state.sql.context(), &timeline, trace_id, page)
+        let view = drilldown::trace(state.analysis.sql.context(), &timeline, trace_id, page)
             .await
             .map_err(sql_error)?;
         Ok(view.map(|v| {
-            state.trace_views.served(&v);
+            state.analysis.trace_views.served(&v);
             TraceView {
                 trace_id: v.trace_id,
                 span_count: v.span_count,
@@ -523,7 +485,7 @@ impl DashboardSource for DashboardAdapter {
             to: range.to_unix_nano,
             limit: q.limit,
         };
-        let snap = self.inner.snapshot(range).await?;
+        let snap = self.snapshot(range).await?;
         let hits = search::search_in(&snap.spans, &snap.report.cross_color_hops, &query);
         Ok(hits
             .into_iter()
@@ -547,48 +509,14 @@ impl DashboardSource for DashboardAdapter {
         range: TimeRange,
     ) -> Result<Vec<WeightPreview>, SourceError> {
         let channel = self.inner.state.plane.channel(id).map_err(control_error)?;
-        let recent = TimeRange {
-            from_unix_nano: range.from_unix_nano.max(range.to_unix_nano - FIVE_MIN_NS),
-            to_unix_nano: range.to_unix_nano,
-        };
-        let snap = self.inner.snapshot(range).await?;
-        let spans = &snap.spans;
+        let snap = self.snapshot(range).await?;
         // Instances seen per app and colour: the channel's apps (global: the apps whose
         // effective channel was global), in the last 5 minutes of the range.
-        let cid = spans.channels.get(id);
-        let mut seen: BTreeMap<
-            String,
-            (
-                std::collections::BTreeSet<u32>,
-                std::collections::BTreeSet<u32>,
-            ),
-        > = BTreeMap::new();
-        for a in &channel.apps {
-            seen.entry(a.clone()).or_default();
-        }
-        for s in spans.iter().filter(|s| {
-            s.start >= recent.from_unix_nano
-                && (channel
-                    .apps
-                    .iter()
-                    .any(|a| spans.apps.get(a) == Some(s.app))
-                    || (channel.apps.is_empty() && cid.is_some() && s.channel == cid))
-        }) {
-            let e = seen.entry(spans.apps.name(s.app).to_owned()).or_default();
-            match s.color {
-                Color::Blue => {
-                    e.0.insert(s.instance);
-                }
-                Color::Green => {
-                    e.1.insert(s.instance);
-                }
-                Color::Unknown => {}
-            }
-        }
+        let since = range.from_unix_nano.max(range.to_unix_nano - FIVE_MIN_NS);
+        let seen = panels::instances_seen(&snap.spans, id, &channel.apps, since);
         let bp = action.blue_percent_after();
         seen.into_iter()
-            .map(|(app, (b, g))| {
-                let (nb, ng) = (b.len() as u32, g.len() as u32);
+            .map(|(app, nb, ng)| {
                 let w = count_aware_weights(bp, nb.max(1), ng.max(1))
                     .map_err(|e| SourceError::Invalid(e.to_string()))?;
                 Ok(WeightPreview {

@@ -1,0 +1,255 @@
+//! The alert book: every finding type raises an alert named `Dyeline` + the type in
+//! CamelCase, keyed by its labels (type, channel, app, color, kind; plus instance for skew
+//! and from/to app for hops). An alert fires as soon as a window's condition holds and
+//! resolves once the condition has not held for one whole window (plus the lateness allowed
+//! for spans); repeated findings update it, never duplicate it. Pure state.
+
+use std::collections::{BTreeMap, HashMap};
+
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use crate::analyze::findings::{AlertCounts, Observation};
+use crate::analyze::{AnalyzerConfig, Report};
+
+/// The alert book shared by the live evaluation, the alerts route and the dashboard.
+pub type SharedAlerts = std::sync::Arc<Mutex<AlertBook>>;
+
+/// Firing or resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AlertState {
+    /// The condition holds (or held within the last window).
+    Firing,
+    /// It has not held for a whole window.
+    Resolved,
+}
+
+/// One alert.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Alert {
+    /// Labels: `alertname`, `type`, `channel`, and where they apply `app`, `color`, `kind`,
+    /// `instance`, `from_app`, `to_app`.
+    pub labels: BTreeMap<String, String>,
+    /// `summary` (observed value, comparator, threshold), `description`, `exemplar_trace_ids`.
+    pub annotations: BTreeMap<String, String>,
+    /// Firing or resolved.
+    pub state: AlertState,
+    /// When it (last) started firing, Unix ns.
+    pub starts_at_unix_nano: i64,
+    /// When it resolved, Unix ns.
+    pub ends_at_unix_nano: Option<i64>,
+    /// End of the newest window in which the condition held, Unix ns.
+    pub last_window_end_unix_nano: i64,
+    /// Up to 5 trace ids for drilldown.
+    pub exemplar_trace_ids: Vec<String>,
+}
+
+/// A state change to deliver.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// Began (or began again) firing.
+    Fired(Alert),
+    /// Resolved.
+    Resolved(Alert),
+}
+
+/// Every alert, keyed by its labels.
+#[derive(Debug, Default)]
+pub struct AlertBook {
+    alerts: HashMap<Vec<(String, String)>, Alert>,
+    version: u64,
+}
+
+/// What the findings of `report` tell the alerts, in the report's order (a hop's summary
+/// counts the hops of its alert seen so far).
+fn observations(report: &Report, config: &AnalyzerConfig) -> Vec<Observation> {
+    let mut seen = AlertCounts::new();
+    report
+        .findings()
+        .map(|f| f.alert(config.for_channel(f.channel()), &mut seen))
+        .collect()
+}
+
+impl AlertBook {
+    /// Records the findings of one evaluation at `now`; returns alerts that began firing.
+    pub fn observe(&mut self, report: &Report, config: &AnalyzerConfig, now: i64) -> Vec<Change> {
+        let mut changes = Vec::new();
+        for o in observations(report, config) {
+            let key: Vec<(String, String)> = o.labels.clone().into_iter().collect();
+            let alert = self.alerts.entry(key).or_insert_with(|| Alert {
+                labels: o.labels.clone(),
+                annotations: BTreeMap::new(),
+                state: AlertState::Resolved,
+                starts_at_unix_nano: now,
+                ends_at_unix_nano: None,
+                last_window_end_unix_nano: i64::MIN,
+                exemplar_trace_ids: Vec::new(),
+            });
+            // New, or resolved before this window ended: (re)fire. A finding of a window that
+            // ended before the alert resolved is old news.
+            let fired = alert.state == AlertState::Resolved
+                && o.window_end > alert.ends_at_unix_nano.unwrap_or(i64::MIN);
+            if alert.state == AlertState::Resolved && !fired {
+                continue; // an old window's finding after the alert resolved
+            }
+            alert.last_window_end_unix_nano = alert.last_window_end_unix_nano.max(o.window_end);
+            for t in o.exemplars {
+                if alert.exemplar_trace_ids.len() < 5 && !alert.exemplar_trace_ids.contains(&t) {
+                    alert.exemplar_trace_ids.push(t);
+                }
+            }
+            alert.annotations.insert("summary".into(), o.summary);
+            alert.annotations.insert(
+                "exemplar_trace_ids".into(),
+                alert.exemplar_trace_ids.join(","),
+            );
+            if fired {
+                alert.state = AlertState::Firing;
+                alert.starts_at_unix_nano = now;
+                alert.ends_at_unix_nano = None;
+                changes.push(Change::Fired(alert.clone()));
+            }
+        }
+        self.version += changes.len() as u64;
+        changes
+    }
+
+    /// A count of state changes (fired or resolved) so far: it moves whenever the list of
+    /// firing alerts does (the dashboard's live updates watch it).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Resolves firing alerts whose condition last held more than one window (plus
+    /// `lateness`) ago.
+    pub fn sweep(&mut self, config: &AnalyzerConfig, lateness: i64, now: i64) -> Vec<Change> {
+        let mut changes = Vec::new();
+        for alert in self.alerts.values_mut() {
+            if alert.state != AlertState::Firing {
+                continue;
+            }
+            let channel = alert.labels.get("channel").map_or("", String::as_str);
+            let window = config.for_channel(channel).window.as_nanos() as i64;
+            if now
+                >= alert
+                    .last_window_end_unix_nano
+                    .saturating_add(window)
+                    .saturating_add(lateness)
+            {
+                alert.state = AlertState::Resolved;
+                alert.ends_at_unix_nano = Some(now);
+                changes.push(Change::Resolved(alert.clone()));
+            }
+        }
+        self.version += changes.len() as u64;
+        changes
+    }
+
+    /// Every alert, optionally only those in `state`, newest first.
+    pub fn list(&self, state: Option<AlertState>) -> Vec<Alert> {
+        let mut v: Vec<Alert> = self
+            .alerts
+            .values()
+            .filter(|a| state.is_none_or(|s| a.state == s))
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| {
+            b.starts_at_unix_nano
+                .cmp(&a.starts_at_unix_nano)
+                .then(a.labels.cmp(&b.labels))
+        });
+        v
+    }
+
+    /// Firing alerts.
+    pub fn firing(&self) -> Vec<Alert> {
+        self.list(Some(AlertState::Firing))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use dyeline_model::{Color, TrafficKind};
+
+    use super::*;
+    use crate::analyze::ErrorSpike;
+
+    fn spike(window_start: i64) -> Report {
+        Report {
+            error_spike: vec![ErrorSpike {
+                channel: "trade".into(),
+                app: Some("order".into()),
+                color: Color::Blue,
+                kind: TrafficKind::Rpc,
+                requests: 1000,
+                errors: 80,
+                error_rate: 0.08,
+                other_requests: 1000,
+                other_errors: 5,
+                other_error_rate: 0.005,
+                p_value: 1e-12,
+                exemplar_trace_ids: vec!["ab".repeat(16)],
+                window_start_unix_nano: window_start,
+                window_end_unix_nano: window_start + 60 * S,
+            }],
+            ..Report::default()
+        }
+    }
+
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn fires_once_dedupes_and_resolves_after_a_quiet_window() {
+        let cfg = AnalyzerConfig::default();
+        let mut book = AlertBook::default();
+        let w0 = 600 * S;
+        let fired = book.observe(&spike(w0), &cfg, w0 + 20 * S);
+        assert_eq!(fired.len(), 1);
+        let Change::Fired(a) = &fired[0] else {
+            panic!()
+        };
+        assert_eq!(a.labels["alertname"], "DyelineErrorSpike");
+        assert_eq!(
+            (
+                a.labels["channel"].as_str(),
+                a.labels["app"].as_str(),
+                a.labels["color"].as_str(),
+                a.labels["kind"].as_str()
+            ),
+            ("trade", "order", "blue", "RPC")
+        );
+        assert!(
+            a.annotations["summary"].contains("8.00%")
+                && a.annotations["summary"].contains("< 0.01")
+        );
+        // the same finding again, and in the next window: no new alert
+        assert!(book.observe(&spike(w0), &cfg, w0 + 22 * S).is_empty());
+        assert!(
+            book.observe(&spike(w0 + 60 * S), &cfg, w0 + 70 * S)
+                .is_empty()
+        );
+        assert_eq!(book.list(None).len(), 1);
+        // not resolved while the condition held within the last window
+        assert!(book.sweep(&cfg, 30 * S, w0 + 150 * S).is_empty());
+        // resolved once a whole window (+ lateness) passed without it
+        let r = book.sweep(&cfg, 30 * S, w0 + 210 * S);
+        assert_eq!(r.len(), 1);
+        assert_eq!(book.list(Some(AlertState::Resolved)).len(), 1);
+        assert!(book.firing().is_empty());
+        // a finding of an old window (late report) does not re-fire it
+        assert!(
+            book.observe(&spike(w0 + 60 * S), &cfg, w0 + 212 * S)
+                .is_empty()
+        );
+        // a closed window's finding fires a new alert
+        let mut other = spike(w0);
+        other.error_spike[0].app = None;
+        assert_eq!(book.observe(&other, &cfg, w0 + 65 * S).len(), 1);
+        // a new window's finding fires it again
+        assert_eq!(
+            book.observe(&spike(w0 + 240 * S), &cfg, w0 + 250 * S).len(),
+            1
+        );
+    }
+}

@@ -1,0 +1,103 @@
+//! The API port's composition: the control routes (`dyeline_control::api`), the analysis
+//! routes (`dyeline_queries::http`), the server's own `GET /metrics` (Prometheus text) and
+//! `GET /healthz`, `GET /api/v1/openapi.json` (the OpenAPI document collected from the same
+//! handlers) and the dashboard's pages; and the token check the analysis routes read
+//! through. API errors are JSON `{"error": {"code", "message"}}` with a 4xx/5xx status.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use dyeline_control::api::ControlApi;
+use dyeline_control::auth::{Access, Auth};
+use dyeline_control::{ControlError, ControlPlane};
+use dyeline_queries::http::{AnalysisApi, ApiError, ReadGate};
+use parking_lot::Mutex;
+use prometheus_client::registry::Registry;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// State of the API routes.
+pub struct ApiState {
+    /// What the analysis routes share (SQL, analyzer, alerts, rollups, trace views).
+    pub analysis: Arc<AnalysisApi>,
+    /// Every registered metric.
+    pub registry: Mutex<Registry>,
+    /// The token check (reads of SQL are open unless `api.read_requires_token`).
+    pub auth: Arc<Auth>,
+    /// The control plane (its timeline places spans in channels).
+    pub plane: Arc<ControlPlane>,
+}
+
+/// A control-plane refusal as the API's error (its status, code and message).
+pub fn control_error(e: ControlError) -> ApiError {
+    ApiError::new(e.status(), e.code(), e.to_string())
+}
+
+/// The control plane's token check as the analysis routes' read check.
+pub struct AuthGate(pub Arc<Auth>);
+
+impl ReadGate for AuthGate {
+    fn authorize_read(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        self.0
+            .authorize(headers, Access::Read)
+            .map(|_| ())
+            .map_err(control_error)
+    }
+}
+
+/// The API port's router: control routes, analysis routes, metrics, health, the OpenAPI
+/// document, and the dashboard's routes (`ui`).
+pub fn router(state: Arc<ApiState>, control: Arc<ControlApi>, ui: Router) -> Router {
+    let reads_need_token = state.auth.reads_need_token();
+    let analysis = dyeline_queries::http::router(Arc::clone(&state.analysis));
+    let own = OpenApiRouter::new()
+        .routes(routes!(metrics))
+        .routes(routes!(healthz))
+        .with_state(state);
+    let (router, mut doc) = dyeline_control::api::router(control)
+        .merge(analysis)
+        .merge(own)
+        .split_for_parts();
+    crate::gate::document(&mut doc, reads_need_token);
+    let doc = Arc::new(doc);
+    router
+        .route(
+            "/api/v1/openapi.json",
+            get(move || {
+                let doc = Arc::clone(&doc);
+                async move { Json(doc.as_ref().clone()) }
+            }),
+        )
+        .fallback(|| async {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+        })
+        .merge(ui)
+}
+
+/// Liveness: `ok`.
+#[utoipa::path(get, path = "/healthz", tag = "server", responses((status = 200, body = String)))]
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Prometheus / OpenMetrics text of the server's own counters.
+#[utoipa::path(get, path = "/metrics", tag = "server", responses((status = 200, body = String)))]
+async fn metrics(State(state): State<Arc<ApiState>>) -> Response {
+    let mut out = String::new();
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &state.registry.lock()) {
+        return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            .into_response();
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        out,
+    )
+        .into_response()
+}
