@@ -13,6 +13,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use dyeline_model::HasCategory;
 use dyeline_model::error_body::ErrorBody;
 use dyeline_model::release::ReleaseError;
 use dyeline_model::time::{BadTime, now_unix_nano, parse_time};
@@ -111,11 +112,9 @@ impl From<AnalyzeError> for ApiError {
 
 impl From<SqlError> for ApiError {
     fn from(e: SqlError) -> Self {
-        let status = match e {
-            SqlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            SqlError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
-            _ => StatusCode::BAD_REQUEST,
-        };
+        // The house's one status table (dyeline_model::status).
+        let status = StatusCode::from_u16(e.category().http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         Self::new(status, e.code(), e.to_string())
     }
 }

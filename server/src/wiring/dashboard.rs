@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use dyeline_control::{ControlError, Role};
-use dyeline_model::Color;
 use dyeline_model::release::{Op, ReleaseState, Timeline};
 use dyeline_model::weights::count_aware_weights;
+use dyeline_model::{Color, HasCategory};
 use dyeline_queries::alerts::AlertState;
 use dyeline_queries::panels::snapshots::{Snapshot, SnapshotInputs, Snapshots};
 use dyeline_queries::panels::{self, FIVE_MIN_NS, hop_line};
@@ -210,16 +210,9 @@ fn sql_error(e: SqlError) -> SourceError {
     }
 }
 
+/// Maps a control-plane error to the page's by its category (409 and 412 both as a conflict).
 fn control_error(e: ControlError) -> SourceError {
-    let m = e.to_string();
-    match e.status().as_u16() {
-        400 => SourceError::Invalid(m),
-        401 => SourceError::Unauthorized(m),
-        403 => SourceError::Forbidden(m),
-        404 => SourceError::NotFound(m),
-        409 | 412 => SourceError::Conflict(m),
-        _ => SourceError::Internal(m),
-    }
+    SourceError::from_category(e.category(), e.to_string())
 }
 
 /// A step of the panel's time series as the page's.
