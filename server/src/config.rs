@@ -739,7 +739,7 @@ mod tests {
     }
 
     fn store_config_max_memory(cfg: &Config) -> usize {
-        crate::serve::store_config(cfg).max_memory_bytes
+        crate::commands::serve::store_config(cfg).max_memory_bytes
     }
 
     #[test]

@@ -4,6 +4,9 @@
 //! tightened to 0700 when a command opens it to write; and the warning when the API listens
 //! beyond loopback with reads open.
 
+// Its warnings go to stderr before the logs are set up (they decide whether the data dir is used).
+#![allow(clippy::print_stderr)]
+
 use std::net::SocketAddr;
 use std::path::Path;
 

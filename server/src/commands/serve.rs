@@ -1,6 +1,7 @@
 //! `dyeline serve` (receivers + store + API, graceful shutdown on Ctrl-C / SIGTERM) and
 //! `dyeline sql`.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use dyeline_collector::listen::{self, ListenError, ListenerLimits, ListenerMetrics};
@@ -10,8 +11,8 @@ use dyeline_control::api::ControlApi;
 use dyeline_control::auth::{GENERATED_TOKEN_NAME, ensure_token_file};
 use dyeline_control::{ApiToken, Auth, ControlPlane, Role};
 use dyeline_model::ColorRules;
+use dyeline_queries::SqlEngine;
 use dyeline_queries::http::{AnalysisApi, ApiError};
-use dyeline_queries::{SqlEngine, render};
 use dyeline_store::{Store, StoreConfig};
 use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
@@ -24,6 +25,22 @@ use crate::wiring::sink::StoreSink;
 use dyeline_queries::ports::{KeptRowsObserver, Releases};
 use dyeline_queries::rollup::{Rollup, RollupObserver, SharedRollup};
 use dyeline_queries::span_metrics::{SpanMetrics, SpanMetricsObserver};
+
+#[derive(clap::Args, Clone)]
+pub struct ServeArgs {
+    /// Data directory.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// OTLP/gRPC listen address.
+    #[arg(long)]
+    pub otlp_grpc_addr: Option<String>,
+    /// OTLP/HTTP listen address.
+    #[arg(long)]
+    pub otlp_http_addr: Option<String>,
+    /// API and dashboard listen address.
+    #[arg(long)]
+    pub api_addr: Option<String>,
+}
 
 /// How far back the live channel rollups reach behind the newest minute they hold; older
 /// summary ranges are answered by a scan of the spans.
@@ -423,42 +440,5 @@ pub async fn serve(
     tokio::task::spawn_blocking(move || store.close()).await?;
     plane.close().await;
     tracing::info!("stopped");
-    Ok(())
-}
-
-/// `dyeline sql`: opens the data directory read-only and prints the result.
-///
-/// # Errors
-/// The store cannot be read; the query fails.
-pub async fn sql(config: Config, query: &str, json: bool) -> Result<(), BoxError> {
-    let mut sc = store_config(&config);
-    sc.read_only = true;
-    if !config.data_dir.exists() {
-        return Err(format!(
-            "data directory {} does not exist",
-            config.data_dir.display()
-        )
-        .into());
-    }
-    let store = tokio::task::spawn_blocking(move || Store::open(sc)).await??;
-    let engine = SqlEngine::bounded(store.table(), config.sql.bounds())?;
-    let limits = config.sql.limits();
-    let result = engine.query(query, limits).await?;
-    if json {
-        let out = serde_json::json!({
-            "columns": result.columns,
-            "rows": render::rows(&result.batches),
-            "truncated": result.truncated,
-        });
-        println!("{out}");
-    } else {
-        println!("{}", render::table(&result.batches)?);
-        if result.truncated {
-            eprintln!(
-                "(cut at {} rows; set sql.max_rows to see more)",
-                limits.max_rows
-            );
-        }
-    }
     Ok(())
 }

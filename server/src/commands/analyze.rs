@@ -4,13 +4,45 @@
 //! stderr. The analysis and its text are `dyeline_queries::analyze`'s ([`analyze::run`],
 //! [`text`]); this opens the data dir and prints.
 
+use std::path::PathBuf;
+
 use dyeline_control::ControlPlane;
 use dyeline_model::time::parse_time;
 use dyeline_queries::analyze::{self, Detection, Report, text};
 use dyeline_store::Store;
 
+use super::OutputFormat;
+use crate::commands::serve::{BoxError, store_config};
 use crate::config::Config;
-use crate::serve::{BoxError, store_config};
+
+#[derive(clap::Args)]
+pub struct AnalyzeArgs {
+    /// Data directory.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Spans starting at or after this time (RFC 3339 or Unix nanoseconds).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Spans starting before this time.
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+    /// Findings listed per detection in the table (the count heads each section); 0 lists
+    /// all. JSON always has every finding.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Also list every span's parsed decisions.
+    #[arg(long)]
+    pub with_decisions: bool,
+    /// Run only these detections (comma-separated finding types: cross_color_hop,
+    /// missing_decision, drained_side, ratio_deviation, instance_skew, error_spike).
+    /// Default: all six. With only windowed ones (the last four) and no --with-decisions,
+    /// the span ids, decisions and ends are not read, which makes the run faster.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    pub detections: Vec<dyeline_queries::analyze::Detection>,
+}
 
 /// Runs the analysis of `config.data_dir` between `from` and `to` (RFC 3339 or Unix ns) and
 /// prints it: JSON (every finding), or [`text::table`] with at most `limit` findings per
@@ -179,7 +211,7 @@ mod tests {
         let lines = walk_requests(n);
         let head_path = dir.path().join("walk-head.jsonl");
         std::fs::write(&head_path, lines[..in_files].join("\n")).unwrap();
-        crate::import::run(
+        crate::commands::import::run(
             config.clone(),
             &[head_path],
             Some(&fixtures().join("release-walk/timeline.json")),
@@ -189,7 +221,7 @@ mod tests {
         let mut sc = store_config(&config);
         sc.flush_interval = std::time::Duration::from_secs(3600);
         let store = open_store(sc).await;
-        let options = crate::serve::convert_options(&config).unwrap();
+        let options = crate::commands::serve::convert_options(&config).unwrap();
         for line in &lines[in_files..] {
             let request = dyeline_collector::json::decode_export_request(line.as_bytes()).unwrap();
             let rows = dyeline_collector::convert_request(&request, &options).unwrap();
@@ -215,7 +247,7 @@ mod tests {
     async fn cached_load_equals_a_scan_of_release_small() {
         let fixture = fixtures().join("release-small");
         let (_dir, config) = temp_config();
-        crate::import::run(
+        crate::commands::import::run(
             config.clone(),
             &[fixture.join("spans.jsonl")],
             Some(&fixture.join("timeline.json")),
@@ -278,7 +310,7 @@ mod tests {
         let head_path = dir.path().join("walk-head.jsonl");
         std::fs::write(&head_path, walk_requests(3).join("\n")).unwrap();
         for file in [fixtures().join("release-small/spans.jsonl"), head_path] {
-            crate::import::run(config.clone(), &[file], None)
+            crate::commands::import::run(config.clone(), &[file], None)
                 .await
                 .unwrap();
         }

@@ -17,8 +17,27 @@ use dyeline_sim::fleet::{Faults, Fleet, FleetConfig};
 use dyeline_sim::script::{self, ControlWriter, PLAN_SECS};
 use tokio::sync::{oneshot, watch};
 
+use crate::commands::serve::{self, Bound, BoxError};
 use crate::config::Config;
-use crate::serve::{self, Bound, BoxError};
+
+#[derive(clap::Args, Clone)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub serve: crate::commands::serve::ServeArgs,
+    /// Run the release this many times faster than real time (0.1..=100): the fleet sends
+    /// this many times the requests per second and the analyzer's window and grace are
+    /// divided by it. At 1 the release takes about 10 minutes.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Faults to show: all, none, or a comma list of legacy-hop, error-spike, instance-skew,
+    /// job-left-running, consumers-not-stopped, unequal-clusters.
+    #[arg(long, default_value = "all")]
+    pub faults: String,
+    /// Stop after this long (e.g. 150s, 10m); default: at the end of the script. Past the
+    /// script's end the fleet keeps sending steady traffic.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+}
 
 /// User requests per second at speed 1: 480 per 60 s window at the entry of each channel,
 /// enough for every windowed detection's minimum (domain §6: 200 for ratio, 100 per colour
@@ -182,7 +201,7 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
     if result.is_ok() && served.is_ok() {
         // What the release walk left in the data: the post-mortem a release owner would run
         // next, in short (a temporary data dir is gone after this).
-        match crate::analyze::analyze_dir(
+        match crate::commands::analyze::analyze_dir(
             &analysis_config,
             Some(run_started),
             None,

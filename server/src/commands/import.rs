@@ -15,8 +15,22 @@ use dyeline_model::release::TimelineDoc;
 use dyeline_store::{FsyncPolicy, Store};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::commands::serve::{BoxError, convert_options, store_config};
 use crate::config::Config;
-use crate::serve::{BoxError, convert_options, store_config};
+
+#[derive(clap::Args)]
+pub struct ImportArgs {
+    /// Data directory.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// A timeline (`{"channels": [...], "events": [...]}`, the format of GET /api/v1/timeline)
+    /// to record as the control plane's history.
+    #[arg(long)]
+    pub timeline: Option<PathBuf>,
+    /// Files to load: one OTLP/JSON ExportTraceServiceRequest per line; `.gz` is inflated.
+    #[arg(required_unless_present = "timeline")]
+    pub files: Vec<PathBuf>,
+}
 
 /// Imports `files` into `config.data_dir`.
 ///

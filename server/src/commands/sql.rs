@@ -1,0 +1,60 @@
+//! `dyeline sql`: one read-only SQL query on a data directory's `spans` table, printed as a
+//! table or JSON.
+
+use std::path::PathBuf;
+
+use dyeline_queries::{SqlEngine, render};
+use dyeline_store::Store;
+
+use super::OutputFormat;
+use super::serve::{BoxError, store_config};
+use crate::config::Config;
+
+#[derive(clap::Args)]
+pub struct SqlArgs {
+    /// Data directory.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+    /// The query, e.g. "SELECT service_name, count(*) FROM spans GROUP BY 1".
+    pub query: String,
+}
+
+/// `dyeline sql`: opens the data directory read-only and prints the result.
+///
+/// # Errors
+/// The store cannot be read; the query fails.
+pub async fn run(config: Config, query: &str, json: bool) -> Result<(), BoxError> {
+    let mut sc = store_config(&config);
+    sc.read_only = true;
+    if !config.data_dir.exists() {
+        return Err(format!(
+            "data directory {} does not exist",
+            config.data_dir.display()
+        )
+        .into());
+    }
+    let store = tokio::task::spawn_blocking(move || Store::open(sc)).await??;
+    let engine = SqlEngine::bounded(store.table(), config.sql.bounds())?;
+    let limits = config.sql.limits();
+    let result = engine.query(query, limits).await?;
+    if json {
+        let out = serde_json::json!({
+            "columns": result.columns,
+            "rows": render::rows(&result.batches),
+            "truncated": result.truncated,
+        });
+        println!("{out}");
+    } else {
+        println!("{}", render::table(&result.batches)?);
+        if result.truncated {
+            eprintln!(
+                "(cut at {} rows; set sql.max_rows to see more)",
+                limits.max_rows
+            );
+        }
+    }
+    Ok(())
+}
