@@ -29,13 +29,14 @@
 //!
 //! # Adding a detection
 //!
-//! Three places, all in this folder:
+//! Three places in this folder, and its name in the model (the list the API and the dashboard
+//! share):
 //! 1. `detect/<name>.rs`: its judge step (called from the judge loop of `detect/windows.rs`
 //!    for a windowed detection, or from the walk of each trace in `detect/traces.rs`), and
 //!    its finding's `line` (text table), `alert` (labels and summary) and, when windowed,
 //!    `window_finding` (the dashboard's row), with its tests in the same file.
-//! 2. `findings.rs`: its finding record, one variant in [`Detection`] (name, title, whether
-//!    windowed) and one in [`FindingRef`].
+//! 2. `findings.rs`: its finding record and one variant in [`FindingRef`]; one variant in
+//!    [`Detection`] (`model/src/detection.rs`: name, title, whether windowed).
 //! 3. `report.rs`: one `Vec` in [`Report`], with its place in [`Report::findings`],
 //!    `ReportJson` and `keep_only`.
 //!

@@ -103,6 +103,15 @@ impl From<BadTime> for ApiError {
     }
 }
 
+impl From<ReleaseError> for ApiError {
+    /// Its status from the one status table, its code and message as the control routes'.
+    fn from(e: ReleaseError) -> Self {
+        let status = StatusCode::from_u16(e.category().http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        Self::new(status, e.code(), e.to_string())
+    }
+}
+
 impl From<AnalyzeError> for ApiError {
     /// As the [`SqlError`] it reads as (a read error is internal).
     fn from(e: AnalyzeError) -> Self {
@@ -364,12 +373,7 @@ async fn channel_summary(
     let timeline = state.releases.timeline();
     if !state.releases.has_channel(&id) && !timeline.ops().any(|(_, c, _)| c.as_str() == id) {
         // 404 `channel_not_found`, as the control routes answer it.
-        let e = ReleaseError::ChannelNotFound(id);
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            e.code(),
-            e.to_string(),
-        ));
+        return Err(ReleaseError::ChannelNotFound(id).into());
     }
     let minute_end = {
         let m = crate::rollup::MINUTE_NS;
