@@ -7,10 +7,6 @@
 //! [`ports`] and [`http::ReadGate`]).
 
 pub mod render;
-// The one `unsafe` of the workspace: `lower_priority` calls libc `setpriority` so callers' SQL
-// runs below the server's own threads. Narrow this to that block (or use rustix's safe
-// `setpriority_process`) when sql.rs is next edited.
-#[allow(unsafe_code)]
 pub mod sql;
 
 pub use sql::{QueryResult, SqlBounds, SqlEngine, SqlError, SqlLimits, SqlMetrics};

@@ -306,6 +306,8 @@ impl QueryRuntime {
 }
 
 /// Lowers the calling thread's CPU priority (nice 10; on Linux the nice value is per thread).
+// The one `unsafe` of the workspace (the lint denies it elsewhere): libc `setpriority`.
+#[allow(unsafe_code)]
 fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority reads only its integer arguments; `who = 0` is the calling thread.
