@@ -114,9 +114,7 @@ pub fn list_files(spans_dir: &Path, clean: bool) -> io::Result<Vec<FileMeta>> {
 
 /// The wall clock in Unix ms: the write time file names carry, and retention's clock.
 pub(crate) fn now_unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    dyeline_model::time::now_unix_nano() / 1_000_000
 }
 
 #[cfg(test)]

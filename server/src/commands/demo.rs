@@ -76,9 +76,7 @@ pub struct DemoOptions {
 /// directory (`<tmp>/dyeline-demo-<pid>-<ms>`), ports chosen by the OS on 127.0.0.1, and no
 /// fsync per write (`store.fsync = "never"`).
 pub fn defaults() -> Config {
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
+    let stamp = dyeline_model::time::now_unix_nano() / 1_000_000;
     Config {
         data_dir: std::env::temp_dir().join(format!("dyeline-demo-{}-{stamp}", std::process::id())),
         otlp_grpc_addr: ([127, 0, 0, 1], 0).into(),
