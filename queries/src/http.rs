@@ -103,12 +103,20 @@ impl From<BadTime> for ApiError {
     }
 }
 
-impl From<ReleaseError> for ApiError {
-    /// Its status from the one status table, its code and message as the control routes'.
-    fn from(e: ReleaseError) -> Self {
+impl ApiError {
+    /// An error's answer: the status of its category in the house's one status table
+    /// (`dyeline_model::status`), its code and its message.
+    fn categorized(e: &(impl HasCategory + std::fmt::Display), code: &'static str) -> Self {
         let status = StatusCode::from_u16(e.category().http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        Self::new(status, e.code(), e.to_string())
+        Self::new(status, code, e.to_string())
+    }
+}
+
+impl From<ReleaseError> for ApiError {
+    /// Its code and message as the control routes answer them.
+    fn from(e: ReleaseError) -> Self {
+        Self::categorized(&e, e.code())
     }
 }
 
@@ -121,10 +129,7 @@ impl From<AnalyzeError> for ApiError {
 
 impl From<SqlError> for ApiError {
     fn from(e: SqlError) -> Self {
-        // The house's one status table (dyeline_model::status).
-        let status = StatusCode::from_u16(e.category().http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        Self::new(status, e.code(), e.to_string())
+        Self::categorized(&e, e.code())
     }
 }
 
