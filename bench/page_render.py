@@ -19,7 +19,14 @@ same run:
   per-file cache, the memory segments and the detections are computed (what the first viewer
   of a range pays; trace pages read their trace directly and have no such case).
 
-Usage: python3 bench/page_render.py [--profile bench-fast] [--n 30]
+With --baseline EXE, a second binary (e.g. one built from an older commit) serves its own
+import of the same data at the same time, and every request to the measured server is paired
+with the same request to the baseline, the order alternating, so a drift of the machine during
+the run weighs on both alike; the results carry each page's medians for both and their ratios.
+(Two runs one after the other are not comparable to within a few ms: on this machine the same
+binary's warm trace search drifted from 2.8 to 4.5 ms over three consecutive runs.)
+
+Usage: python3 bench/page_render.py [--profile bench-fast] [--n 30] [--baseline EXE]
        [--capture ../shared/fixtures/analysis/release-walk | --data-dir DIR] [--label NAME]
        [--server-log FILE]
 --data-dir serves a copy of an existing data dir (e.g. one hour of `dyeline demo --speed 1
@@ -75,10 +82,66 @@ def p95(xs):
     return xs[min(len(xs) - 1, int(round(0.95 * (len(xs) - 1))))]
 
 
+class Server:
+    """`dyeline serve` of one binary on its own data dir (a fresh import of the capture, or a
+    copy of --data-dir), on free ports."""
+
+    def __init__(self, exe, args, log_path=None):
+        self.exe = exe
+        self.data = tempfile.mkdtemp(prefix="dyeline-render-")
+        if args.data_dir:
+            shutil.copytree(args.data_dir, self.data, dirs_exist_ok=True)
+        else:
+            files = sorted(glob.glob(os.path.join(args.capture, "*.jsonl*")))
+            subprocess.run([exe, "import", "--data-dir", self.data, "--timeline",
+                            os.path.join(args.capture, "timeline.json")] + files,
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        api, grpc, self.http = free_port(), free_port(), free_port()
+        self.proc = subprocess.Popen([exe, "serve", "--data-dir", self.data,
+                                      "--api-addr", f"127.0.0.1:{api}",
+                                      "--otlp-grpc-addr", f"127.0.0.1:{grpc}",
+                                      "--otlp-http-addr", f"127.0.0.1:{self.http}"],
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=open(log_path, "w") if log_path else subprocess.DEVNULL)
+        self.base = f"http://127.0.0.1:{api}"
+        self.seq = 0
+        for _ in range(200):
+            try:
+                get(self.base + "/healthz")
+                return
+            except OSError:
+                time.sleep(0.1)
+
+    def invalidate(self):
+        """Sends one new span over OTLP/HTTP (the data version moves)."""
+        self.seq += 1
+        req = urllib.request.Request(f"http://127.0.0.1:{self.http}/v1/traces", data=span_json(self.seq),
+                                     headers={"content-type": "application/json"})
+        urllib.request.urlopen(req).read()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
+def stats(first, warm, cold, fresh):
+    return {
+        "first_ms": first,
+        "warm_p50_ms": statistics.median(warm), "warm_p95_ms": p95(warm),
+        "changed_p50_ms": statistics.median(cold), "changed_p95_ms": p95(cold),
+        "fresh_p50_ms": statistics.median(fresh) if fresh else None,
+        "fresh_p95_ms": p95(fresh) if fresh else None,
+    }
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", default="bench-fast")
     ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")))
+    ap.add_argument("--baseline", metavar="EXE", help="also time this dyeline binary (e.g. one "
+                    "built from an older commit) on its own import of the same data, its requests "
+                    "interleaved with the measured binary's, and report the ratios")
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--capture", default=os.path.join(ROOT, "..", "shared", "fixtures", "analysis", "release-walk"))
     ap.add_argument("--data-dir", help="serve a copy of this data dir instead of importing --capture")
@@ -87,31 +150,14 @@ def main():
                     "DYELINE_LOG=dyeline_queries=debug for the analyzer's phase times)")
     args = ap.parse_args()
     exe = os.path.join(args.target_dir, args.profile, "dyeline")
-    data = tempfile.mkdtemp(prefix="dyeline-render-")
-    if args.data_dir:
-        shutil.copytree(args.data_dir, data, dirs_exist_ok=True)
-        source = "data dir " + os.path.basename(os.path.normpath(args.data_dir))
-    else:
-        files = sorted(glob.glob(os.path.join(args.capture, "*.jsonl*")))
-        subprocess.run([exe, "import", "--data-dir", data, "--timeline",
-                        os.path.join(args.capture, "timeline.json")] + files,
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        source = os.path.basename(os.path.normpath(args.capture))
-    api, grpc, http = free_port(), free_port(), free_port()
-    server = subprocess.Popen([exe, "serve", "--data-dir", data,
-                               "--api-addr", f"127.0.0.1:{api}",
-                               "--otlp-grpc-addr", f"127.0.0.1:{grpc}",
-                               "--otlp-http-addr", f"127.0.0.1:{http}"],
-                              stdout=subprocess.DEVNULL,
-                              stderr=open(args.server_log, "w") if args.server_log else subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{api}"
+    source = ("data dir " + os.path.basename(os.path.normpath(args.data_dir)) if args.data_dir
+              else os.path.basename(os.path.normpath(args.capture)))
+    servers = []
     try:
-        for _ in range(200):
-            try:
-                get(base + "/healthz")
-                break
-            except OSError:
-                time.sleep(0.1)
+        servers.append(Server(exe, args, args.server_log))
+        if args.baseline:
+            servers.append(Server(os.path.abspath(args.baseline), args))
+        base = servers[0].base
         row = json.loads(urllib.request.urlopen(urllib.request.Request(
             base + "/api/v1/sql",
             data=json.dumps({"sql": "SELECT count(*) AS n, max(start_time_unix_nano) AS newest, min(start_time_unix_nano) AS oldest FROM spans"}).encode(),
@@ -126,56 +172,73 @@ def main():
         pages = [p + rng for p in ["/", "/channels/trade", "/traces"]] + (
             [f"/traces/{trace}"] if trace else [])
         fresh_n = [0]
-        seq = [0]
 
-        def invalidate():
-            seq[0] += 1
-            req = urllib.request.Request(f"http://127.0.0.1:{http}/v1/traces", data=span_json(seq[0]),
-                                         headers={"content-type": "application/json"})
-            urllib.request.urlopen(req).read()
+        def each(i, fn):
+            """fn(server index) for every server, in turns (the first goes first on even i), so
+            a slow drift of the machine weighs on both alike; one time per server."""
+            order = list(range(len(servers)))
+            if i % 2:
+                order.reverse()
+            out = [0.0] * len(servers)
+            for k in order:
+                out[k] = fn(k)
+            return out
+
+        def invalidated(k, page):
+            servers[k].invalidate()
+            return get(servers[k].base + page)[0]
 
         results = {}
-        for page in pages:
-            first = get(base + page)[0]  # first render (the first page also reads every file)
-            warm = [get(base + page)[0] for _ in range(args.n)]
-            cold = []
-            for _ in range(args.n):
-                invalidate()
-                cold.append(get(base + page)[0])
+        for pi, page in enumerate(pages):
+            # first render (the first page also reads every file)
+            first = each(pi, lambda k: get(servers[k].base + page)[0])
+            warm = [each(i, lambda k: get(servers[k].base + page)[0]) for i in range(args.n)]
+            cold = [each(i, lambda k: invalidated(k, page)) for i in range(args.n)]
             fresh = []
             if "?" in page:
-                for _ in range(args.n):
+                for i in range(args.n):
                     fresh_n[0] += 1
                     path = page.split("?")[0] + f"?from={frm - fresh_n[0] * 10**9}&to={to}"
-                    fresh.append(get(base + path)[0])
-            results[page] = {
-                "first_ms": first,
-                "warm_p50_ms": statistics.median(warm), "warm_p95_ms": p95(warm),
-                "changed_p50_ms": statistics.median(cold), "changed_p95_ms": p95(cold),
-                "fresh_p50_ms": statistics.median(fresh) if fresh else None,
-                "fresh_p95_ms": p95(fresh) if fresh else None,
-            }
+                    fresh.append(each(i, lambda k: get(servers[k].base + path)[0]))
+            col = lambda xs, k: [x[k] for x in xs]
+            per = [stats(first[k], col(warm, k), col(cold, k), col(fresh, k)) for k in range(len(servers))]
+            if args.baseline:
+                ratio = {key.replace("_ms", "_ratio"): per[0][key] / per[1][key]
+                         for key in per[0] if per[0][key] is not None and per[1][key]}
+                results[page] = {"measured": per[0], "baseline": per[1], "measured_over_baseline": ratio}
+            else:
+                results[page] = per[0]
         out = {"date": datetime.date.today().isoformat(), "profile": args.profile,
                "capture": source, "spans": spans,
                "hours_of_data": round((newest - oldest) / 3600e9, 3),
                "requests_per_case": args.n, "target_p95_ms": 200, "pages": results}
+        if args.baseline:
+            out["binaries"] = {"measured": exe, "baseline": os.path.abspath(args.baseline)}
+            out["method"] = ("both servers up at once, each on its own import of the data; every "
+                             "request to one is paired with the same request to the other, the "
+                             "order alternating")
         label = f"-{args.label}" if args.label else ""
         path = os.path.join(ROOT, "bench", "results", f"page-render{label}-{out['date']}.json")
         with open(path, "w") as f:
             json.dump(out, f, indent=2)
         print(f"{spans} spans ({out['capture']}), {args.n} requests per case, profile {args.profile}")
-        print(f"{'page':<18} {'warm p50':>9} {'warm p95':>9} {'changed p50':>12} "
-              f"{'changed p95':>12} {'fresh p50':>10} {'fresh p95':>10}")
         fmt = lambda v: f"{v:.1f}" if v is not None else "-"
+        cases = ["warm_p50", "warm_p95", "changed_p50", "changed_p95", "fresh_p50", "fresh_p95"]
+        print(f"{'page':<18} {'':>9}" + "".join(f" {c.replace('_', ' '):>12}" for c in cases))
         for page, r in results.items():
-            print(f"{page.split('?')[0][:18]:<18} {fmt(r['warm_p50_ms']):>9} {fmt(r['warm_p95_ms']):>9} "
-                  f"{fmt(r['changed_p50_ms']):>12} {fmt(r['changed_p95_ms']):>12} "
-                  f"{fmt(r['fresh_p50_ms']):>10} {fmt(r['fresh_p95_ms']):>10}")
+            rows = ([("", r)] if not args.baseline else
+                    [("measured", r["measured"]), ("baseline", r["baseline"])])
+            for who, v in rows:
+                print(f"{page.split('?')[0][:18]:<18} {who:>9}"
+                      + "".join(f" {fmt(v[c + '_ms']):>12}" for c in cases))
+            if args.baseline:
+                q = r["measured_over_baseline"]
+                print(f"{'':<18} {'ratio':>9}" + "".join(
+                    f" {q[c + '_ratio']:>12.2f}" if c + "_ratio" in q else f" {'-':>12}" for c in cases))
         print(f"written to {path}")
     finally:
-        server.terminate()
-        server.wait(timeout=60)
-        shutil.rmtree(data, ignore_errors=True)
+        for s in servers:
+            s.stop()
 
 
 if __name__ == "__main__":
