@@ -28,6 +28,9 @@ pub enum IdError {
     /// A channel id outside `[a-z0-9][a-z0-9-]{0,62}` (domain §1).
     #[error("channel id must match [a-z0-9][a-z0-9-]{{0,62}}")]
     Channel,
+    /// A lane id outside `[a-z0-9][a-z0-9-]{0,62}` (domain §7.1).
+    #[error("lane id must match [a-z0-9][a-z0-9-]{{0,62}}")]
+    Lane,
 }
 
 /// A W3C / OTLP trace id: 16 bytes, not all zero. Displays as 32 lower-case hex digits.
@@ -158,13 +161,7 @@ impl ChannelId {
     /// # Errors
     /// [`IdError::Channel`] when `id` does not match `[a-z0-9][a-z0-9-]{0,62}`.
     pub fn new(id: &str) -> Result<Self, IdError> {
-        let b = id.as_bytes();
-        let ok = !b.is_empty()
-            && b.len() <= 63
-            && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-            && b.iter()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
-        if ok {
+        if crate::lane::is_id(id) {
             Ok(Self(id.to_owned()))
         } else {
             Err(IdError::Channel)
