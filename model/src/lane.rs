@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use crate::ids::IdError;
+use crate::ids::{IdError, is_id};
 
 /// A lane id: `[a-z0-9][a-z0-9-]{0,62}`, the channel id grammar; `base` is the lane of
 /// unmarked (production) instances.
@@ -75,16 +75,6 @@ impl<'de> serde::Deserialize<'de> for LaneId {
             ))
         })
     }
-}
-
-/// The id grammar shared with channels (domain §1, §7.1).
-pub(crate) fn is_id(id: &str) -> bool {
-    let b = id.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
 #[cfg(test)]
