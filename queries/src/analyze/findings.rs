@@ -22,7 +22,7 @@ pub fn hex64(v: u64) -> String {
     format!("{v:016x}")
 }
 
-fn nanos<S: Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn nanos<S: Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(v)
 }
 

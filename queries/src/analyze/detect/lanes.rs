@@ -1,0 +1,146 @@
+//! Domain §7, lanes (full-link gray): the intended lane of each entry span (§7.2), the four
+//! per-span findings and the counted exceptions (§7.3), lane coverage and the lane error spike
+//! (§7.4).
+//!
+//! The rules read a span through [`LaneFields`] (its tree links, kind, app, instance, the
+//! instance's lane and the span's lane tag, all resolved at ingest), lane groups through
+//! [`LaneGroups`] (the group of an app as it was at a time) and presence through
+//! [`presence::Presence`] (which instances signalled around a time). A [`LaneJudge`] takes one
+//! trace at a time ([`LaneJudge::trace`]: the trace's structure in [`tree`], the rules in
+//! [`judge`]) and is finished into a [`LaneReport`] ([`windows`] judges the per-window counts).
+//! Lane ids are dense `u32`s of one interner in which [`BASE`] (`base`) is id 0.
+
+pub mod findings;
+pub(crate) mod judge;
+pub mod presence;
+pub(crate) mod tree;
+pub(crate) mod windows;
+
+#[cfg(test)]
+mod tests;
+
+use std::num::NonZeroU64;
+
+pub use findings::{
+    DropWhere, LaneCounts, LaneCoverage, LaneErrorSpike, LaneLeak, LanePollution, LaneReport,
+    LaneTagChanged, LaneTagDropped, LeakReason, PollutionReason, TagChangeReason,
+};
+pub use judge::LaneJudge;
+
+/// The interned id of the base lane (an interner of lanes holds `base` first).
+pub const BASE: u32 = 0;
+
+/// Span kinds as the lane rules tell them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaneKind {
+    /// SERVER.
+    Server,
+    /// CONSUMER.
+    Consumer,
+    /// CLIENT.
+    Client,
+    /// PRODUCER.
+    Producer,
+    /// INTERNAL or UNSPECIFIED.
+    Internal,
+}
+
+impl LaneKind {
+    /// SERVER or CONSUMER: the spans that are judged.
+    pub fn is_judged(self) -> bool {
+        matches!(self, Self::Server | Self::Consumer)
+    }
+
+    /// CLIENT or PRODUCER: a caller span (`c(s)` of §7.2).
+    pub fn is_caller(self) -> bool {
+        matches!(self, Self::Client | Self::Producer)
+    }
+}
+
+/// What the lane rules read of a span.
+pub trait LaneFields {
+    /// Trace id.
+    fn trace(&self) -> u128;
+    /// Span id.
+    fn span(&self) -> u64;
+    /// Parent span id (`None`: a root).
+    fn parent(&self) -> Option<NonZeroU64>;
+    /// Its kind.
+    fn lane_kind(&self) -> LaneKind;
+    /// It names other spans by span links.
+    fn has_links(&self) -> bool;
+    /// App id.
+    fn app(&self) -> u32;
+    /// Instance id.
+    fn instance(&self) -> u32;
+    /// The instance's lane ([`BASE`] for base).
+    fn lane(&self) -> u32;
+    /// The lane tag it carries, if any ([`BASE`] for an explicit base tag).
+    fn tag(&self) -> Option<u32>;
+    /// Start, Unix ns.
+    fn start(&self) -> i64;
+    /// End, Unix ns.
+    fn end(&self) -> i64;
+    /// An error per domain §6.6.
+    fn is_error(&self) -> bool;
+}
+
+/// The thresholds of the lane error spike (domain §7.4, the test of §6.6).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SpikeThresholds {
+    /// Error rate at least this. Default 0.02.
+    pub min_error_rate: f64,
+    /// At least this many times the other side's rate. Default 3.
+    pub factor: f64,
+    /// Two-sided two-proportion z-test p below this. Default 0.01.
+    pub p_value: f64,
+    /// At least this many requests on each side. Default 100.
+    pub min_requests: u64,
+}
+
+impl Default for SpikeThresholds {
+    fn default() -> Self {
+        Self {
+            min_error_rate: 0.02,
+            factor: 3.0,
+            p_value: 0.01,
+            min_requests: 100,
+        }
+    }
+}
+
+/// Lane groups as they were at a time (domain §7.1). An app in no group uses the defaults: no
+/// entry apps, every lane falls back to base, no reverse fallback, default thresholds.
+pub trait LaneGroups {
+    /// The id of `app`'s group at `t`, if it is in one.
+    fn group(&self, app: u32, t: i64) -> Option<&str>;
+    /// `app` is an entry app of its group at `t`.
+    fn is_entry(&self, app: u32, t: i64) -> bool;
+    /// Lane `lane` is strict (fallback `none`) in `app`'s group at `t`.
+    fn is_strict(&self, app: u32, lane: u32, t: i64) -> bool;
+    /// `app`'s group at `t` lets base traffic go to a lane while the app has no base instance.
+    fn reverse_fallback(&self, app: u32, t: i64) -> bool;
+    /// The lane error spike's thresholds for `app` at `t`.
+    fn spike_thresholds(&self, app: u32, t: i64) -> SpikeThresholds;
+}
+
+/// No lane groups: every app uses the defaults.
+pub struct NoGroups;
+
+impl LaneGroups for NoGroups {
+    fn group(&self, _: u32, _: i64) -> Option<&str> {
+        None
+    }
+    fn is_entry(&self, _: u32, _: i64) -> bool {
+        false
+    }
+    fn is_strict(&self, _: u32, _: u32, _: i64) -> bool {
+        false
+    }
+    fn reverse_fallback(&self, _: u32, _: i64) -> bool {
+        false
+    }
+    fn spike_thresholds(&self, _: u32, _: i64) -> SpikeThresholds {
+        SpikeThresholds::default()
+    }
+}
