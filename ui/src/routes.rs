@@ -18,7 +18,7 @@ use crate::guard;
 use crate::pages::{self, Chrome};
 use crate::range;
 use crate::session;
-use crate::source::{Action, DashboardSource, SourceError, TraceSearch};
+use crate::source::{Action, DashboardSource, LaneScope, SourceError, TraceSearch};
 
 /// The dashboard's state: the source it reads and writes through.
 pub struct Ui {
@@ -60,6 +60,8 @@ pub fn router(ui: Arc<Ui>) -> Router {
         .route("/channels/{id}", get(channel))
         .route("/channels/{id}/confirm", get(confirm))
         .route("/channels/{id}/actions", post(act))
+        .route("/lanes", get(lanes_index))
+        .route("/lanes/{id}", get(lanes))
         .route("/traces", get(search))
         .route("/traces/{trace_id}", get(trace))
         .route("/login", get(login_page).post(login))
@@ -373,6 +375,51 @@ async fn act(
         Err(e) => confirm_page(&ui, jar, &c, &id, &action, Some(e.to_string()), e.status())
             .await
             .into_response(),
+    }
+}
+
+async fn lanes_index(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
+    let (jar, c, err) = chrome(&ui, jar, "Lanes".into(), "/lanes".into(), &p, true).await;
+    if let Err((s, m)) = err {
+        return error_page(jar, &c, s, &m);
+    }
+    match ui.source.lanes_index(c.range).await {
+        Ok(data) => {
+            let body = pages::lanes::index_body(&c, &data);
+            render(StatusCode::OK, jar, &c, body)
+        }
+        Err(e) => source_error(jar, &c, &e),
+    }
+}
+
+async fn lanes(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
+    let ungrouped = id == pages::lanes::UNGROUPED;
+    let title = if ungrouped {
+        "Apps in no lane group".to_owned()
+    } else {
+        format!("Lane group {id}")
+    };
+    let (jar, c, err) = chrome(&ui, jar, title, format!("/lanes/{id}"), &p, true).await;
+    if let Err((s, m)) = err {
+        return error_page(jar, &c, s, &m);
+    }
+    let scope = if ungrouped {
+        LaneScope::Ungrouped
+    } else {
+        LaneScope::Group(&id)
+    };
+    match ui.source.lanes(scope, c.range).await {
+        Ok(Some(data)) => {
+            let body = pages::lanes::body(&c, &data);
+            render(StatusCode::OK, jar, &c, body)
+        }
+        Ok(None) => error_page(
+            jar,
+            &c,
+            StatusCode::NOT_FOUND,
+            &format!("no lane group {id:?} (see /lanes)"),
+        ),
+        Err(e) => source_error(jar, &c, &e),
     }
 }
 

@@ -8,6 +8,12 @@ use dyeline_model::release::NEUTRAL_BLUE_PERCENT;
 use dyeline_model::{Category, HasCategory};
 use serde::{Deserialize, Serialize};
 
+mod lanes;
+pub use lanes::{
+    LaneAppRow, LaneCell, LaneCountsView, LaneErrorSeries, LaneFindingRow, LaneGroupLine,
+    LaneGroupView, LaneInstance, LaneScope, LanesIndex, LanesPage,
+};
+
 /// A half-open time range `[from_unix_nano, to_unix_nano)`, Unix ns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimeRange {
@@ -386,6 +392,15 @@ pub struct TraceSpan {
     pub hops: Vec<String>,
     /// Channels this span lacks a decision for.
     pub missing_decision_channels: Vec<String>,
+    /// The lane of its instance (domain §7.1); none for spans stored before lanes were read.
+    pub lane: Option<String>,
+    /// The lane tag it carries, if any.
+    pub lane_tag: Option<String>,
+    /// Its intended lane (domain §7.2) for an entry span; `undetermined` when it cannot be told.
+    pub intended_lane: Option<String>,
+    /// Lane markers on this span: one line each (a tag dropped here, the request left its
+    /// lane here, base traffic served in a lane here, a tag set here).
+    pub lane_marks: Vec<String>,
 }
 
 /// The trace page's data: one page of the trace's spans in depth-first order (a trace may
@@ -513,6 +528,14 @@ pub trait DashboardSource: Send + Sync + 'static {
     /// One page of a trace (id: 32 hex digits, any case) from `offset` in its depth-first
     /// order, as many spans as the source's cap; `None` when no span of it is stored.
     async fn trace(&self, trace_id: &str, offset: usize) -> Result<Option<TraceView>, SourceError>;
+    /// The lanes index over `range`: every lane group, then the apps in no group.
+    async fn lanes_index(&self, range: TimeRange) -> Result<LanesIndex, SourceError>;
+    /// The lanes page of `scope` over `range`, `None` for an unknown lane group.
+    async fn lanes(
+        &self,
+        scope: LaneScope<'_>,
+        range: TimeRange,
+    ) -> Result<Option<LanesPage>, SourceError>;
     /// Traces matching `query` in `range`, newest first.
     async fn search(
         &self,

@@ -13,6 +13,8 @@ use tower::ServiceExt;
 
 use crate::source::*;
 
+mod lanes;
+
 const T0: i64 = 1_764_000_000_000_000_000;
 const SEC: i64 = 1_000_000_000;
 const TOKEN: &str = "secret-token";
@@ -44,6 +46,10 @@ fn wide(offset: usize) -> TraceView {
         waiting_for_parent: false,
         hops: vec![],
         missing_decision_channels: vec![],
+        lane: None,
+        lane_tag: None,
+        intended_lane: None,
+        lane_marks: vec![],
     };
     TraceView {
         trace_id: WIDE.into(),
@@ -239,6 +245,13 @@ impl DashboardSource for Fixture {
                     waiting_for_parent: false,
                     hops: vec![],
                     missing_decision_channels: vec![],
+                    lane: Some("gray".into()),
+                    lane_tag: Some("gray".into()),
+                    intended_lane: Some("gray".into()),
+                    lane_marks: vec![
+                        "LANE LEAK gray: order (gray) → inventory (base), tag_dropped".into(),
+                        "TAG DROPPED gray by order, in_process".into(),
+                    ],
                 },
                 TraceSpan {
                     span_id: "bbbbbbbbbbbbbbbb".into(),
@@ -262,9 +275,23 @@ impl DashboardSource for Fixture {
                             .into(),
                     ],
                     missing_decision_channels: vec![],
+                    lane: Some("base".into()),
+                    lane_tag: None,
+                    intended_lane: Some("gray".into()),
+                    lane_marks: vec![],
                 },
             ],
         }))
+    }
+    async fn lanes_index(&self, _: TimeRange) -> Result<LanesIndex, SourceError> {
+        Ok(lanes::index())
+    }
+    async fn lanes(
+        &self,
+        scope: LaneScope<'_>,
+        _: TimeRange,
+    ) -> Result<Option<LanesPage>, SourceError> {
+        Ok(lanes::page(scope))
     }
     async fn search(&self, q: &TraceSearch, _: TimeRange) -> Result<Vec<TraceHit>, SourceError> {
         Ok(if q.hop == Some(false) {

@@ -4,6 +4,7 @@
 
 pub mod channel;
 pub mod confirm;
+pub mod lanes;
 pub mod login;
 pub mod overview;
 pub mod trace;
@@ -137,6 +138,7 @@ pub fn document(chrome: &Chrome, body: AnyView) -> String {
             <nav>
                 <a class="brand" href="/">"Dyeline"</a>
                 <a href=chrome.link("/")>"Channels"</a>
+                <a href=chrome.link("/lanes")>"Lanes"</a>
                 <a href=chrome.link("/traces")>"Traces"</a>
                 <span class="spacer"></span>
                 {who}

@@ -1,5 +1,6 @@
 //! The trace page `/traces/{trace_id}` (a waterfall with each span's app, instance, host,
-//! colour chip, decisions and status; hop and missing-decision spans marked, with the via
+//! colour chip, decisions, lane (the lane that served it, its tag and intended lane) and
+//! status; hop, missing-decision and lane spans marked, with the via
 //! apps; one page of a large trace, `?offset=`, saying how many spans it left out) and trace
 //! search `/traces` (the drilldown API's filters).
 
@@ -47,6 +48,9 @@ pub fn body(view_: &TraceView) -> AnyView {
             if s.is_error {
                 class.push_str(" error");
             }
+            if !s.lane_marks.is_empty() {
+                class.push_str(" lane-mark");
+            }
             let marks = s
                 .hops
                 .iter()
@@ -56,6 +60,11 @@ pub fn body(view_: &TraceView) -> AnyView {
                 .missing_decision_channels
                 .iter()
                 .map(|c| view! { <span class="mark m-missing">"MISSING DECISION for " {c.clone()}</span> })
+                .collect_view();
+            let lane_marks = s
+                .lane_marks
+                .iter()
+                .map(|m| view! { <span class="mark m-lane">{m.clone()}</span> })
                 .collect_view();
             let waiting = s.waiting_for_parent.then(|| view! { <span class="mark">"waiting for parent"</span> });
             let kind = match &s.traffic_kind {
@@ -72,10 +81,11 @@ pub fn body(view_: &TraceView) -> AnyView {
                     <td>{s.host.clone().unwrap_or_else(|| "–".into())}</td>
                     <td>{chip(&s.color)}</td>
                     <td class="decisions">{if s.decisions.is_empty() { "–".to_owned() } else { s.decisions.clone() }}</td>
+                    <td class="lane">{lane_cell(s)}</td>
                     <td class=if s.is_error { "status error" } else { "status" }>{s.status_code.clone()}{if s.is_error { " (error)" } else { "" }}</td>
                     <td class="num">{format!("{:.2} ms", s.duration_ns as f64 / 1e6)}</td>
                     <td class="bar"><div class="track"><div class="fill" style=format!("margin-left:{left:.2}%;width:{width:.2}%")></div></div></td>
-                    <td class="marks">{marks}{missing_marks}{waiting}</td>
+                    <td class="marks">{marks}{missing_marks}{lane_marks}{waiting}</td>
                 </tr>
             }
         })
@@ -117,11 +127,24 @@ pub fn body(view_: &TraceView) -> AnyView {
         </p>
         {paging}
         <table class="data waterfall" id="waterfall">
-            <thead><tr><th>"span"</th><th>"kind"</th><th>"app"</th><th>"instance"</th><th>"host"</th><th>"colour"</th><th>"decisions"</th><th>"status"</th><th>"duration"</th><th>"timeline"</th><th>"marks"</th></tr></thead>
+            <thead><tr><th>"span"</th><th>"kind"</th><th>"app"</th><th>"instance"</th><th>"host"</th><th>"colour"</th><th>"decisions"</th><th>"lane"</th><th>"status"</th><th>"duration"</th><th>"timeline"</th><th>"marks"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }
     .into_any()
+}
+
+/// A span's lane cell: the lane that served it, the tag it carries and the lane its request
+/// was meant for (domain §7.2), each said in words.
+fn lane_cell(s: &crate::source::TraceSpan) -> String {
+    let mut parts = vec![s.lane.clone().unwrap_or_else(|| "–".into())];
+    if let Some(t) = &s.lane_tag {
+        parts.push(format!("tag {t}"));
+    }
+    if let Some(i) = &s.intended_lane {
+        parts.push(format!("for {i}"));
+    }
+    parts.join(" · ")
 }
 
 fn selected(v: &Option<bool>, want: Option<bool>) -> bool {

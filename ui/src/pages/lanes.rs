@@ -1,0 +1,100 @@
+//! The lanes pages (domain §7): the index `/lanes` (every lane group, then the apps in no
+//! group, with what was found in each) and one page per group, `/lanes/{id}`, or for the apps
+//! in no group, `/lanes/_ungrouped`: the group's settings, the apps × lanes matrix, the lane
+//! findings and counts, and an error rate chart per app. The panels are in [`crate::panels`].
+
+use leptos::prelude::*;
+
+use super::Chrome;
+use crate::panels::{LaneErrorChart, LaneFindings, LaneMatrix};
+use crate::source::{LanesIndex, LanesPage};
+
+/// The path of the page for the apps in no lane group (`_` is not in the id grammar, so no
+/// group can take it).
+pub const UNGROUPED: &str = "_ungrouped";
+
+/// The index's body.
+pub fn index_body(chrome: &Chrome, data: &LanesIndex) -> AnyView {
+    let rows = data
+        .groups
+        .iter()
+        .map(|g| {
+            let (id, label) = match &g.group {
+                Some(id) => (id.clone(), id.clone()),
+                None => (UNGROUPED.to_owned(), "apps in no group".to_owned()),
+            };
+            let alerting = (g.firing_alerts > 0)
+                .then_some("num alerting")
+                .unwrap_or("num");
+            view! {
+                <tr data-group=id.clone()>
+                    <td><a href=chrome.link(&format!("/lanes/{id}"))>{label}</a></td>
+                    <td class="apps">{g.apps.join(", ")}</td>
+                    <td>{if g.lanes.is_empty() { "–".to_owned() } else { g.lanes.join(", ") }}</td>
+                    <td class="num">{g.findings}</td>
+                    <td class="num">{g.lane_fallback}</td>
+                    <td class=alerting>{g.firing_alerts}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <h1>"Lanes"</h1>
+        {super::staleness(data.analysed_to_unix_nano)}
+        <table class="data" id="lane-groups">
+            <thead><tr><th>"lane group"</th><th>"apps"</th><th>"lanes"</th><th class="num">"findings"</th><th class="num">"fallback to base"</th><th class="num">"firing alerts"</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
+}
+
+/// A group's (or the ungrouped apps') page body.
+pub fn body(chrome: &Chrome, data: &LanesPage) -> AnyView {
+    let (title, settings) = match &data.group {
+        Some(g) => {
+            let strict = if g.strict_lanes.is_empty() {
+                "none".to_owned()
+            } else {
+                g.strict_lanes.join(", ")
+            };
+            let entry = if g.entry_apps.is_empty() {
+                "none".to_owned()
+            } else {
+                g.entry_apps.join(", ")
+            };
+            (
+                format!("Lane group {}", g.id),
+                format!(
+                    "Entry apps (may set or change a tag): {entry} · strict lanes (no fallback): \
+                     {strict} · reverse fallback: {}",
+                    if g.reverse_fallback {
+                        "allowed"
+                    } else {
+                        "not allowed"
+                    }
+                ),
+            )
+        }
+        None => (
+            "Apps in no lane group".to_owned(),
+            "Defaults: no entry apps, every lane falls back to base, no reverse fallback."
+                .to_owned(),
+        ),
+    };
+    let charts = data
+        .error_rates
+        .iter()
+        .map(|s| view! { <LaneErrorChart range=chrome.range series=s/> })
+        .collect_view();
+    view! {
+        <h1>{title}</h1>
+        {super::staleness(data.analysed_to_unix_nano)}
+        <p class="facts" id="lane-group-settings">{settings}</p>
+        <LaneMatrix lanes=&data.lanes apps=&data.apps/>
+        <LaneFindings findings=&data.findings counts=&data.counts/>
+        <h2>"Error rate per lane"</h2>
+        <section class="charts" id="lane-error-charts">{charts}</section>
+    }
+    .into_any()
+}
