@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 mod lanes;
 pub use lanes::{
     LaneAppRow, LaneCell, LaneCountsView, LaneErrorSeries, LaneFindingRow, LaneGroupLine,
-    LaneGroupView, LaneInstance, LaneScope, LanesIndex, LanesPage,
+    LaneGroupView, LaneInstance, LaneScope, LanesIndex, LanesPage, StepPoints,
 };
 
 /// A half-open time range `[from_unix_nano, to_unix_nano)`, Unix ns.

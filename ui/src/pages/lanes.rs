@@ -23,9 +23,11 @@ pub fn index_body(chrome: &Chrome, data: &LanesIndex) -> AnyView {
                 Some(id) => (id.clone(), id.clone()),
                 None => (UNGROUPED.to_owned(), "apps in no group".to_owned()),
             };
-            let alerting = (g.firing_alerts > 0)
-                .then_some("num alerting")
-                .unwrap_or("num");
+            let alerting = if g.firing_alerts > 0 {
+                "num alerting"
+            } else {
+                "num"
+            };
             view! {
                 <tr data-group=id.clone()>
                     <td><a href=chrome.link(&format!("/lanes/{id}"))>{label}</a></td>

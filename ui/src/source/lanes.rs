@@ -124,6 +124,9 @@ pub struct LaneFindingRow {
     pub trace_ids: Vec<String>,
 }
 
+/// A series' points: (step start, Unix ns; value or none for a step without data).
+pub type StepPoints = Vec<(i64, Option<f64>)>;
+
 /// One app's error rate per lane, one point per step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LaneErrorSeries {
@@ -131,7 +134,7 @@ pub struct LaneErrorSeries {
     pub app: String,
     /// Per lane (base first): the lane and its points (step start, error rate 0..=1 or none
     /// when the step had no request).
-    pub lanes: Vec<(String, Vec<(i64, Option<f64>)>)>,
+    pub lanes: Vec<(String, StepPoints)>,
 }
 
 /// The counted exceptions of domain §7.3 over the range.
