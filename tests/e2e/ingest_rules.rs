@@ -4,8 +4,6 @@
 //! spans older than the retention (refused by the receivers, kept by `dyeline import`) and
 //! status codes sent as strings. Rows are checked with SQL, findings with `dyeline analyze`.
 
-use std::process::Command;
-
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
 use serde_json::{Value, json};
 
@@ -60,23 +58,12 @@ fn python_sdk_batch_consumer_links_and_repeated_baggage_members() {
     let dir = temp_dir();
     let mut s = server(dir.path());
     release(&s, "trade", &["order", "notify"]);
-    let script = crate::support::workspace_root().join("tests/python/ingest_rules.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .args([
-            "--protocol",
-            "grpc",
-            "--endpoint",
-            &format!("http://{}", s.grpc),
-        ])
-        .output()
-        .expect("python3 runs (pip install -r tests/requirements.txt)");
-    assert!(
-        out.status.success(),
-        "python exporter failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let endpoint = format!("http://{}", s.grpc);
+    let out = crate::otlp_python::run_script(
+        "ingest_rules.py",
+        &["--protocol", "grpc", "--endpoint", &endpoint],
     );
-    let ids: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Value = serde_json::from_str(&out).unwrap();
     let row = |case: &str, columns: &str| -> Vec<Value> {
         let rows = s.sql(&format!(
             "SELECT {columns} FROM spans WHERE trace_id = '{}' AND span_id = '{}'",

@@ -15,28 +15,9 @@ import argparse
 import json
 
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanContext, TraceFlags
 
-
-def exporter(protocol, endpoint):
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        return OTLPSpanExporter(endpoint=endpoint, insecure=True)
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    return OTLPSpanExporter(endpoint=endpoint)
-
-
-def provider(protocol, endpoint, service, host):
-    p = TracerProvider(
-        resource=Resource.create({"service.name": service, "host.name": host, "service.instance.id": host})
-    )
-    p.add_span_processor(SimpleSpanProcessor(exporter(protocol, endpoint)))
-    return p
+from sdk import provider
 
 
 def ids(span):
@@ -84,27 +65,15 @@ def main():
     orphan.end()
     out["orphan"] = ids(orphan)
 
-    two_headers = ot.start_span(
-        "GET /two-headers",
-        kind=trace.SpanKind.SERVER,
-        attributes={
-            "http.request.header.baggage": [
-                "x-deploy-channel-type=trade%3Dblue",
-                "u=1,x-deploy-channel-type=trade%3Dgreen%26pay%3Dblue",
-            ]
-        },
-    )
-    two_headers.end()
-    out["two_headers"] = ids(two_headers)
-    one_header = ot.start_span(
-        "GET /one-header",
-        kind=trace.SpanKind.SERVER,
-        attributes={
-            "http.request.header.baggage": "x-deploy-channel-type=pay%3Dgreen, x-deploy-channel-type=pay%3Dblue%26trade%3Dblue"
-        },
-    )
-    one_header.end()
-    out["one_header"] = ids(one_header)
+    # The captured baggage header: two values (a list), then one value carrying the member twice.
+    for case, baggage in [
+        ("two_headers", ["x-deploy-channel-type=trade%3Dblue", "u=1,x-deploy-channel-type=trade%3Dgreen%26pay%3Dblue"]),
+        ("one_header", "x-deploy-channel-type=pay%3Dgreen, x-deploy-channel-type=pay%3Dblue%26trade%3Dblue"),
+    ]:
+        span = ot.start_span("GET /" + case, kind=trace.SpanKind.SERVER,
+                             attributes={"http.request.header.baggage": baggage})
+        span.end()
+        out[case] = ids(span)
 
     order.shutdown()
     notify.shutdown()

@@ -260,19 +260,24 @@ async fn a_chain_100_000_deep_is_viewed_a_flat_page_at_a_time() {
     }
 }
 
-/// In a releasing channel, the green children of a blue root are hops: a page carries the
-/// marks of its own spans, and the counts are the whole trace's.
-#[tokio::test]
-async fn a_page_marks_its_own_spans_and_counts_the_whole_traces() {
+/// Channel `trade` holding `order`, releasing at 50 since time 0.
+fn trade_releasing() -> Timeline {
     use dyeline_model::ChannelId;
     use dyeline_model::release::{Channels, Op};
     let id = ChannelId::new("trade").unwrap();
     let mut initial = Channels::new();
     initial.apply(&id, &Op::Apps(vec!["order".into()]));
-    let timeline = Timeline::from_ops(
+    Timeline::from_ops(
         initial,
         vec![(0, id.clone(), Op::Start), (0, id, Op::Ratio(50))],
-    );
+    )
+}
+
+/// In a releasing channel, the green children of a blue root are hops: a page carries the
+/// marks of its own spans, and the counts are the whole trace's.
+#[tokio::test]
+async fn a_page_marks_its_own_spans_and_counts_the_whole_traces() {
+    let timeline = trade_releasing();
     // Root 1 (blue), children 1000..1005 (green), by start.
     let mut rows: Vec<Row> = vec![(1, 0, 10)];
     rows.extend((1000..1005).map(|i| (i, 1, i as i64)));
@@ -309,15 +314,7 @@ async fn a_page_marks_its_own_spans_and_counts_the_whole_traces() {
 /// and only the SERVER half carries its findings.
 #[tokio::test]
 async fn the_halves_of_a_shared_span_id_are_two_rows_the_server_one_under_the_client_one() {
-    use dyeline_model::ChannelId;
-    use dyeline_model::release::{Channels, Op};
-    let id = ChannelId::new("trade").unwrap();
-    let mut initial = Channels::new();
-    initial.apply(&id, &Op::Apps(vec!["order".into()]));
-    let timeline = Timeline::from_ops(
-        initial,
-        vec![(0, id.clone(), Op::Start), (0, id, Op::Ratio(50))],
-    );
+    let timeline = trade_releasing();
     // 1 root SERVER; 2 CLIENT and 2 SERVER (no parent recorded), same start; 3 under id 2.
     let rows: Vec<Row> = vec![(1, 0, 10), (2, 1, 20), (2, 0, 20), (3, 2, 30)];
     let kinds = ["SERVER", "CLIENT", "SERVER", "SERVER"];

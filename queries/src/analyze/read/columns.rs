@@ -202,4 +202,36 @@ mod tests {
             assert!(link_ids(bad).is_empty(), "{bad}");
         }
     }
+
+    proptest::proptest! {
+        /// Any links written as the collector writes them (ids as hex, attributes of any
+        /// shape) read back in order.
+        #[test]
+        fn link_ids_read_back_what_the_links_column_holds(
+            links in proptest::collection::vec(
+                (proptest::num::u128::ANY, proptest::num::u64::ANY, "[a-z=,]{0,8}", "[a-z\\\\\"]{0,6}"),
+                0..5,
+            )
+        ) {
+            let json = serde_json::Value::Array(
+                links
+                    .iter()
+                    .map(|(t, s, state, attr)| {
+                        let mut l = serde_json::json!({
+                            "trace_id": format!("{t:032x}"),
+                            "span_id": format!("{s:016x}"),
+                            "attributes": {"k": attr, "n": [1, {"x": null}]}
+                        });
+                        if !state.is_empty() {
+                            l["trace_state"] = serde_json::json!(state);
+                        }
+                        l
+                    })
+                    .collect(),
+            )
+            .to_string();
+            let expected: Vec<(u128, u64)> = links.iter().map(|(t, s, _, _)| (*t, *s)).collect();
+            proptest::prop_assert_eq!(link_ids(&json).to_vec(), expected);
+        }
+    }
 }
