@@ -269,19 +269,19 @@ fn separator(rest: &str) -> Option<char> {
 /// One pass over the header, stopping at the member found; only that member's value is
 /// decoded. The value is returned whole: the limits on reading it are [`Decisions::parse`]'s.
 pub fn baggage_member(header: &str, key: &str) -> Option<String> {
-    baggage_members(header, key).next()
+    baggage_members(header, key).next().map(Cow::into_owned)
 }
 
 /// The values of every member `key` of a W3C baggage header, in header order, each read as
 /// [`baggage_member`] reads one. Lazy: each value is decoded when the iterator reaches it.
-pub fn baggage_members<'h>(header: &'h str, key: &'h str) -> impl Iterator<Item = String> + 'h {
+pub fn baggage_members<'h>(header: &'h str, key: &'h str) -> impl Iterator<Item = Cow<'h, str>> {
     header.split(',').filter_map(move |member| {
         let (k, rest) = member.split_once('=')?;
         if k.trim() != key {
             return None;
         }
         let value = rest.split(';').next().unwrap_or_default().trim();
-        Some(percent_decode_str(value).decode_utf8_lossy().into_owned())
+        Some(percent_decode_str(value).decode_utf8_lossy())
     })
 }
 
@@ -293,7 +293,7 @@ pub fn baggage_members<'h>(header: &'h str, key: &'h str) -> impl Iterator<Item 
 /// [`Decisions::parse`] reads): the members after the one that passes them are not decoded.
 pub fn decision_member(header: &str) -> Option<String> {
     let mut members = baggage_members(header, BAGGAGE_KEY);
-    let mut text = members.next()?;
+    let mut text = members.next()?.into_owned();
     for value in members {
         if text.len() > MAX_VALUE_BYTES {
             break;

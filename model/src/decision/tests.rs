@@ -353,7 +353,9 @@ proptest! {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(",");
-        let all: Vec<String> = baggage_members(&header, BAGGAGE_KEY).collect();
+        let all: Vec<String> = baggage_members(&header, BAGGAGE_KEY)
+            .map(std::borrow::Cow::into_owned)
+            .collect();
         let expected: Vec<String> = members
             .iter()
             .filter(|(k, _)| k.trim() == BAGGAGE_KEY)
