@@ -256,7 +256,7 @@ async fn imported_timeline_is_history_and_reimport_changes_nothing() {
             .events
             .iter()
             .rev()
-            .find(|e| e.channel == ch.id.as_str());
+            .find(|e| e.channel.as_deref() == Some(ch.id.as_str()));
         if let Some(last) = last {
             let releasing = last.op != "finish";
             assert_eq!(
