@@ -21,6 +21,7 @@ const WRITE: &str = "write-token-0123456789";
 const READ: &str = "read-token-0123456789";
 const LANES_SMALL: &str =
     include_str!("../../../shared/fixtures/analysis/lanes-small/timeline.json");
+const LANES_WALK: &str = include_str!("../../../shared/fixtures/analysis/lanes-walk/timeline.json");
 
 struct Api {
     plane: Arc<ControlPlane>,
@@ -587,6 +588,27 @@ async fn lanes_small_timeline_imports_once_and_exports_its_lane_group_ops() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn lanes_walk_timeline_imports_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let plane = ControlPlane::open(dir.path()).await.unwrap();
+    let doc: TimelineDoc = serde_json::from_str(LANES_WALK).unwrap();
+    let report = plane.import(&doc).await.unwrap();
+    assert_eq!((report.recorded, report.lane_group_recorded), (1, 1));
+    let mall = plane.lane_group("mall").unwrap();
+    assert_eq!(
+        mall.group.apps(),
+        ["gateway", "order", "inventory", "notify"]
+    );
+    let t0 = doc.t0_unix_nano.unwrap().0;
+    let tl = plane.timeline();
+    assert_eq!(
+        tl.lane_group_at("notify", t0).map(|g| g.id().as_str()),
+        Some("mall")
+    );
+    assert!(tl.lane_group_at("notify", t0 - 1).is_none());
 }
 
 #[tokio::test]
