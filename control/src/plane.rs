@@ -636,26 +636,60 @@ fn parse_id(id: &str) -> Result<ChannelId, ControlError> {
     ChannelId::new(id).map_err(|_| ControlError::InvalidChannelId(id.to_owned()))
 }
 
+/// One row of `ops`: a channel operation (`subject` the channel, `blue_percent` or `apps`)
+/// or a lane group operation (`subject` the group, `lane_group` the put group's JSON).
+struct OpRow<'a> {
+    t_unix_nano: i64,
+    subject: &'a str,
+    op: &'a str,
+    blue_percent: Option<i64>,
+    apps: Option<String>,
+    lane_group: Option<String>,
+    actor: &'a str,
+    imported: bool,
+    note: Option<&'a str>,
+}
+
+/// Inserts `row`; its sequence number.
+async fn insert_row(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    row: OpRow<'_>,
+) -> Result<u64, ControlError> {
+    let seq: i64 = sqlx::query_scalar(
+        "INSERT INTO ops (t_unix_nano, channel, op, blue_percent, apps, lane_group, actor, \
+         imported, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+    )
+    .bind(row.t_unix_nano)
+    .bind(row.subject)
+    .bind(row.op)
+    .bind(row.blue_percent)
+    .bind(row.apps)
+    .bind(row.lane_group)
+    .bind(row.actor)
+    .bind(i64::from(row.imported))
+    .bind(row.note)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(seq as u64)
+}
+
 async fn insert_op(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     rec: &OpRecord,
 ) -> Result<u64, ControlError> {
     let (blue_percent, apps) = op_columns(&rec.op);
-    let seq: i64 = sqlx::query_scalar(
-        "INSERT INTO ops (t_unix_nano, channel, op, blue_percent, apps, actor, imported, note) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
-    )
-    .bind(rec.t_unix_nano)
-    .bind(rec.channel.as_str())
-    .bind(rec.op.name())
-    .bind(blue_percent)
-    .bind(apps)
-    .bind(&rec.actor)
-    .bind(i64::from(rec.imported))
-    .bind(rec.note.as_deref())
-    .fetch_one(&mut **tx)
-    .await?;
-    Ok(seq as u64)
+    let row = OpRow {
+        t_unix_nano: rec.t_unix_nano,
+        subject: rec.channel.as_str(),
+        op: rec.op.name(),
+        blue_percent,
+        apps,
+        lane_group: None,
+        actor: &rec.actor,
+        imported: rec.imported,
+        note: rec.note.as_deref(),
+    };
+    insert_row(tx, row).await
 }
 
 async fn store_channel(

@@ -17,6 +17,8 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+mod common;
+
 const WRITE: &str = "write-token-0123456789";
 const READ: &str = "read-token-0123456789";
 const LANES_SMALL: &str =
@@ -206,127 +208,87 @@ async fn refusals_get_their_status_and_change_nothing() {
     };
     let before = snapshot(&api);
     let g = "/api/v1/lane-groups";
-    let cases: Vec<Case> = vec![
+    // PUTs with the write token: (id, body, If-Match, status, code)
+    let puts = [
         // an app already in another group: 409 naming the group
         (
-            "PUT",
-            format!("{g}/promo"),
+            "promo",
             Some(r#"{"apps": ["coupon", "order"]}"#),
-            Some(WRITE),
             None,
             409,
             "app_in_other_lane_group",
         ),
-        // 400s
         (
-            "PUT",
-            format!("{g}/Mall"),
+            "Mall",
             Some(r#"{"apps": []}"#),
-            Some(WRITE),
             None,
             400,
             "invalid_lane_group_id",
         ),
         (
-            "PUT",
-            format!("{g}/promo"),
+            "promo",
             Some(r#"{"apps": ["coupon"], "lanes": {"base": {}}}"#),
-            Some(WRITE),
             None,
             400,
             "invalid_lane_group",
         ),
         (
-            "PUT",
-            format!("{g}/promo"),
+            "promo",
             Some(r#"{"apps": ["coupon"], "lanes": {"gray lane": {}}}"#),
-            Some(WRITE),
             None,
             400,
             "invalid_lane_group",
         ),
         (
-            "PUT",
-            format!("{g}/promo"),
+            "promo",
             Some(r#"{"apps": ["coupon"], "entry_apps": ["gateway"]}"#),
-            Some(WRITE),
             None,
             400,
             "invalid_lane_group",
         ),
         (
-            "PUT",
-            format!("{g}/promo"),
+            "promo",
             Some(r#"{"apps": ["coupon"], "colour": "blue"}"#),
-            Some(WRITE),
             None,
             400,
             "invalid_lane_group",
         ),
         (
-            "PUT",
-            format!("{g}/promo"),
+            "promo",
             Some(r#"{"apps": ["coupon"], "lanes": {"gray": {"fallback": "green"}}}"#),
-            Some(WRITE),
             None,
             400,
             "invalid_lane_group",
         ),
         (
-            "PUT",
-            format!("{g}/promo"),
+            "promo",
             Some(r#"{"id": "mall", "apps": ["coupon"]}"#),
-            Some(WRITE),
             None,
             400,
             "invalid_lane_group",
         ),
-        (
-            "PUT",
-            format!("{g}/promo"),
-            Some("not json"),
-            Some(WRITE),
-            None,
-            400,
-            "invalid_body",
-        ),
-        (
-            "PUT",
-            format!("{g}/promo"),
-            None,
-            Some(WRITE),
-            None,
-            400,
-            "invalid_body",
-        ),
-        (
-            "PUT",
-            format!("{g}/mall"),
-            Some(MALL),
-            Some(WRITE),
-            Some("soon"),
-            400,
-            "invalid_if_match",
-        ),
+        ("promo", Some("not json"), None, 400, "invalid_body"),
+        ("promo", None, None, 400, "invalid_body"),
+        ("mall", Some(MALL), Some("soon"), 400, "invalid_if_match"),
         // 412: stale, or "0" for a group that exists
-        (
-            "PUT",
-            format!("{g}/mall"),
-            Some(MALL),
-            Some(WRITE),
-            Some("\"7\""),
-            412,
-            "version_mismatch",
-        ),
-        (
-            "PUT",
-            format!("{g}/mall"),
-            Some(MALL),
-            Some(WRITE),
-            Some("\"0\""),
-            412,
-            "version_mismatch",
-        ),
+        ("mall", Some(MALL), Some("\"7\""), 412, "version_mismatch"),
+        ("mall", Some(MALL), Some("\"0\""), 412, "version_mismatch"),
+    ];
+    let mut cases: Vec<Case> = puts
+        .into_iter()
+        .map(|(id, body, if_match, status, code)| {
+            (
+                "PUT",
+                format!("{g}/{id}"),
+                body,
+                Some(WRITE),
+                if_match,
+                status,
+                code,
+            )
+        })
+        .collect();
+    let others: [Case; 7] = [
         (
             "DELETE",
             format!("{g}/mall"),
@@ -336,7 +298,6 @@ async fn refusals_get_their_status_and_change_nothing() {
             412,
             "version_mismatch",
         ),
-        // 404
         (
             "DELETE",
             format!("{g}/promo"),
@@ -364,7 +325,6 @@ async fn refusals_get_their_status_and_change_nothing() {
             400,
             "invalid_lane_group_id",
         ),
-        // tokens
         (
             "PUT",
             format!("{g}/promo"),
@@ -393,6 +353,7 @@ async fn refusals_get_their_status_and_change_nothing() {
             "forbidden",
         ),
     ];
+    cases.extend(others);
     for (method, path, body, token, if_match, status, code) in cases {
         let (got, v, _) = call(&api, method, &path, body, token, if_match).await;
         assert_eq!(
@@ -643,34 +604,7 @@ async fn an_import_that_breaks_the_group_rules_records_nothing() {
 #[tokio::test]
 async fn a_database_from_before_lane_groups_reads_and_upgrades() {
     let dir = tempfile::tempdir().unwrap();
-    let old = tempfile::tempdir().unwrap();
-    for m in ["0001_init.sql", "0002_op_note.sql"] {
-        std::fs::copy(
-            format!("{}/migrations/{m}", env!("CARGO_MANIFEST_DIR")),
-            old.path().join(m),
-        )
-        .unwrap();
-    }
-    {
-        let options = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(dir.path().join(dyeline_control::plane::DB_FILE))
-            .create_if_missing(true);
-        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-        sqlx::migrate::Migrator::new(old.path())
-            .await
-            .unwrap()
-            .run(&pool)
-            .await
-            .unwrap();
-        sqlx::query(
-            "INSERT INTO ops (t_unix_nano, channel, op, apps, actor) \
-             VALUES (1, 'trade', 'apps', '[\"order\"]', 'old')",
-        )
-        .execute(&pool)
-        .await
-        .unwrap();
-        pool.close().await;
-    }
+    common::database_before(dir.path(), &["0001_init.sql", "0002_op_note.sql"]).await;
     let ro = ControlPlane::open_read_only(dir.path()).await.unwrap();
     assert_eq!(ro.latest_seq(), 1);
     assert!(ro.lane_groups().is_empty());

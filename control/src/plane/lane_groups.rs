@@ -15,7 +15,7 @@ use dyeline_model::time::now_unix_nano;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::ControlPlane;
+use super::{ControlPlane, OpRow, insert_row};
 use crate::error::ControlError;
 
 /// One recorded lane group operation.
@@ -223,20 +223,18 @@ pub(super) async fn insert_lane_group_op(
         })?),
         LaneGroupOp::Delete(_) => None,
     };
-    let seq: i64 = sqlx::query_scalar(
-        "INSERT INTO ops (t_unix_nano, channel, op, lane_group, actor, imported, note) \
-         VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq",
-    )
-    .bind(rec.t_unix_nano)
-    .bind(rec.op.id().as_str())
-    .bind(rec.op.name())
-    .bind(body)
-    .bind(&rec.actor)
-    .bind(i64::from(rec.imported))
-    .bind(rec.note.as_deref())
-    .fetch_one(&mut **tx)
-    .await?;
-    Ok(seq as u64)
+    let row = OpRow {
+        t_unix_nano: rec.t_unix_nano,
+        subject: rec.op.id().as_str(),
+        op: rec.op.name(),
+        blue_percent: None,
+        apps: None,
+        lane_group: body,
+        actor: &rec.actor,
+        imported: rec.imported,
+        note: rec.note.as_deref(),
+    };
+    insert_row(tx, row).await
 }
 
 /// Writes group `id` as it is in `groups` to `lane_groups` (deletes its row when it is gone).

@@ -155,33 +155,44 @@ mod tests {
         (t, LaneGroupOp::Delete(LaneGroupId::new(id).unwrap()))
     }
 
+    fn checked(ops: Vec<(i64, LaneGroupOp)>) -> Result<LaneGroupTimeline, ReleaseError> {
+        LaneGroupTimeline::checked(LaneGroups::new(), ops)
+    }
+
+    /// Group a holds order from 10 and is deleted at `deleted`; group b holds it from `b`.
+    fn a_then_b(deleted: i64, b: i64) -> LaneGroupTimeline {
+        checked(vec![
+            put(10, r#"{"id": "a", "apps": ["order"]}"#),
+            delete(deleted, "a"),
+            put(b, r#"{"id": "b", "apps": ["order"]}"#),
+        ])
+        .unwrap()
+    }
+
     fn id_at(tl: &LaneGroupTimeline, app: &str, t: i64) -> Option<String> {
         tl.group_at(app, t).map(|g| g.id().to_string())
     }
 
     #[test]
     fn the_group_at_a_time_follows_puts_replacements_and_deletes() {
-        let tl = LaneGroupTimeline::checked(
-            LaneGroups::new(),
-            vec![
-                put(
-                    10,
-                    r#"{"id": "mall", "apps": ["order", "cart"], "lanes": {"gray": {}}}"#,
-                ),
-                put(10, r#"{"id": "promo", "apps": ["coupon"]}"#),
-                // replaced: cart leaves mall, gray becomes strict
-                put(
-                    20,
-                    r#"{"id": "mall", "apps": ["order"], "lanes": {"gray": {"fallback": "none"}}}"#,
-                ),
-                // cart may now join promo
-                put(
-                    30,
-                    r#"{"id": "promo", "apps": ["coupon", "cart"], "reverse_fallback": true}"#,
-                ),
-                delete(40, "promo"),
-            ],
-        )
+        let tl = checked(vec![
+            put(
+                10,
+                r#"{"id": "mall", "apps": ["order", "cart"], "lanes": {"gray": {}}}"#,
+            ),
+            put(10, r#"{"id": "promo", "apps": ["coupon"]}"#),
+            // replaced: cart leaves mall, gray becomes strict
+            put(
+                20,
+                r#"{"id": "mall", "apps": ["order"], "lanes": {"gray": {"fallback": "none"}}}"#,
+            ),
+            // cart may now join promo
+            put(
+                30,
+                r#"{"id": "promo", "apps": ["coupon", "cart"], "reverse_fallback": true}"#,
+            ),
+            delete(40, "promo"),
+        ])
         .unwrap();
         let gray = crate::LaneId::new("gray").unwrap();
         // before the first op, nothing; at its time, the group (ops apply from their time on)
@@ -234,28 +245,17 @@ mod tests {
 
     #[test]
     fn ops_at_one_time_apply_in_list_order() {
-        let tl = LaneGroupTimeline::checked(
-            LaneGroups::new(),
-            vec![
-                put(10, r#"{"id": "a", "apps": ["order"]}"#),
-                delete(10, "a"),
-                put(10, r#"{"id": "b", "apps": ["order"]}"#),
-            ],
-        )
-        .unwrap();
+        let tl = a_then_b(10, 10);
         assert_eq!(id_at(&tl, "order", 10).as_deref(), Some("b"));
         assert_eq!(id_at(&tl, "order", 9), None);
     }
 
     #[test]
     fn an_app_in_two_groups_at_once_is_refused_but_may_move_over_time() {
-        let two = LaneGroupTimeline::checked(
-            LaneGroups::new(),
-            vec![
-                put(10, r#"{"id": "a", "apps": ["order"]}"#),
-                put(20, r#"{"id": "b", "apps": ["order"]}"#),
-            ],
-        )
+        let two = checked(vec![
+            put(10, r#"{"id": "a", "apps": ["order"]}"#),
+            put(20, r#"{"id": "b", "apps": ["order"]}"#),
+        ])
         .unwrap_err();
         assert_eq!(two.code(), "invalid_timeline");
         assert!(
@@ -263,18 +263,10 @@ mod tests {
                 .contains("app \"order\" is already in lane group \"a\""),
             "{two}"
         );
-        let gone = LaneGroupTimeline::checked(LaneGroups::new(), vec![delete(5, "a")]);
+        let gone = checked(vec![delete(5, "a")]);
         assert_eq!(gone.unwrap_err().code(), "invalid_timeline");
         // a then b, once a let it go
-        let moved = LaneGroupTimeline::checked(
-            LaneGroups::new(),
-            vec![
-                put(10, r#"{"id": "a", "apps": ["order"]}"#),
-                delete(15, "a"),
-                put(20, r#"{"id": "b", "apps": ["order"]}"#),
-            ],
-        )
-        .unwrap();
+        let moved = a_then_b(15, 20);
         assert_eq!(id_at(&moved, "order", 12).as_deref(), Some("a"));
         assert_eq!(id_at(&moved, "order", 17), None);
         assert_eq!(id_at(&moved, "order", 20).as_deref(), Some("b"));
