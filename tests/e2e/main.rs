@@ -18,6 +18,7 @@ mod durability;
 mod fixtures;
 mod hardening;
 mod ingest_rules;
+mod lane_groups;
 mod otlp_python;
 mod otlp_rust;
 mod sql;
