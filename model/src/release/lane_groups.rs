@@ -15,7 +15,8 @@ use utoipa::ToSchema;
 
 use super::channels::normalize_apps;
 use super::error::ReleaseError;
-use crate::lane::{LaneId, is_id};
+use crate::ids::is_id;
+use crate::lane::LaneId;
 
 /// A lane group id: `[a-z0-9][a-z0-9-]{0,62}`, the channel id grammar (domain §1, §7.1).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema)]
