@@ -298,6 +298,7 @@ mod tests {
         let span = |id: u8| Span {
             trace_id: vec![1; 16],
             span_id: vec![id; 8],
+            start_time_unix_nano: 1_700_000_000_000_000_000,
             attributes: vec![KeyValue {
                 key: "baggage.x-deploy-channel-type".into(),
                 value: Some(AnyValue {

@@ -6,7 +6,7 @@
 //! carried in baggage and their codec ([`decision`]), instance weights ([`weights`]), the Arrow
 //! schema of the `spans` table ([`schema`]), instants in Unix nanoseconds with their text
 //! forms ([`time`]), the pure core of a release: channels, their events and the timeline
-//! ([`release`]), lane ids ([`lane`], domain §7), and the one status category table every error answers through ([`status`]:
+//! ([`release`]), lane ids and the lane rules and carriers read at ingest ([`lane`], domain §7), and the one status category table every error answers through ([`status`]:
 //! HTTP status, gRPC code, retryable). It does not own transport, storage or analysis.
 
 pub mod color;
@@ -27,5 +27,5 @@ pub use decision::{DecisionSource, Decisions, ReadDecision};
 pub use detection::Detection;
 pub use ids::{ChannelId, IdError, SpanId, SpanKey, TraceId};
 pub use kinds::{SpanKind, StatusCode, TrafficKind};
-pub use lane::LaneId;
+pub use lane::{InstanceLane, LaneCarrier, LaneCarriers, LaneId, LaneRule, LaneRules, LaneTag};
 pub use status::{Category, HasCategory};

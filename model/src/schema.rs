@@ -1,4 +1,6 @@
-//! The Arrow schema of the `spans` table: one row per (trace_id, span_id).
+//! The Arrow schema of the `spans` table: one row per span, identified by (trace_id, span_id,
+//! whether it is a SERVER span): [`crate::SpanKey`], domain §1 (Zipkin/B3 CLIENT and SERVER
+//! halves that share a span id are two rows).
 //!
 //! `docs/schema.md` of the repository describes every column; this module is the single
 //! definition the collector (which builds rows), the store (which persists them) and the queries
@@ -13,7 +15,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 /// (under [`SCHEMA_VERSION_KEY`], written as decimal text) so a reader can tell which layout a
 /// file was written with. Raise it when a column is added, removed, renamed, or changes type,
 /// nullability or meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// Version 2 added the nullable `links` column (files of version 1 read with it null).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The Parquet key-value metadata key holding [`SCHEMA_VERSION`].
 pub const SCHEMA_VERSION_KEY: &str = "dyeline.spans.schema_version";
@@ -36,9 +40,10 @@ pub mod col {
     pub const TRAFFIC_KIND: &str = "traffic_kind";
     /// Unix nanoseconds.
     pub const START_TIME_UNIX_NANO: &str = "start_time_unix_nano";
-    /// Unix nanoseconds.
+    /// Unix nanoseconds; equal to the start when the span's end preceded its start or was 0
+    /// (domain §1: kept with duration 0).
     pub const END_TIME_UNIX_NANO: &str = "end_time_unix_nano";
-    /// end − start in nanoseconds (0 when end precedes start).
+    /// end − start in nanoseconds (0 when end precedes start or is 0).
     pub const DURATION_NS: &str = "duration_ns";
     /// `UNSET`, `OK`, `ERROR`.
     pub const STATUS_CODE: &str = "status_code";
@@ -74,9 +79,9 @@ pub mod col {
     pub const CONSUMER_GROUP: &str = "consumer_group";
     /// `job.name`.
     pub const JOB_NAME: &str = "job_name";
-    /// `http.response.status_code`, else `http.status_code`.
+    /// `http.response.status_code`, else `http.status_code` (an integer, or a decimal string).
     pub const HTTP_STATUS_CODE: &str = "http_status_code";
-    /// `rpc.grpc.status_code`.
+    /// `rpc.grpc.status_code` (an integer, or a decimal string).
     pub const RPC_GRPC_STATUS_CODE: &str = "rpc_grpc_status_code";
     /// Instrumentation scope name.
     pub const SCOPE_NAME: &str = "scope_name";
@@ -88,6 +93,9 @@ pub mod col {
     pub const ATTRIBUTES: &str = "attributes";
     /// Span events as a JSON array of `{time_unix_nano, name, attributes}`; null when none.
     pub const EVENTS: &str = "events";
+    /// Span links as a JSON array of `{trace_id, span_id, trace_state?, attributes}`; null
+    /// when none (and in files written before schema version 2).
+    pub const LINKS: &str = "links";
 }
 
 /// The `spans` schema (see [`col`] for each column's meaning).
@@ -143,6 +151,7 @@ pub fn spans_schema() -> SchemaRef {
                 s(col::RESOURCE_ATTRIBUTES, false),
                 s(col::ATTRIBUTES, false),
                 s(col::EVENTS, true),
+                s(col::LINKS, true),
             ]))
         })
         .clone()
@@ -183,12 +192,15 @@ mod tests {
             "rpc_grpc_status_code",
             "resource_attributes",
             "attributes",
+            "events",
+            "links",
         ] {
             assert!(
                 schema.field_with_name(name).is_ok(),
                 "missing column {name}"
             );
         }
-        assert_eq!(schema.fields().len(), 34);
+        assert_eq!(schema.fields().len(), 35);
+        assert!(schema.field_with_name("links").unwrap().is_nullable());
     }
 }

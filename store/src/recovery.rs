@@ -107,6 +107,7 @@ pub(crate) fn replay(
             );
         }
         for (_, batch) in r.records {
+            let batch = with_later_columns(batch).map_err(std::io::Error::other)?;
             let keys = keys_of(&batch);
             let f = dedupe
                 .filter(batch, &keys, &files)
@@ -136,6 +137,43 @@ pub(crate) fn replay(
     Ok(())
 }
 
+/// `batch` in the current `spans` schema when it is a batch of an earlier one (a WAL record
+/// written before a nullable column was added, [`dyeline_model::schema::SCHEMA_VERSION`]):
+/// the columns it lacks added as nulls, so memory holds one schema. Any other batch (not of
+/// `spans` columns, or lacking one that cannot be null) is returned as it is.
+///
+/// # Errors
+/// An Arrow error building the batch (a bug).
+pub(crate) fn with_later_columns(
+    batch: arrow::array::RecordBatch,
+) -> Result<arrow::array::RecordBatch, arrow::error::ArrowError> {
+    let spans = dyeline_model::schema::spans_schema();
+    let schema = batch.schema();
+    if schema == spans
+        || schema.fields().len() >= spans.fields().len()
+        || schema
+            .fields()
+            .iter()
+            .any(|f| spans.field_with_name(f.name()).ok() != Some(f.as_ref()))
+    {
+        return Ok(batch);
+    }
+    let mut columns = Vec::with_capacity(spans.fields().len());
+    for f in spans.fields() {
+        match batch.column_by_name(f.name()) {
+            Some(c) => columns.push(std::sync::Arc::clone(c)),
+            None if f.is_nullable() => {
+                columns.push(arrow::array::new_null_array(
+                    f.data_type(),
+                    batch.num_rows(),
+                ));
+            }
+            None => return Ok(batch),
+        }
+    }
+    arrow::array::RecordBatch::try_new(spans, columns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +183,53 @@ mod tests {
     use crate::wal::Wal;
     use crate::{FsyncPolicy, Store, StoreConfig};
     use std::time::Duration;
+
+    /// A WAL record written before the `links` column replays into the current schema, its
+    /// links null, and reads through SQL with the rows written since.
+    #[tokio::test]
+    async fn a_wal_record_of_an_earlier_schema_replays_with_the_later_columns_null() {
+        use arrow::array::{Array, AsArray};
+        use dyeline_model::schema::{col, spans_schema};
+        let old = crate::file_read::tests::version_1_rows(4);
+        let converted = with_later_columns(old.clone()).unwrap();
+        assert_eq!(converted.schema(), spans_schema());
+        assert_eq!(
+            converted.column_by_name(col::LINKS).unwrap().null_count(),
+            4
+        );
+        // Not a spans batch of an earlier schema: as it is.
+        let (keys_only, _) = rows(0, 3);
+        assert_eq!(with_later_columns(keys_only.clone()).unwrap(), keys_only);
+
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut wal = Wal::open(&dir.path().join("wal")).unwrap();
+            wal.append(&segment::encode_record(&old).unwrap()).unwrap();
+            wal.commit(true).unwrap();
+        }
+        let mut config = StoreConfig::new(dir.path());
+        config.read_only = true;
+        let store = Store::open(config).unwrap();
+        let ctx = datafusion::prelude::SessionContext::new();
+        ctx.register_table("spans", store.table()).unwrap();
+        let out = ctx
+            .sql("SELECT count(*) AS n, count(links) AS l FROM spans")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let n = out[0]
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .value(0);
+        let l = out[0]
+            .column(1)
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .value(0);
+        assert_eq!((n, l), (4, 0));
+        close(store).await;
+    }
 
     #[tokio::test]
     async fn file_trace_indexes_stay_within_the_budget_when_written_and_rebuilt() {

@@ -17,6 +17,8 @@ mod demo;
 mod durability;
 mod fixtures;
 mod hardening;
+mod ingest_rules;
+mod lane_groups;
 mod otlp_python;
 mod otlp_rust;
 mod sql;

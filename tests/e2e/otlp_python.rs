@@ -5,18 +5,14 @@ use std::process::Command;
 
 use crate::util::*;
 
-fn run_python(protocol: &str, endpoint: &str) -> Vec<serde_json::Value> {
-    let script = crate::support::workspace_root().join("tests/python/export_spans.py");
+/// Runs the script `tests/python/{name}` with `args`; its standard output.
+pub(crate) fn run_script(name: &str, args: &[&str]) -> String {
+    let script = crate::support::workspace_root()
+        .join("tests/python")
+        .join(name);
     let out = Command::new("python3")
         .arg(script)
-        .args([
-            "--protocol",
-            protocol,
-            "--endpoint",
-            endpoint,
-            "--traces",
-            "15",
-        ])
+        .args(args)
         .output()
         .expect("python3 runs (pip install -r tests/requirements.txt)");
     assert!(
@@ -24,10 +20,24 @@ fn run_python(protocol: &str, endpoint: &str) -> Vec<serde_json::Value> {
         "python exporter failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per span"))
-        .collect()
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn run_python(protocol: &str, endpoint: &str) -> Vec<serde_json::Value> {
+    run_script(
+        "export_spans.py",
+        &[
+            "--protocol",
+            protocol,
+            "--endpoint",
+            endpoint,
+            "--traces",
+            "15",
+        ],
+    )
+    .lines()
+    .map(|l| serde_json::from_str(l).expect("one JSON object per span"))
+    .collect()
 }
 
 fn check(s: &Server, expected: Vec<serde_json::Value>) {

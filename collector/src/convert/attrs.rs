@@ -58,13 +58,18 @@ fn str_value<'a>(v: &Val<'a>) -> Option<&'a str> {
     }
 }
 
-pub(super) fn int_value(v: &Val<'_>) -> Option<i64> {
-    match v {
+/// A status code attribute's value as a number (domain §1): an integer, a decimal string
+/// (`"503"`, optional sign, whitespace around it ignored) or a double with no fraction, within
+/// `i32`. Anything else (`"5xx"`, `"503.0"`, a boolean, no value) is `None`: the attribute
+/// counts as absent.
+pub(super) fn status_code_value(v: &Val<'_>) -> Option<i32> {
+    let wide = match v {
         Val::Int(i) => Some(*i),
-        Val::Str(s) => s.trim().parse().ok(),
+        Val::Str(s) => s.trim().parse::<i64>().ok(),
         Val::Double(d) if d.fract() == 0.0 && d.abs() < 1e15 => Some(*d as i64),
         _ => None,
-    }
+    };
+    wide.and_then(|n| i32::try_from(n).ok())
 }
 
 /// The string values of an attribute as [`read_decision`] takes them: one for a string, the

@@ -53,6 +53,7 @@ pub(super) struct SpanColumns {
     pub(super) resource_attributes: StringBuilder,
     pub(super) attributes: StringBuilder,
     pub(super) events: StringBuilder,
+    pub(super) links: StringBuilder,
 }
 
 /// The key and value fields of map column `name` of `schema`.
@@ -118,6 +119,7 @@ impl SpanColumns {
             resource_attributes: s(),
             attributes: s(),
             events: s(),
+            links: s(),
         }
     }
 
@@ -162,6 +164,7 @@ impl SpanColumns {
             mut resource_attributes,
             mut attributes,
             mut events,
+            mut links,
         } = self;
         let schema = spans_schema();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
@@ -201,6 +204,7 @@ impl SpanColumns {
                 col::RESOURCE_ATTRIBUTES => Arc::new(resource_attributes.finish()),
                 col::ATTRIBUTES => Arc::new(attributes.finish()),
                 col::EVENTS => Arc::new(events.finish()),
+                col::LINKS => Arc::new(links.finish()),
                 other => {
                     return Err(ArrowError::SchemaError(format!(
                         "spans column {other} has no builder in the collector"

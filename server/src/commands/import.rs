@@ -1,8 +1,9 @@
 //! `dyeline import`: loads OTLP/JSON Lines files (the OpenTelemetry Collector file exporter's
 //! format: one `ExportTraceServiceRequest` per line; `.gz` files are inflated) into a data
 //! directory through the same conversion and duplicate filter as the receivers, then flushes
-//! them to Parquet. Progress goes to stderr. `--timeline FILE` records a channel timeline into
-//! the data dir's control database as history (`ControlPlane::import`).
+//! them to Parquet. Progress goes to stderr. `--timeline FILE` records a timeline (channel and
+//! lane group operations) into the data dir's control database as history
+//! (`ControlPlane::import`).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -23,8 +24,8 @@ pub struct ImportArgs {
     /// Data directory.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// A timeline (`{"channels": [...], "events": [...]}`, the format of GET /api/v1/timeline)
-    /// to record as the control plane's history.
+    /// A timeline (`{"channels": [...], "events": [...]}`, the format of GET /api/v1/timeline:
+    /// channel ops and lane group ops) to record as the control plane's history.
     #[arg(long)]
     pub timeline: Option<PathBuf>,
     /// Files to load: one OTLP/JSON ExportTraceServiceRequest per line; `.gz` is inflated.
@@ -53,8 +54,9 @@ pub async fn run(
             .map_err(|e| format!("{}: {e}", path.display()))?;
         plane.close().await;
         eprintln!(
-            "recorded {} channel operations from {} ({} already present)",
+            "recorded {} channel operations and {} lane group operations from {} ({} already present)",
             report.recorded,
+            report.lane_group_recorded,
             path.display(),
             report.skipped
         );

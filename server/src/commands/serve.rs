@@ -133,7 +133,8 @@ fn api_refusal(_: &axum::http::HeaderMap, e: &ListenError) -> axum::response::Re
     response
 }
 
-/// The conversion settings of `config`.
+/// The conversion settings of `config`, keeping spans whatever their age (`dyeline import`;
+/// the receivers add the store's retention: [`receiver_convert_options`]).
 ///
 /// # Errors
 /// Invalid colour rules.
@@ -141,6 +142,19 @@ pub fn convert_options(config: &Config) -> Result<ConvertOptions, BoxError> {
     Ok(ConvertOptions {
         color_rules: Arc::new(ColorRules::with_user_rules(config.color_rules.clone())?),
         decision_sources: Vec::new(),
+        retention: None,
+    })
+}
+
+/// The receivers' conversion settings: [`convert_options`], refusing spans older than
+/// `[store] retention` (domain §1: refused through partial success, never dropped silently).
+///
+/// # Errors
+/// Invalid colour rules.
+pub fn receiver_convert_options(config: &Config) -> Result<ConvertOptions, BoxError> {
+    Ok(ConvertOptions {
+        retention: Some(config.store.retention),
+        ..convert_options(config)?
     })
 }
 
@@ -305,7 +319,7 @@ pub async fn serve(
     };
     let receiver = Arc::new(Receiver::new(
         sink,
-        convert_options(&config)?,
+        receiver_convert_options(&config)?,
         receiver_metrics,
         Limits {
             max_body_bytes: bytes(config.receiver.max_body_size),
