@@ -13,6 +13,7 @@
 pub mod findings;
 pub(crate) mod judge;
 pub mod presence;
+pub(crate) mod timeline;
 pub(crate) mod tree;
 pub(crate) mod windows;
 
@@ -21,11 +22,14 @@ mod tests;
 
 use std::num::NonZeroU64;
 
+pub use dyeline_model::release::SpikeThresholds;
+
 pub use findings::{
     DropWhere, LaneCounts, LaneCoverage, LaneErrorSpike, LaneLeak, LanePollution, LaneReport,
     LaneTagChanged, LaneTagDropped, LeakReason, PollutionReason, TagChangeReason,
 };
 pub use judge::LaneJudge;
+pub use timeline::TimelineGroups;
 
 /// The interned id of the base lane (an interner of lanes holds `base` first).
 pub const BASE: u32 = 0;
@@ -83,30 +87,6 @@ pub trait LaneFields {
     fn end(&self) -> i64;
     /// An error per domain §6.6.
     fn is_error(&self) -> bool;
-}
-
-/// The thresholds of the lane error spike (domain §7.4, the test of §6.6).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SpikeThresholds {
-    /// Error rate at least this. Default 0.02.
-    pub min_error_rate: f64,
-    /// At least this many times the other side's rate. Default 3.
-    pub factor: f64,
-    /// Two-sided two-proportion z-test p below this. Default 0.01.
-    pub p_value: f64,
-    /// At least this many requests on each side. Default 100.
-    pub min_requests: u64,
-}
-
-impl Default for SpikeThresholds {
-    fn default() -> Self {
-        Self {
-            min_error_rate: 0.02,
-            factor: 3.0,
-            p_value: 0.01,
-            min_requests: 100,
-        }
-    }
 }
 
 /// Lane groups as they were at a time (domain §7.1). An app in no group uses the defaults: no

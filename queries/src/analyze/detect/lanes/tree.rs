@@ -1,16 +1,18 @@
-//! One trace's structure as the lane rules need it (domain §7.2): each span's parent (a Zipkin
-//! SERVER half under the CLIENT half that shares its span id, §1), the entry spans (SERVER,
+//! One trace's structure as the lane rules need it (domain §7.2): each span's parent (by the
+//! house's one rule, [`crate::analyze::parents`]: a Zipkin SERVER half under the other half
+//! of its span id, §1), the entry spans (SERVER,
 //! CONSUMER and root spans), each span's upstream (its nearest ancestor entry span, or a break
 //! when the chain reaches a span missing from the trace), and each entry span's intended lane.
 //!
 //! Nothing here recurses: parent chains come from the data and may be deep or, in broken
 //! data, circular (a circle is treated as a missing span).
 
-use std::collections::HashMap;
+use std::num::NonZeroU64;
 
 use smallvec::SmallVec;
 
 use super::{BASE, LaneFields, LaneKind};
+use crate::analyze::parents::SpanIds;
 
 /// A span's parent within the trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,34 +60,20 @@ impl Tree {
     /// The structure of `ss` (one trace's spans, each key once).
     pub(crate) fn new<S: LaneFields>(ss: &[S]) -> Self {
         let n = ss.len();
-        let mut by_id: HashMap<u64, SmallVec<[usize; 2]>, foldhash::fast::RandomState> =
-            HashMap::with_capacity_and_hasher(n, Default::default());
-        for (i, s) in ss.iter().enumerate() {
-            by_id.entry(s.span()).or_default().push(i);
-        }
+        let ids = SpanIds::of(
+            ss.iter()
+                .map(|s| (s.span(), s.lane_kind() == LaneKind::Server)),
+        );
         let parent: Vec<Parent> = ss
             .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let shared = |id: u64| by_id.get(&id).map(|v| v.as_slice()).unwrap_or(&[]);
-                // A Zipkin SERVER half is the child of the CLIENT half with its span id.
-                if s.lane_kind() == LaneKind::Server
-                    && let Some(&c) = shared(s.span())
-                        .iter()
-                        .find(|&&j| j != i && ss[j].lane_kind() == LaneKind::Client)
-                {
-                    return Parent::Span(c);
+            .map(|s| {
+                let server = s.lane_kind() == LaneKind::Server;
+                let named = s.parent().map(NonZeroU64::get);
+                match ids.parent(s.span(), server, named) {
+                    Some(p) => Parent::Span(p),
+                    None if named.is_none() => Parent::Root,
+                    None => Parent::Missing,
                 }
-                let Some(p) = s.parent() else {
-                    return Parent::Root;
-                };
-                // Under a shared id, the SERVER half is the parent of what it called.
-                let v = shared(p.get());
-                v.iter()
-                    .copied()
-                    .filter(|&j| j != i)
-                    .max_by_key(|&j| ss[j].lane_kind() == LaneKind::Server)
-                    .map_or(Parent::Missing, Parent::Span)
             })
             .collect();
         let entry: Vec<bool> = ss

@@ -144,11 +144,11 @@ impl Cells {
 
 /// The p-value when side x (`ex` errors of `nx`) spikes against side y by the thresholds.
 fn spike(nx: u64, ex: u64, ny: u64, ey: u64, t: &super::SpikeThresholds) -> Option<f64> {
-    if nx < t.min_requests || ny < t.min_requests {
+    if nx < t.spike_min_requests || ny < t.spike_min_requests {
         return None;
     }
     let rx = ex as f64 / nx as f64;
     let ry = ey as f64 / ny as f64;
     let p = two_proportion_p(ex, nx, ey, ny);
-    (rx >= t.min_error_rate && rx >= t.factor * ry && p < t.p_value).then_some(p)
+    (rx >= t.spike_min_error_rate && rx >= t.spike_factor * ry && p < t.spike_p_value).then_some(p)
 }
