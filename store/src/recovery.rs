@@ -1,10 +1,15 @@
 //! What a store does when it opens: replays the WAL through the duplicate filter into memory,
-//! sealed as the writer would seal it ([`replay`]), and builds the trace indexes of the files
-//! it found, in the background (`dyeline-indexer`, [`index_files`]).
+//! sealed as the writer would seal it ([`replay`]; rows an earlier schema version wrote are
+//! given the columns added since, as nulls: [`upgrade_rows`]), and builds the trace indexes of
+//! the files it found, in the background (`dyeline-indexer`, [`index_files`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+
+use arrow::array::{ArrayRef, RecordBatch, new_null_array};
+use arrow::error::ArrowError;
+use dyeline_model::schema::spans_schema;
 
 use crate::dedupe::{Dedupe, keys_of};
 use crate::file_read;
@@ -107,6 +112,7 @@ pub(crate) fn replay(
             );
         }
         for (_, batch) in r.records {
+            let batch = upgrade_rows(batch).map_err(std::io::Error::other)?;
             let keys = keys_of(&batch);
             let f = dedupe
                 .filter(batch, &keys, &files)
@@ -134,6 +140,40 @@ pub(crate) fn replay(
     });
     set_memory_gauges(&shared.metrics, &s);
     Ok(())
+}
+
+/// Rows of the `spans` table as an earlier schema version wrote them (a WAL record of the
+/// previous binary), in the current layout: every column of [`spans_schema`] in its order,
+/// those the rows lack (nullable columns added since, e.g. the lane columns of version 2) as
+/// nulls. Rows that already have the current layout, and rows that are not `spans` rows of any
+/// version (lacking a column that is not nullable), are returned as they are.
+///
+/// # Errors
+/// A column of the rows whose type differs from the current schema's (a bug, or a layout
+/// this version cannot read).
+pub(crate) fn upgrade_rows(batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let schema = spans_schema();
+    let have = batch.schema();
+    if have.fields() == schema.fields() {
+        return Ok(batch);
+    }
+    let lacks_required = schema
+        .fields()
+        .iter()
+        .any(|f| !f.is_nullable() && have.field_with_name(f.name()).is_err());
+    if lacks_required {
+        return Ok(batch);
+    }
+    let rows = batch.num_rows();
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            Some(c) => Arc::clone(c),
+            None => new_null_array(f.data_type(), rows),
+        })
+        .collect();
+    RecordBatch::try_new(schema, columns)
 }
 
 #[cfg(test)]
