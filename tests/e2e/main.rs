@@ -17,6 +17,7 @@ mod demo;
 mod durability;
 mod fixtures;
 mod hardening;
+mod lanes_ingest;
 mod otlp_python;
 mod otlp_rust;
 mod sql;
