@@ -115,6 +115,16 @@ pub mod col {
     pub const LINKS: &str = "links";
 }
 
+/// The columns schema version 2 added (domain §7.1), all nullable: null in files of version 1.
+pub const LANE_COLUMNS: [&str; 6] = [
+    col::LANE,
+    col::LANE_RULE,
+    col::LANE_INVALID_VALUES,
+    col::LANE_TAG,
+    col::LANE_TAG_SOURCE,
+    col::MALFORMED_LANE_TAGS,
+];
+
 /// The `spans` schema (see [`col`] for each column's meaning).
 pub fn spans_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
@@ -235,15 +245,7 @@ mod tests {
             );
         }
         assert_eq!(schema.fields().len(), 41);
-        for lane_column in [
-            col::LINKS,
-            col::LANE,
-            col::LANE_RULE,
-            col::LANE_INVALID_VALUES,
-            col::LANE_TAG,
-            col::LANE_TAG_SOURCE,
-            col::MALFORMED_LANE_TAGS,
-        ] {
+        for lane_column in std::iter::once(col::LINKS).chain(LANE_COLUMNS) {
             let field = schema.field_with_name(lane_column).unwrap();
             assert!(
                 field.is_nullable(),

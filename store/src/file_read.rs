@@ -713,7 +713,11 @@ pub(crate) mod tests {
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         // The column the old file lacks is there, after the file's, every row null.
         assert_eq!(names, [col::SPAN_ID, col::SPAN_KIND, col::LINKS]);
-        assert!(batches.iter().all(|b| b.column(2).null_count() == b.num_rows()));
+        assert!(
+            batches
+                .iter()
+                .all(|b| b.column(2).null_count() == b.num_rows())
+        );
         // A column that is not a nullable spans column is still an error.
         assert!(source.open(&[col::SPAN_ID, "no_such_column"], &[]).is_err());
 

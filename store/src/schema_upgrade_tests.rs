@@ -10,22 +10,12 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Schema};
 use datafusion::prelude::SessionContext;
-use dyeline_model::schema::{col, spans_schema};
+use dyeline_model::schema::{LANE_COLUMNS, col, spans_schema};
 
 use crate::file_read::DICTIONARY_COLUMNS;
 use crate::test_support::{close, open_unsynced, rows};
 use crate::wal::Wal;
 use crate::{Store, StoreConfig, segment};
-
-/// The columns schema version 2 added.
-const LANE_COLUMNS: [&str; 6] = [
-    col::LANE,
-    col::LANE_RULE,
-    col::LANE_INVALID_VALUES,
-    col::LANE_TAG,
-    col::LANE_TAG_SOURCE,
-    col::MALFORMED_LANE_TAGS,
-];
 
 /// `n` whole `spans` rows from row `first` on (keys as [`rows`]), `service_name` `svc`,
 /// `lane` / `lane_tag` `gray` and `malformed_lane_tags` 1; with `version_1`, in the layout of

@@ -1,7 +1,6 @@
 //! Tests of the lanes read at ingest (domain §7.1): the lane columns of converted rows, the
 //! bench-only switch, and the one-pass carrier lookup against a scan per key.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, RecordBatch};
@@ -62,38 +61,20 @@ fn resource(attributes: Vec<KeyValue>, spans: Vec<Vec<KeyValue>>, first_id: u8) 
     }
 }
 
-/// The lane fixtures' rules and carriers.
+/// The lane fixtures' rules and carriers (their `dyeline.toml`, as JSON).
 fn options() -> ConvertOptions {
-    let map = |pairs: &[(&str, &str)]| {
-        Some(
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect::<BTreeMap<_, _>>(),
-        )
-    };
+    let rules: Vec<LaneRule> = serde_json::from_str(
+        r#"[{"kind": "attribute", "key": "nacos.metadata.gray", "map": {"true": "gray", "false": "base"}},
+            {"kind": "pattern", "key": "host.name", "regex": "^dw[a-z]+-(?P<lane>gray[0-9]*)-v[0-9.]+$"}]"#,
+    )
+    .unwrap();
+    let carriers: Vec<LaneCarrier> = serde_json::from_str(
+        r#"[{"key": "http.request.header.gray", "map": {"true": "gray", "false": "base"}}]"#,
+    )
+    .unwrap();
     ConvertOptions {
-        lane_rules: Arc::new(
-            LaneRules::new(&[
-                LaneRule::Attribute {
-                    key: "nacos.metadata.gray".into(),
-                    map: map(&[("true", "gray"), ("false", "base")]),
-                },
-                LaneRule::Pattern {
-                    key: "host.name".into(),
-                    regex: "^dw[a-z]+-(?P<lane>gray[0-9]*)-v[0-9.]+$".into(),
-                    map: None,
-                },
-            ])
-            .unwrap(),
-        ),
-        lane_carriers: Arc::new(
-            LaneCarriers::new(&[LaneCarrier {
-                key: "http.request.header.gray".into(),
-                map: map(&[("true", "gray"), ("false", "base")]),
-            }])
-            .unwrap(),
-        ),
+        lane_rules: Arc::new(LaneRules::new(&rules).unwrap()),
+        lane_carriers: Arc::new(LaneCarriers::new(&carriers).unwrap()),
         ..ConvertOptions::default()
     }
 }
@@ -251,14 +232,7 @@ fn the_bench_only_switch_leaves_every_lane_column_null() {
     let rows = convert_request(&request(), &options).unwrap();
     assert_eq!(rows.malformed_lane_tags, 0);
     let b = rows.batch.unwrap();
-    for name in [
-        col::LANE,
-        col::LANE_RULE,
-        col::LANE_INVALID_VALUES,
-        col::LANE_TAG,
-        col::LANE_TAG_SOURCE,
-        col::MALFORMED_LANE_TAGS,
-    ] {
+    for name in dyeline_model::schema::LANE_COLUMNS {
         assert_eq!(b.column_by_name(name).unwrap().null_count(), 6, "{name}");
     }
     // The other columns are as with lanes on.
