@@ -6,8 +6,10 @@
 //! zero; a parent id empty or of 8 bytes; domain §1's times: a start that is set and, with the
 //! end, fits `i64` nanoseconds; an end before the start or of 0 stored as the start; with
 //! [`ConvertOptions::retention`], no span older than the store keeps), each span's key
-//! ([`SpanKey`]: a SERVER half of a Zipkin/B3 shared span id is its own span), the colour of each resource (domain §1), the decision
-//! on each span (domain §2), the traffic kind (domain §3) and the error rule (domain §6.6).
+//! ([`SpanKey`]: a SERVER half of a Zipkin/B3 shared span id is its own span), the colour of
+//! each resource (domain §1), the decision on each span (domain §2), the traffic kind (domain
+//! §3), the error rule (domain §6.6), and the lane of each resource and lane tag of each span
+//! (domain §7.1).
 //! Invalid spans are rejected one by one and counted by [`RejectReason`]; the rest of the request
 //! is kept (OTLP partial success). Does not own transport, limits or storage.
 //!
@@ -23,18 +25,21 @@
 //! - `convert/attrs.rs`: the attribute keys promoted to columns (`KEY_*`), `SpanAttrs`,
 //!   `ResourceInfo`;
 //! - `convert/decision.rs`: `DecisionMemo`, the decision on each span;
+//! - `convert/lane.rs`: the lane tag of each span and the lane columns;
 //! - `convert/json_out.rs`: the JSON text of the attribute, event and link columns.
 
 mod attrs;
 mod columns;
 mod decision;
 mod json_out;
+mod lane;
 
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use dyeline_model::{
-    ColorRules, DecisionSource, SpanId, SpanKey, SpanKind, StatusCode, TraceId, TrafficKind,
+    ColorRules, DecisionSource, LaneCarriers, LaneRules, SpanId, SpanKey, SpanKind, StatusCode,
+    TraceId, TrafficKind,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
@@ -104,6 +109,9 @@ pub struct SpanRows {
     /// [`dyeline_model::decision::MAX_VALUE_BYTES`] bytes: their decisions were read up to the
     /// limits, the rest skipped ([`dyeline_model::Decisions::truncated`]).
     pub decisions_truncated: u64,
+    /// Lane carriers, over the stored spans, whose value gave no lane id (the sum of the
+    /// `malformed_lane_tags` column, domain §7.1).
+    pub malformed_lane_tags: u64,
 }
 
 impl SpanRows {
@@ -125,6 +133,13 @@ pub struct ConvertOptions {
     /// ([`RejectReason::OlderThanRetention`], domain §1). `None` keeps spans whatever their
     /// age (`dyeline import`: a recorded capture is kept).
     pub retention: Option<std::time::Duration>,
+    /// The instance lane chain (domain §7.1; default: `deploy.lane` alone).
+    pub lane_rules: Arc<LaneRules>,
+    /// The lane tag carriers (domain §7.1; default: the built-in ones).
+    pub lane_carriers: Arc<LaneCarriers>,
+    /// Skips lane resolution: the six lane columns are null. For the ingest benchmark's
+    /// comparison only (`bench/`); the product never sets it.
+    pub skip_lanes_bench_only: bool,
 }
 
 /// Lower-case hex of `bytes` (at most 16) in `buf`, without allocating.
@@ -199,8 +214,19 @@ pub fn convert_view(
     let mut json_buf = String::new();
     let mut memo = DecisionMemo::default();
     let mut decisions_truncated = 0u64;
+    let mut malformed_lane_tags = 0u64;
+    let lanes_on = !options.skip_lanes_bench_only;
+    let lane_user_keys: Vec<&str> = if lanes_on {
+        options.lane_carriers.user_keys().collect()
+    } else {
+        Vec::new()
+    };
     for (ri, rs) in request.resource_spans.iter().enumerate() {
-        let res = resource_info(&rs.resource_attributes, &options.color_rules);
+        let res = resource_info(
+            &rs.resource_attributes,
+            &options.color_rules,
+            lanes_on.then_some(&*options.lane_rules),
+        );
         for (si, ss) in rs.scope_spans.iter().enumerate() {
             let scope = ss.scope.as_ref();
             for (pi, span) in ss.spans.iter().enumerate() {
@@ -297,7 +323,7 @@ pub fn convert_view(
                 b.name.append_value(span.name);
                 b.span_kind.append_value(kind.as_str());
                 let attrs = &span.attributes;
-                let found = SpanAttrs::of(attrs);
+                let found = SpanAttrs::of(attrs, &lane_user_keys);
                 let job_name = SpanAttrs::get_str(found.job_name);
                 let traffic = TrafficKind::classify(kind, parent.is_some(), job_name.is_some());
                 b.traffic_kind
@@ -333,6 +359,7 @@ pub fn convert_view(
                 b.host_name.append_option(res.host_name.as_deref());
                 b.color.append_value(res.color);
                 b.color_rule.append_value(&res.color_rule);
+                lane::append_instance_lane(&mut b, res.lane.as_ref());
                 let decision = memo.find(sources, &found);
                 let decision = decision.as_ref().map(|f| memo.resolve(f));
                 match decision {
@@ -359,6 +386,11 @@ pub fn convert_view(
                         b.conflicting_channels.append(false);
                     }
                 }
+                let tag = lanes_on.then(|| lane::lane_tag(&found, &options.lane_carriers));
+                if let Some(t) = &tag {
+                    malformed_lane_tags += u64::from(t.malformed);
+                }
+                lane::append_lane_tag(&mut b, tag.as_ref());
                 b.messaging_system
                     .append_option(SpanAttrs::get_str(found.messaging_system));
                 b.consumer_group.append_option(
@@ -418,8 +450,11 @@ pub fn convert_view(
         rejected,
         first_error,
         decisions_truncated,
+        malformed_lane_tags,
     })
 }
 
+#[cfg(test)]
+mod lane_tests;
 #[cfg(test)]
 mod tests;

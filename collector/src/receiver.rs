@@ -184,6 +184,7 @@ impl Receiver {
         }
         let n = rows.keys.len() as u64;
         let truncated = rows.decisions_truncated;
+        let malformed_lane_tags = rows.malformed_lane_tags;
         match self.sink.write(rows).await {
             Ok(report) => {
                 self.metrics
@@ -197,6 +198,7 @@ impl Receiver {
                         "decision values past the W3C baggage limits were read up to them"
                     );
                 }
+                self.metrics.malformed_lane_tags.inc_by(malformed_lane_tags);
                 if report.duplicates > 0 {
                     self.metrics.discard("duplicate", report.duplicates);
                 }

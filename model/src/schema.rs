@@ -16,7 +16,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 /// file was written with. Raise it when a column is added, removed, renamed, or changes type,
 /// nullability or meaning.
 ///
-/// Version 2 added the nullable `links` column (files of version 1 read with it null).
+/// Versions: 1, the first; 2 adds the nullable `links` column and the lane columns (`lane`,
+/// `lane_rule`, `lane_invalid_values`, `lane_tag`, `lane_tag_source`, `malformed_lane_tags`),
+/// all null in the files of version 1.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// The Parquet key-value metadata key holding [`SCHEMA_VERSION`].
@@ -63,6 +65,14 @@ pub mod col {
     pub const COLOR: &str = "color";
     /// The rule that decided `color`, or `none`.
     pub const COLOR_RULE: &str = "color_rule";
+    /// The instance's lane id (domain §7.1), `base` when unmarked; null in files written
+    /// before it (schema version 1).
+    pub const LANE: &str = "lane";
+    /// The key of the lane rule that decided `lane` (`deploy.lane`, a user rule's key), or
+    /// `default`.
+    pub const LANE_RULE: &str = "lane_rule";
+    /// Lane values met while resolving `lane` that are not lane ids; null when none.
+    pub const LANE_INVALID_VALUES: &str = "lane_invalid_values";
     /// Map channel → `blue`/`green` (domain §2); null when no source attribute.
     pub const DECISIONS: &str = "decisions";
     /// The attribute the decision was read from.
@@ -73,6 +83,13 @@ pub mod col {
     pub const MALFORMED_PAIRS: &str = "malformed_pairs";
     /// Channels decided twice with different colours.
     pub const CONFLICTING_CHANNELS: &str = "conflicting_channels";
+    /// The lane the span's request asks for (domain §7.1), `base` for an explicit base tag;
+    /// null when no carrier gave a lane id.
+    pub const LANE_TAG: &str = "lane_tag";
+    /// The key of the carrier that gave `lane_tag`; null with it.
+    pub const LANE_TAG_SOURCE: &str = "lane_tag_source";
+    /// Lane carriers on the span that gave no lane id.
+    pub const MALFORMED_LANE_TAGS: &str = "malformed_lane_tags";
     /// `messaging.system`.
     pub const MESSAGING_SYSTEM: &str = "messaging_system";
     /// `messaging.consumer.group.name`, else `messaging.rocketmq.client_group`.
@@ -97,6 +114,16 @@ pub mod col {
     /// when none (and in files written before schema version 2).
     pub const LINKS: &str = "links";
 }
+
+/// The columns schema version 2 added (domain §7.1), all nullable: null in files of version 1.
+pub const LANE_COLUMNS: [&str; 6] = [
+    col::LANE,
+    col::LANE_RULE,
+    col::LANE_INVALID_VALUES,
+    col::LANE_TAG,
+    col::LANE_TAG_SOURCE,
+    col::MALFORMED_LANE_TAGS,
+];
 
 /// The `spans` schema (see [`col`] for each column's meaning).
 pub fn spans_schema() -> SchemaRef {
@@ -125,6 +152,14 @@ pub fn spans_schema() -> SchemaRef {
                 s(col::HOST_NAME, true),
                 s(col::COLOR, false),
                 s(col::COLOR_RULE, false),
+                // The lane columns are nullable: files of schema version 1 lack them.
+                s(col::LANE, true),
+                s(col::LANE_RULE, true),
+                Field::new(
+                    col::LANE_INVALID_VALUES,
+                    List(Arc::new(Field::new("item", Utf8, true))),
+                    true,
+                ),
                 Field::new_map(
                     col::DECISIONS,
                     "entries",
@@ -141,6 +176,9 @@ pub fn spans_schema() -> SchemaRef {
                     List(Arc::new(Field::new("item", Utf8, true))),
                     true,
                 ),
+                s(col::LANE_TAG, true),
+                s(col::LANE_TAG_SOURCE, true),
+                Field::new(col::MALFORMED_LANE_TAGS, UInt32, true),
                 s(col::MESSAGING_SYSTEM, true),
                 s(col::CONSUMER_GROUP, true),
                 s(col::JOB_NAME, true),
@@ -194,13 +232,25 @@ mod tests {
             "attributes",
             "events",
             "links",
+            "lane",
+            "lane_rule",
+            "lane_invalid_values",
+            "lane_tag",
+            "lane_tag_source",
+            "malformed_lane_tags",
         ] {
             assert!(
                 schema.field_with_name(name).is_ok(),
                 "missing column {name}"
             );
         }
-        assert_eq!(schema.fields().len(), 35);
-        assert!(schema.field_with_name("links").unwrap().is_nullable());
+        assert_eq!(schema.fields().len(), 41);
+        for lane_column in std::iter::once(col::LINKS).chain(LANE_COLUMNS) {
+            let field = schema.field_with_name(lane_column).unwrap();
+            assert!(
+                field.is_nullable(),
+                "{lane_column}: files of version 1 lack it"
+            );
+        }
     }
 }

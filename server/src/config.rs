@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytesize::ByteSize;
 use dyeline_control::{ApiToken, Role};
-use dyeline_model::ColorRule;
+use dyeline_model::{ColorRule, LaneCarrier, LaneRule};
 use dyeline_queries::analyze::AnalyzerConfig;
 use dyeline_store::FsyncPolicy;
 use figment::Figment;
@@ -39,6 +39,15 @@ pub struct Config {
     /// Colour rules run after the defaults of domain §1 (`deploy.color`, then `blue`/`green`
     /// tokens in `host.name`, `k8s.pod.name`, `k8s.deployment.name`).
     pub color_rules: Vec<ColorRule>,
+    /// Instance lane rules (`[[lane_rules]]`) run after the built-in `deploy.lane` (domain
+    /// §7.1), first match wins, else `base`: `kind = "attribute"` (a resource attribute's value,
+    /// through an optional `map`) or `kind = "pattern"` (a `regex` with a named group `lane`
+    /// over a resource attribute, optional `map`). Compiled and checked at load.
+    pub lane_rules: Vec<LaneRule>,
+    /// Lane tag carriers (`[[lane_carriers]]`: a span attribute `key`, an optional value
+    /// `map`) tried after the built-in `x-deploy-lane` carriers (domain §7.1), first present
+    /// wins. Compiled and checked at load.
+    pub lane_carriers: Vec<LaneCarrier>,
     /// Log format: `text` or `json`.
     pub log_format: LogFormat,
     /// API settings: tokens, read access, weight-update spread.
@@ -362,6 +371,8 @@ impl Default for Config {
             store: StoreSettings::default(),
             sql: SqlSettings::default(),
             color_rules: Vec::new(),
+            lane_rules: Vec::new(),
+            lane_carriers: Vec::new(),
             log_format: LogFormat::Text,
             api: ApiSettings::default(),
             api_token: None,
@@ -563,6 +574,10 @@ impl Config {
         self.api.throttle.validate()?;
         dyeline_model::ColorRules::with_user_rules(self.color_rules.clone())
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        dyeline_model::LaneRules::new(&self.lane_rules)
+            .map_err(|e| ConfigError::Invalid(format!("lane_rules: {e}")))?;
+        dyeline_model::LaneCarriers::new(&self.lane_carriers)
+            .map_err(|e| ConfigError::Invalid(format!("lane_carriers: {e}")))?;
         Ok(())
     }
 }
@@ -892,6 +907,59 @@ mod tests {
             (
                 "max_memory = \"16 MiB\"\nmax_value_bytes = \"32 MiB\"",
                 "at most sql.max_memory",
+            ),
+        ] {
+            let err = load(body).unwrap_err().to_string();
+            assert!(err.contains(message), "{body}: {err}");
+        }
+    }
+
+    /// The lane fixtures' `dyeline.toml` loads; a bad lane rule or carrier is refused at load
+    /// with a message naming the list and the entry's key.
+    #[test]
+    fn lane_rules_and_carriers_load_and_bad_ones_are_refused_naming_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        let load = |body: &str| {
+            std::fs::write(&file, body).unwrap();
+            Config::load(Some(&file), Figment::new())
+        };
+        let fixture = include_str!("../../../shared/fixtures/analysis/lanes-small/dyeline.toml");
+        let cfg = load(fixture).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            cfg.lane_rules.iter().map(LaneRule::key).collect::<Vec<_>>(),
+            ["nacos.metadata.gray", "host.name"]
+        );
+        assert_eq!(cfg.lane_carriers[0].key, "http.request.header.gray");
+        for (body, message) in [
+            (
+                "[[lane_rules]]\nkind = \"pattern\"\nkey = \"host.name\"\nregex = \"-(?P<lane>gray\"\n",
+                "lane_rules: lane rule #0 `host.name`: invalid regex",
+            ),
+            (
+                "[[lane_rules]]\nkind = \"pattern\"\nkey = \"k8s.pod.name\"\nregex = \"-(gray)-\"\n",
+                "lane_rules: lane rule #0 `k8s.pod.name`: regex `-(gray)-` has no named group `lane`",
+            ),
+            (
+                "[[lane_rules]]\nkind = \"attribute\"\nkey = \"nacos.metadata.gray\"\nmap = { \"true\" = \"Gray Lane\" }\n",
+                "lane_rules: lane rule #0 `nacos.metadata.gray`: map entry `true` = `Gray Lane`",
+            ),
+            (
+                "[[lane_carriers]]\nkey = \"http.request.header.gray\"\nmap = {}\n",
+                "lane_carriers: lane carrier #0 `http.request.header.gray`: `map` is empty",
+            ),
+            (
+                "[[lane_carriers]]\nkey = \"x-deploy-lane\"\n",
+                "lane_carriers: lane carrier #0 `x-deploy-lane`: the key is a built-in carrier",
+            ),
+            // Unknown fields and kinds are refused by name too.
+            (
+                "[[lane_carriers]]\nkey = \"h\"\nregex = \"x\"\n",
+                "unknown field: found `regex`",
+            ),
+            (
+                "[[lane_rules]]\nkind = \"token\"\nkey = \"host.name\"\n",
+                "unknown variant: found `token`",
             ),
         ] {
             let err = load(body).unwrap_err().to_string();

@@ -7,17 +7,18 @@
 //! file, files being immutable once written): [`crate::Snapshot::files_in`] lists the files of
 //! a time range as [`FileSource`]s, and [`FileSource::open`] reads the columns asked of one,
 //! the low-cardinality ones as dictionaries ([`DICTIONARY_COLUMNS`]), so no reader outside the
-//! store opens Parquet itself.
+//! store opens Parquet itself. A column of the `spans` schema that a file written by an earlier
+//! schema version lacks (a nullable column added since) is read as nulls ([`FileReader`]).
 
 use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{AsArray, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::{ArrayRef, AsArray, RecordBatch, new_null_array};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use arrow::error::ArrowError;
-use dyeline_model::schema::col;
+use dyeline_model::schema::{col, spans_schema};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
@@ -272,7 +273,7 @@ pub fn key_batch(
 /// The columns an analyzer reads as dictionaries from the store's files: few distinct values
 /// each, and stored dictionary-encoded, so a reader materialises no string per row and can
 /// intern each distinct value once.
-pub const DICTIONARY_COLUMNS: [&str; 7] = [
+pub const DICTIONARY_COLUMNS: [&str; 11] = [
     col::SERVICE_NAME,
     col::INSTANCE_ID,
     col::COLOR,
@@ -280,6 +281,10 @@ pub const DICTIONARY_COLUMNS: [&str; 7] = [
     col::SPAN_KIND,
     col::TRAFFIC_KIND,
     col::DECISION_SOURCE,
+    col::LANE,
+    col::LANE_RULE,
+    col::LANE_TAG,
+    col::LANE_TAG_SOURCE,
 ];
 
 /// Rows per batch of a [`FileSource::open`] reader.
@@ -296,9 +301,36 @@ pub struct FileSource {
 /// A reader of one store file ([`FileSource::open`]): its batches and its row count.
 pub struct FileBatches {
     /// The batches, of at most [`READ_BATCH_ROWS`] rows each.
-    pub reader: ParquetRecordBatchReader,
+    pub reader: FileReader,
     /// Rows of the file (from its footer): a reader can size what it builds once.
     pub rows: usize,
+}
+
+/// The batches of [`FileSource::open`]: the columns the file holds, in the file's order,
+/// then the asked columns it lacks (nullable columns of the `spans` schema added after the
+/// file was written) as null columns, in the order asked.
+pub struct FileReader {
+    inner: ParquetRecordBatchReader,
+    /// The lacking columns' fields, and the schema of the batches with them (`None`: none
+    /// lacking, batches passed on as read).
+    missing: Option<(Vec<FieldRef>, SchemaRef)>,
+}
+
+impl Iterator for FileReader {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let batch = self.inner.next()?;
+        let Some((fields, schema)) = &self.missing else {
+            return Some(batch);
+        };
+        Some(batch.and_then(|b| {
+            let rows = b.num_rows();
+            let mut columns: Vec<ArrayRef> = b.columns().to_vec();
+            columns.extend(fields.iter().map(|f| new_null_array(f.data_type(), rows)));
+            RecordBatch::try_new(Arc::clone(schema), columns)
+        }))
+    }
 }
 
 impl FileSource {
@@ -326,13 +358,13 @@ impl FileSource {
     /// order) in batches of [`READ_BATCH_ROWS`] rows, each of `dictionaries` (as
     /// [`DICTIONARY_COLUMNS`]) that is stored as `Utf8` read as `Dictionary(Int32, Utf8)`, as
     /// it is stored. A nullable `spans` column the file lacks (a file written before the
-    /// column was added: an earlier [`SCHEMA_VERSION`](dyeline_model::schema::SCHEMA_VERSION))
-    /// is left out of the batches: a reader takes its absence as nulls.
+    /// column was added: an earlier [`SCHEMA_VERSION`](dyeline_model::schema::SCHEMA_VERSION),
+    /// version 1 for the links and lane columns) is read as nulls, after the file's columns.
     ///
     /// # Errors
     /// I/O and Parquet errors opening the file (one deleted by retention since it was listed:
     /// [`io::ErrorKind::NotFound`]); a column of `columns` the file lacks that is not a
-    /// nullable `spans` column. Each batch may still carry a read error.
+    /// nullable column of the `spans` schema. Each batch may still carry a read error.
     pub fn open(&self, columns: &[&str], dictionaries: &[&str]) -> io::Result<FileBatches> {
         let file = File::open(self.path())?;
         let plain = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
@@ -361,24 +393,55 @@ impl FileSource {
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata);
         let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
         let arrow_schema = builder.schema().clone();
-        let spans = dyeline_model::schema::spans_schema();
-        let added_later = |n: &str| spans.field_with_name(n).is_ok_and(|f| f.is_nullable());
-        let roots = columns
-            .iter()
-            .filter_map(|n| match arrow_schema.index_of(n) {
-                Ok(i) => Some(Ok(i)),
-                Err(_) if added_later(n) => None,
-                Err(e) => Some(Err(io::Error::other(e))),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-        let reader = builder
+        let mut roots = Vec::with_capacity(columns.len());
+        let mut missing: Vec<FieldRef> = Vec::new();
+        for name in columns {
+            match arrow_schema.index_of(name) {
+                Ok(i) => roots.push(i),
+                Err(e) => missing
+                    .push(added_column(name, dictionaries).ok_or_else(|| io::Error::other(e))?),
+            }
+        }
+        roots.sort_unstable();
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+        let inner = builder
             .with_projection(mask)
             .with_batch_size(READ_BATCH_ROWS)
             .build()
             .map_err(io::Error::other)?;
-        Ok(FileBatches { reader, rows })
+        let missing = (!missing.is_empty()).then(|| {
+            let mut fields: Vec<FieldRef> = arrow::array::RecordBatchReader::schema(&inner)
+                .fields()
+                .to_vec();
+            fields.extend(missing.iter().cloned());
+            (missing, Arc::new(Schema::new(fields)))
+        });
+        Ok(FileBatches {
+            reader: FileReader { inner, missing },
+            rows,
+        })
     }
+}
+
+/// The field of column `name` for a file written before it was added: a nullable column of
+/// the `spans` schema (a dictionary of `Utf8` when `name` is in `dictionaries`); `None` for
+/// any other name.
+fn added_column(name: &str, dictionaries: &[&str]) -> Option<FieldRef> {
+    let field = spans_schema().field_with_name(name).ok()?.clone();
+    if !field.is_nullable() {
+        return None;
+    }
+    Some(Arc::new(
+        if dictionaries.contains(&name) && field.data_type() == &DataType::Utf8 {
+            Field::new(
+                name,
+                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+                true,
+            )
+        } else {
+            field
+        },
+    ))
 }
 
 #[cfg(test)]
@@ -648,7 +711,13 @@ pub(crate) mod tests {
             .collect();
         let schema = batches[0].schema();
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        assert_eq!(names, [col::SPAN_ID, col::SPAN_KIND]);
+        // The column the old file lacks is there, after the file's, every row null.
+        assert_eq!(names, [col::SPAN_ID, col::SPAN_KIND, col::LINKS]);
+        assert!(
+            batches
+                .iter()
+                .all(|b| b.column(2).null_count() == b.num_rows())
+        );
         // A column that is not a nullable spans column is still an error.
         assert!(source.open(&[col::SPAN_ID, "no_such_column"], &[]).is_err());
 

@@ -1,10 +1,15 @@
 //! What a store does when it opens: replays the WAL through the duplicate filter into memory,
-//! sealed as the writer would seal it ([`replay`]), and builds the trace indexes of the files
-//! it found, in the background (`dyeline-indexer`, [`index_files`]).
+//! sealed as the writer would seal it ([`replay`]; rows an earlier schema version wrote are
+//! given the columns added since, as nulls: [`upgrade_rows`]), and builds the trace indexes of
+//! the files it found, in the background (`dyeline-indexer`, [`index_files`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+
+use arrow::array::{ArrayRef, RecordBatch, new_null_array};
+use arrow::error::ArrowError;
+use dyeline_model::schema::spans_schema;
 
 use crate::dedupe::{Dedupe, keys_of};
 use crate::file_read;
@@ -107,7 +112,7 @@ pub(crate) fn replay(
             );
         }
         for (_, batch) in r.records {
-            let batch = with_later_columns(batch).map_err(std::io::Error::other)?;
+            let batch = upgrade_rows(batch).map_err(std::io::Error::other)?;
             let keys = keys_of(&batch);
             let f = dedupe
                 .filter(batch, &keys, &files)
@@ -137,41 +142,38 @@ pub(crate) fn replay(
     Ok(())
 }
 
-/// `batch` in the current `spans` schema when it is a batch of an earlier one (a WAL record
-/// written before a nullable column was added, [`dyeline_model::schema::SCHEMA_VERSION`]):
-/// the columns it lacks added as nulls, so memory holds one schema. Any other batch (not of
-/// `spans` columns, or lacking one that cannot be null) is returned as it is.
+/// Rows of the `spans` table as an earlier schema version wrote them (a WAL record of the
+/// previous binary), in the current layout: every column of [`spans_schema`] in its order,
+/// those the rows lack (nullable columns added since, e.g. the lane columns of version 2) as
+/// nulls. Rows that already have the current layout, and rows that are not `spans` rows of any
+/// version (lacking a column that is not nullable), are returned as they are.
 ///
 /// # Errors
-/// An Arrow error building the batch (a bug).
-pub(crate) fn with_later_columns(
-    batch: arrow::array::RecordBatch,
-) -> Result<arrow::array::RecordBatch, arrow::error::ArrowError> {
-    let spans = dyeline_model::schema::spans_schema();
-    let schema = batch.schema();
-    if schema == spans
-        || schema.fields().len() >= spans.fields().len()
-        || schema
-            .fields()
-            .iter()
-            .any(|f| spans.field_with_name(f.name()).ok() != Some(f.as_ref()))
-    {
+/// A column of the rows whose type differs from the current schema's (a bug, or a layout
+/// this version cannot read).
+pub(crate) fn upgrade_rows(batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let schema = spans_schema();
+    let have = batch.schema();
+    if have.fields() == schema.fields() {
         return Ok(batch);
     }
-    let mut columns = Vec::with_capacity(spans.fields().len());
-    for f in spans.fields() {
-        match batch.column_by_name(f.name()) {
-            Some(c) => columns.push(std::sync::Arc::clone(c)),
-            None if f.is_nullable() => {
-                columns.push(arrow::array::new_null_array(
-                    f.data_type(),
-                    batch.num_rows(),
-                ));
-            }
-            None => return Ok(batch),
-        }
+    let lacks_required = schema
+        .fields()
+        .iter()
+        .any(|f| !f.is_nullable() && have.field_with_name(f.name()).is_err());
+    if lacks_required {
+        return Ok(batch);
     }
-    arrow::array::RecordBatch::try_new(spans, columns)
+    let rows = batch.num_rows();
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            Some(c) => Arc::clone(c),
+            None => new_null_array(f.data_type(), rows),
+        })
+        .collect();
+    RecordBatch::try_new(schema, columns)
 }
 
 #[cfg(test)]
@@ -191,7 +193,7 @@ mod tests {
         use arrow::array::{Array, AsArray};
         use dyeline_model::schema::{col, spans_schema};
         let old = crate::file_read::tests::version_1_rows(4);
-        let converted = with_later_columns(old.clone()).unwrap();
+        let converted = upgrade_rows(old.clone()).unwrap();
         assert_eq!(converted.schema(), spans_schema());
         assert_eq!(
             converted.column_by_name(col::LINKS).unwrap().null_count(),
@@ -199,7 +201,7 @@ mod tests {
         );
         // Not a spans batch of an earlier schema: as it is.
         let (keys_only, _) = rows(0, 3);
-        assert_eq!(with_later_columns(keys_only.clone()).unwrap(), keys_only);
+        assert_eq!(upgrade_rows(keys_only.clone()).unwrap(), keys_only);
 
         let dir = tempfile::tempdir().unwrap();
         {

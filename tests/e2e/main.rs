@@ -19,6 +19,7 @@ mod fixtures;
 mod hardening;
 mod ingest_rules;
 mod lane_groups;
+mod lanes_ingest;
 mod otlp_python;
 mod otlp_rust;
 mod sql;

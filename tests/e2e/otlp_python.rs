@@ -1,8 +1,6 @@
 //! The Python OpenTelemetry SDK from pip (`opentelemetry-sdk`, OTLP exporters over gRPC and
 //! HTTP) exports spans; the store holds each exactly once with colour, decisions and parent.
 
-use std::process::Command;
-
 use crate::util::*;
 
 /// Runs the script `tests/python/{name}` with `args`; its standard output.
@@ -10,21 +8,21 @@ pub(crate) fn run_script(name: &str, args: &[&str]) -> String {
     let script = crate::support::workspace_root()
         .join("tests/python")
         .join(name);
-    let out = Command::new("python3")
+    let out = std::process::Command::new("python3")
         .arg(script)
         .args(args)
         .output()
         .expect("python3 runs (pip install -r tests/requirements.txt)");
     assert!(
         out.status.success(),
-        "python exporter failed: {}",
+        "{name} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn run_python(protocol: &str, endpoint: &str) -> Vec<serde_json::Value> {
-    run_script(
+    python_json_lines(
         "export_spans.py",
         &[
             "--protocol",
@@ -35,9 +33,6 @@ fn run_python(protocol: &str, endpoint: &str) -> Vec<serde_json::Value> {
             "15",
         ],
     )
-    .lines()
-    .map(|l| serde_json::from_str(l).expect("one JSON object per span"))
-    .collect()
 }
 
 fn check(s: &Server, expected: Vec<serde_json::Value>) {

@@ -103,3 +103,12 @@ pub fn count_all(server: &Server) -> i64 {
         .as_i64()
         .expect("count")
 }
+
+/// Runs the Python script `tests/python/<script>` with `args` (the real OpenTelemetry SDK,
+/// `pip install -r tests/requirements.txt`); its stdout, one JSON object per line.
+pub fn python_json_lines(script: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    crate::otlp_python::run_script(script, args)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}

@@ -4,9 +4,11 @@
 //!
 //! Owns which keys become columns and the fallbacks between them (`service.instance.id`, else
 //! `host.name`, else `k8s.pod.name`; `unknown_service` for a resource with no name). Does not
-//! own the decision grammar (`dyeline_model::decision`) nor the colour rules.
+//! own the decision grammar (`dyeline_model::decision`), the colour rules nor the lane rules
+//! and carriers (`dyeline_model::lane`; `convert/lane.rs` runs them).
 
-use dyeline_model::{ColorRules, DecisionSource};
+use dyeline_model::lane::{BAGGAGE_TAG_KEY, TAG_KEY};
+use dyeline_model::{ColorRules, DecisionSource, InstanceLane, LaneRules};
 
 use super::json_out::write_json_object;
 use crate::wire::{Kv, Val};
@@ -40,8 +42,13 @@ pub(super) const KEY_MESSAGING_ROCKETMQ_CLIENT_GROUP: &str = "messaging.rocketmq
 const KEY_DECISION_ATTRIBUTE: &str = DecisionSource::Attribute.as_str();
 /// The span attribute of [`DecisionSource::BaggageAttribute`].
 const KEY_DECISION_BAGGAGE_ATTRIBUTE: &str = DecisionSource::BaggageAttribute.as_str();
-/// The span attribute of [`DecisionSource::BaggageHeader`].
+/// The span attribute of [`DecisionSource::BaggageHeader`] (also the third built-in lane
+/// carrier, domain §7.1).
 const KEY_DECISION_BAGGAGE_HEADER: &str = DecisionSource::BaggageHeader.as_str();
+/// Span `x-deploy-lane`, the first built-in lane carrier (domain §7.1).
+const KEY_LANE_TAG: &str = TAG_KEY;
+/// Span `baggage.x-deploy-lane`, the second built-in lane carrier.
+const KEY_LANE_BAGGAGE_TAG: &str = BAGGAGE_TAG_KEY;
 
 /// Resource attribute keys promoted to columns (left out of `resource_attributes`).
 const PROMOTED_RESOURCE: [&str; 4] = [
@@ -51,7 +58,7 @@ const PROMOTED_RESOURCE: [&str; 4] = [
     KEY_HOST_NAME,
 ];
 
-fn str_value<'a>(v: &Val<'a>) -> Option<&'a str> {
+pub(super) fn str_value<'a>(v: &Val<'a>) -> Option<&'a str> {
     match v {
         Val::Str(s) => Some(s),
         _ => None,
@@ -124,6 +131,12 @@ type Slot<'v, 'a> = Option<&'v Val<'a>>;
 /// instead of one scan per key. Each slot holds the key's first occurrence, as [`find`] would.
 #[derive(Default)]
 pub(super) struct SpanAttrs<'v, 'a> {
+    /// The built-in lane carriers `x-deploy-lane`, `baggage.x-deploy-lane` (the third, the
+    /// baggage header, is `decision[2]`).
+    pub(super) lane: [Slot<'v, 'a>; 2],
+    /// The user lane carriers present, each key's first occurrence, in attribute order
+    /// (empty, and not allocated, on almost every span).
+    pub(super) lane_user: Vec<(&'a str, &'v Val<'a>)>,
     pub(super) job_name: Slot<'v, 'a>,
     pub(super) http_status: Slot<'v, 'a>,
     pub(super) http_status_legacy: Slot<'v, 'a>,
@@ -136,9 +149,17 @@ pub(super) struct SpanAttrs<'v, 'a> {
 }
 
 impl<'v, 'a> SpanAttrs<'v, 'a> {
-    pub(super) fn of(attrs: &'v [Kv<'a>]) -> Self {
+    /// The slots of `attrs`, with the user lane carriers whose keys are `lane_user_keys`
+    /// (with none configured, nothing more is compared).
+    pub(super) fn of(attrs: &'v [Kv<'a>], lane_user_keys: &[&str]) -> Self {
         let mut s = Self::default();
         for kv in attrs {
+            if !lane_user_keys.is_empty()
+                && lane_user_keys.contains(&kv.key)
+                && !s.lane_user.iter().any(|(k, _)| *k == kv.key)
+            {
+                s.lane_user.push((kv.key, &kv.value));
+            }
             let slot = match kv.key {
                 KEY_JOB_NAME => &mut s.job_name,
                 KEY_HTTP_RESPONSE_STATUS_CODE => &mut s.http_status,
@@ -150,6 +171,8 @@ impl<'v, 'a> SpanAttrs<'v, 'a> {
                 KEY_DECISION_ATTRIBUTE => &mut s.decision[0],
                 KEY_DECISION_BAGGAGE_ATTRIBUTE => &mut s.decision[1],
                 KEY_DECISION_BAGGAGE_HEADER => &mut s.decision[2],
+                KEY_LANE_TAG => &mut s.lane[0],
+                KEY_LANE_BAGGAGE_TAG => &mut s.lane[1],
                 _ => continue,
             };
             if slot.is_none() {
@@ -172,6 +195,8 @@ pub(super) struct ResourceInfo {
     pub(super) host_name: Option<String>,
     pub(super) color: &'static str,
     pub(super) color_rule: String,
+    /// `None` when lane resolution is skipped (bench only).
+    pub(super) lane: Option<InstanceLane>,
     pub(super) attributes_json: String,
 }
 
@@ -180,7 +205,22 @@ pub const UNKNOWN_SERVICE: &str = "unknown_service";
 /// The value of `instance_id` when the resource names no instance.
 pub const UNKNOWN_INSTANCE: &str = "unknown_instance";
 
-pub(super) fn resource_info(attrs: &[Kv<'_>], rules: &ColorRules) -> ResourceInfo {
+/// The text of a resource attribute as the lane rules read it: a string, or a boolean as
+/// `true` / `false` (Nacos metadata such as `gray=true` may be sent as either).
+fn lane_text<'a>(v: &Val<'a>) -> Option<&'a str> {
+    match v {
+        Val::Str(s) => Some(s),
+        Val::Bool(true) => Some("true"),
+        Val::Bool(false) => Some("false"),
+        _ => None,
+    }
+}
+
+pub(super) fn resource_info(
+    attrs: &[Kv<'_>],
+    rules: &ColorRules,
+    lane_rules: Option<&LaneRules>,
+) -> ResourceInfo {
     let host_name = find_str(attrs, KEY_HOST_NAME).map(str::to_owned);
     let instance_id = [KEY_SERVICE_INSTANCE_ID, KEY_HOST_NAME, KEY_K8S_POD_NAME]
         .iter()
@@ -202,6 +242,7 @@ pub(super) fn resource_info(attrs: &[Kv<'_>], rules: &ColorRules) -> ResourceInf
         host_name,
         color: resolved.color.as_str(),
         color_rule: resolved.rule.to_owned(),
+        lane: lane_rules.map(|r| r.resolve(|k| find(attrs, k).and_then(lane_text))),
         attributes_json,
     }
 }

@@ -78,7 +78,7 @@ proptest! {
             .prop_shuffle(),
     ) {
         let attrs = crate::wire::kvs(&attrs);
-        let found = SpanAttrs::of(&attrs);
+        let found = SpanAttrs::of(&attrs, &[]);
         let slots = [
             ("job.name", found.job_name),
             ("http.response.status_code", found.http_status),

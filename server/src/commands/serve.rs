@@ -10,7 +10,7 @@ use dyeline_collector::{ConvertOptions, Limits, Receiver};
 use dyeline_control::api::ControlApi;
 use dyeline_control::auth::{GENERATED_TOKEN_NAME, ensure_token_file};
 use dyeline_control::{ApiToken, Auth, ControlPlane, Role};
-use dyeline_model::ColorRules;
+use dyeline_model::{ColorRules, LaneCarriers, LaneRules};
 use dyeline_queries::SqlEngine;
 use dyeline_queries::http::{AnalysisApi, ApiError};
 use dyeline_store::{Store, StoreConfig};
@@ -137,11 +137,14 @@ fn api_refusal(_: &axum::http::HeaderMap, e: &ListenError) -> axum::response::Re
 /// the receivers add the store's retention: [`receiver_convert_options`]).
 ///
 /// # Errors
-/// Invalid colour rules.
+/// Invalid colour rules, lane rules or lane carriers.
 pub fn convert_options(config: &Config) -> Result<ConvertOptions, BoxError> {
     Ok(ConvertOptions {
         color_rules: Arc::new(ColorRules::with_user_rules(config.color_rules.clone())?),
         decision_sources: Vec::new(),
+        lane_rules: Arc::new(LaneRules::new(&config.lane_rules)?),
+        lane_carriers: Arc::new(LaneCarriers::new(&config.lane_carriers)?),
+        skip_lanes_bench_only: false,
         retention: None,
     })
 }
@@ -150,7 +153,7 @@ pub fn convert_options(config: &Config) -> Result<ConvertOptions, BoxError> {
 /// `[store] retention` (domain §1: refused through partial success, never dropped silently).
 ///
 /// # Errors
-/// Invalid colour rules.
+/// Invalid colour or lane rules.
 pub fn receiver_convert_options(config: &Config) -> Result<ConvertOptions, BoxError> {
     Ok(ConvertOptions {
         retention: Some(config.store.retention),
