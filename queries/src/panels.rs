@@ -7,6 +7,7 @@
 //! (channel state, operations, alerts, weights in force) are not here; the server's adapter
 //! adds them per request and copies these plain types into the pages' own.
 
+pub mod lanes;
 pub mod snapshots;
 
 use std::collections::{BTreeMap, HashMap};
@@ -14,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use dyeline_model::release::Timeline;
 use dyeline_model::{Color, TrafficKind};
 
-use crate::analyze::spans::{Kind, SpanRec, Spans};
+use crate::analyze::spans::{SpanRec, Spans};
 use crate::analyze::{AnalyzerConfig, CrossColorHop, Report, WindowFinding};
 use crate::sql::SqlError;
 use crate::summary;
@@ -70,7 +71,7 @@ pub struct ColorAcc {
 /// What an app serves: RPC requests (SERVER), MQ messages (CONSUMER) and JOB runs (root
 /// spans of traffic kind JOB), so MQ consumers and JOB apps have a row of the per-app table.
 fn is_work(s: &SpanRec) -> bool {
-    s.kind != Kind::Other || (s.traffic == Some(TrafficKind::Job) && s.parent.is_none())
+    s.kind.is_judged() || (s.traffic == Some(TrafficKind::Job) && s.parent.is_none())
 }
 
 impl ColorAcc {

@@ -548,6 +548,18 @@ impl Config {
                 )));
             }
         }
+        let lanes = &self.analyzer.lanes;
+        let day = Duration::from_secs(86_400);
+        for (key, d) in [
+            ("presence_window", lanes.presence_window),
+            ("window", lanes.window),
+        ] {
+            if d < Duration::from_secs(1) || d > day {
+                return Err(ConfigError::Invalid(format!(
+                    "analyzer.lanes.{key} must be 1s..=1day"
+                )));
+            }
+        }
         if self.alerts.interval < Duration::from_millis(100) {
             return Err(ConfigError::Invalid(
                 "alerts.interval must be at least 100ms".into(),
@@ -706,6 +718,16 @@ mod tests {
         std::fs::write(&file, "[analyzer.channels.trade]\nwindow = \"0s\"\n").unwrap();
         let err = Config::load(Some(&file), Figment::new()).unwrap_err();
         assert!(err.to_string().contains("analyzer.trade"), "{err}");
+        std::fs::write(&file, "[analyzer.lanes]\npresence_window = \"0s\"\n").unwrap();
+        let err = Config::load(Some(&file), Figment::new()).unwrap_err();
+        assert!(
+            err.to_string().contains("analyzer.lanes.presence_window"),
+            "{err}"
+        );
+        std::fs::write(&file, "[analyzer.lanes]\npresence_window = \"90s\"\n").unwrap();
+        let cfg = Config::load(Some(&file), Figment::new()).unwrap();
+        assert_eq!(cfg.analyzer.lanes.presence_window, Duration::from_secs(90));
+        assert_eq!(cfg.analyzer.lanes.window, Duration::from_secs(60));
         std::fs::write(&file, "nonsense = 1\n").unwrap();
         let err = Config::load(Some(&file), Figment::new()).unwrap_err();
         assert!(err.to_string().contains("nonsense"), "{err}");

@@ -39,6 +39,8 @@ mod tests;
 pub use routes::{Ui, router};
 pub use source::{
     Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLoad, DashboardSource, Detection,
-    HopEdge, Identity, InstanceRow, MissingRow, OpLine, Overview, SourceError, Step, TimeRange,
-    TraceHit, TraceSearch, TraceSpan, TraceView, UnknownInstance, WeightPreview, WindowFinding,
+    HopEdge, Identity, InstanceRow, LaneAppRow, LaneCell, LaneCountsView, LaneErrorSeries,
+    LaneFindingRow, LaneGroupLine, LaneGroupView, LaneInstance, LaneScope, LanesIndex, LanesPage,
+    MissingRow, OpLine, Overview, SourceError, Step, StepPoints, TimeRange, TraceHit, TraceSearch,
+    TraceSpan, TraceView, UnknownInstance, WeightPreview, WindowFinding,
 };

@@ -1,5 +1,6 @@
-//! The analyzer's settings: the detections' thresholds ([`Thresholds`], domain §6) and their
-//! per-channel replacements ([`AnalyzerConfig`], `[analyzer]` in the server's configuration).
+//! The analyzer's settings: the detections' thresholds ([`Thresholds`], domain §6), their
+//! per-channel replacements ([`AnalyzerConfig`], `[analyzer]` in the server's configuration)
+//! and the lane rules' windows ([`LaneWindows`], domain §7).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -65,6 +66,31 @@ pub struct AnalyzerConfig {
     /// Thresholds of named channels (each a whole set; unspecified keys take the defaults
     /// of domain §6).
     pub channels: BTreeMap<String, Thresholds>,
+    /// The lane rules' windows (domain §7.1, §7.4; `[analyzer.lanes]`); the lane error
+    /// spike's thresholds are each lane group's.
+    pub lanes: LaneWindows,
+}
+
+/// The windows of the lane rules.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LaneWindows {
+    /// W of domain §7.1: an instance is present at t when it sent a signal within W before t
+    /// and another within W after t. Default 60 s.
+    #[serde(with = "humantime_serde")]
+    pub presence_window: Duration,
+    /// Tumbling window of lane coverage and the lane error spike (§7.4). Default 60 s.
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+}
+
+impl Default for LaneWindows {
+    fn default() -> Self {
+        Self {
+            presence_window: Duration::from_secs(60),
+            window: Duration::from_secs(60),
+        }
+    }
 }
 
 impl AnalyzerConfig {

@@ -9,6 +9,10 @@ use dyeline_model::Color;
 use serde::{Serialize, Serializer};
 
 use super::config::AnalyzerConfig;
+use super::detect::lanes::{
+    self, InstanceLane, LaneCounts, LaneCoverage, LaneErrorSpike, LaneLeak, LanePollution,
+    LaneReport, LaneTagChanged, LaneTagDropped, SpanLaneTag,
+};
 use super::detect::{traces, windows};
 use super::findings::{
     CrossColorHop, Detection, DrainedSide, ErrorSpike, FindingRef, InstanceSkew, MissingDecision,
@@ -119,6 +123,14 @@ pub struct Report {
     /// The detections that ran, when not all six did ([`report_of`]): the lists of the
     /// others are empty because they were not looked for.
     pub detections: Option<Vec<&'static str>>,
+    /// Each instance's lane (domain §7.1); `None` when the spans were not loaded
+    /// ([`report_windows`]).
+    pub lanes: Option<Vec<InstanceLane>>,
+    /// The spans on which a lane carrier is present (only with `--with-decisions`).
+    pub lane_tags: Option<Vec<SpanLaneTag>>,
+    /// The lane rules' findings, counts and coverage (domain §7.3–7.4), when they ran (with
+    /// every detection).
+    pub lane: Option<LaneReport>,
 }
 
 impl Report {
@@ -171,6 +183,24 @@ struct ReportJson<'a> {
     error_spike: Option<&'a [ErrorSpike]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     detections: Option<&'a [&'static str]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lanes: Option<&'a [InstanceLane]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane_tags: Option<&'a [SpanLaneTag]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane_leaks: Option<&'a [LaneLeak]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane_tags_dropped: Option<&'a [LaneTagDropped]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane_pollution: Option<&'a [LanePollution]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane_tags_changed: Option<&'a [LaneTagChanged]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane_error_spike: Option<&'a [LaneErrorSpike]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane_counts: Option<&'a LaneCounts>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane_coverage: Option<&'a [LaneCoverage]>,
 }
 
 impl Serialize for Report {
@@ -201,6 +231,15 @@ impl Serialize for Report {
                 .ran(Detection::ErrorSpike)
                 .then_some(&self.error_spike[..]),
             detections: self.detections.as_deref(),
+            lanes: self.lanes.as_deref(),
+            lane_tags: self.lane_tags.as_deref(),
+            lane_leaks: self.lane.as_ref().map(|l| &l.leaks[..]),
+            lane_tags_dropped: self.lane.as_ref().map(|l| &l.tags_dropped[..]),
+            lane_pollution: self.lane.as_ref().map(|l| &l.pollution[..]),
+            lane_tags_changed: self.lane.as_ref().map(|l| &l.tags_changed[..]),
+            lane_error_spike: self.lane.as_ref().map(|l| &l.error_spikes[..]),
+            lane_counts: self.lane.as_ref().map(|l| &l.counts),
+            lane_coverage: self.lane.as_ref().map(|l| &l.coverage[..]),
         }
         .serialize(serializer)
     }
@@ -302,7 +341,9 @@ pub fn report_of(
     }
     if with_decisions {
         r.decisions = Some(decisions);
+        r.lane_tags = Some(lanes::span_lane_tags(spans));
     }
+    r.lanes = Some(lanes::instance_lanes(spans));
     let t = std::time::Instant::now();
     // The trace detections and the window detections read the same spans and write
     // different findings: on large inputs they run on two threads.
@@ -362,7 +403,14 @@ pub fn report_of(
         (d, windows_part(false))
     };
     keep_only(&mut r, detections);
+    // The lane rules (domain §7) run with every detection (a run of some names the six).
+    let lanes_took = all.then(|| {
+        let started = std::time::Instant::now();
+        r.lane = Some(lanes::find(spans, &config.lanes));
+        started.elapsed()
+    });
     tracing::debug!(
+        lanes_ms = lanes_took.map_or(0.0, |d| d.as_secs_f64() * 1e3),
         traces_ms = traces_took.as_secs_f64() * 1e3,
         windows_ms = windows_took.as_secs_f64() * 1e3,
         detections_ms = t.elapsed().as_secs_f64() * 1e3,

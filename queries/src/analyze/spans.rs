@@ -16,8 +16,19 @@ pub enum Kind {
     Server,
     /// CONSUMER.
     Consumer,
-    /// CLIENT, PRODUCER, INTERNAL, UNSPECIFIED.
+    /// CLIENT.
+    Client,
+    /// PRODUCER.
+    Producer,
+    /// INTERNAL, UNSPECIFIED.
     Other,
+}
+
+impl Kind {
+    /// SERVER or CONSUMER: the spans the trace detections and the lane rules judge.
+    pub fn is_judged(self) -> bool {
+        matches!(self, Self::Server | Self::Consumer)
+    }
 }
 
 /// A set of decisions: (channel id, colour) pairs, up to three without a heap allocation (a
@@ -62,9 +73,13 @@ pub struct SpanRec {
     /// whole time line, before the span is resolved): [`Spans::interval`] reads it.
     pub interval: u32,
     /// The attribute the decisions were read from, interned in [`Spans::sources`], or
-    /// [`NO_SOURCE`] (none; also for a load with more than 65,534 distinct ones, where the
+    /// [`NO_SOURCE`] (none; also for a load with more than 254 distinct ones, where the
     /// configured chain has a handful). It fits in the record's padding.
-    pub source: u16,
+    pub source: u8,
+    /// The span's lane facts (its instance's lane and the rule that decided it, its lane
+    /// tag), interned in [`Spans::lanes`] ([`LaneTable::fact`]); 0 is base by default with no
+    /// tag. It fits in the record's padding.
+    pub lane: u16,
 }
 
 impl SpanRec {
@@ -77,11 +92,11 @@ impl SpanRec {
 }
 
 /// [`SpanRec::source`] of a span without a decision source.
-pub const NO_SOURCE: u16 = u16::MAX;
+pub const NO_SOURCE: u8 = u8::MAX;
 
 /// `id` as a [`SpanRec::source`].
-pub(super) fn source_id(id: u32) -> u16 {
-    u16::try_from(id)
+pub(super) fn source_id(id: u32) -> u8 {
+    u8::try_from(id)
         .ok()
         .filter(|&v| v != NO_SOURCE)
         .unwrap_or(NO_SOURCE)
@@ -198,6 +213,113 @@ pub struct Spans {
     pub(super) intervals: Vec<(i64, i64)>,
     /// (instance, app, color, rule) seen.
     pub instance_rules: Vec<(String, String, Color, String)>,
+    /// The lanes, lane rules and tag carriers of [`SpanRec::lane`] (domain §7).
+    pub lanes: LaneTable,
+    /// The lane groups of the timeline the spans were resolved by (domain §7.1).
+    pub lane_groups: dyeline_model::release::LaneGroupTimeline,
+    /// The presence signals of OTLP metrics and logs exports around the spans (domain §7.1).
+    pub signals: Vec<Signal>,
+}
+
+/// A presence signal of an OTLP metrics or logs export (domain §7.1): an instance (of an app,
+/// in a lane) at an instant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signal {
+    /// App.
+    pub app: String,
+    /// Instance id.
+    pub instance: String,
+    /// The instance's lane.
+    pub lane: String,
+    /// The rule that decided it.
+    pub lane_rule: String,
+    /// When, Unix ns.
+    pub t_unix_nano: i64,
+}
+
+/// One span's lane facts: its instance's lane and the rule that decided it, and its lane tag
+/// (ids of [`LaneTable::names`] and [`LaneTable::rules`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LaneFact {
+    /// The instance's lane (0: base).
+    pub lane: u32,
+    /// The rule that decided it.
+    pub rule: u32,
+    /// The lane tag the span carries.
+    pub tag: Option<u32>,
+}
+
+/// The lane facts of the spans, interned (domain §7.1): the lanes (`base` is id 0), the rules
+/// that decided them, the spans' (lane, rule, tag) facts, and beside the records, keyed by
+/// span, the carriers present on the few spans that have one, and each instance's invalid lane
+/// values.
+#[derive(Clone, Debug)]
+pub struct LaneTable {
+    /// Lane ids; `base` is 0.
+    pub names: Interner,
+    /// Lane rule names (`deploy.lane`, a user rule's key, `default`).
+    pub rules: Interner,
+    /// Tag carrier keys.
+    pub sources: Interner,
+    facts: Vec<LaneFact>,
+    ids: HashMap<LaneFact, u16, foldhash::fast::RandomState>,
+    /// Spans on which a lane carrier is present, by (trace, span id, SERVER half): the carrier
+    /// that gave the tag (an id of `sources`) and the carriers that gave no lane id.
+    pub carriers: HashMap<(u128, u64, bool), (Option<u32>, u32), foldhash::fast::RandomState>,
+    /// Lane marker values that are not lane ids, by instance.
+    pub invalid_values: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+}
+
+impl Default for LaneTable {
+    fn default() -> Self {
+        let mut names = Interner::default();
+        names.intern(dyeline_model::LaneId::BASE);
+        let mut rules = Interner::default();
+        rules.intern(dyeline_model::lane::DEFAULT_RULE);
+        let base = LaneFact {
+            lane: 0,
+            rule: 0,
+            tag: None,
+        };
+        Self {
+            names,
+            rules,
+            sources: Interner::default(),
+            facts: vec![base],
+            ids: std::iter::once((base, 0)).collect(),
+            carriers: HashMap::default(),
+            invalid_values: Default::default(),
+        }
+    }
+}
+
+impl LaneTable {
+    /// The id of `fact`, adding it if new; 0 (base by default, no tag) past 65,535 distinct
+    /// facts in one load (lanes × rules × tags: a handful in practice).
+    pub fn intern(&mut self, fact: LaneFact) -> u16 {
+        if let Some(&id) = self.ids.get(&fact) {
+            return id;
+        }
+        let Ok(id) = u16::try_from(self.facts.len()) else {
+            return 0;
+        };
+        self.facts.push(fact);
+        self.ids.insert(fact, id);
+        id
+    }
+
+    /// The facts of id `id`.
+    pub fn fact(&self, id: u16) -> LaneFact {
+        self.facts
+            .get(usize::from(id))
+            .copied()
+            .unwrap_or(self.facts[0])
+    }
+
+    /// Number of distinct facts.
+    pub fn facts(&self) -> usize {
+        self.facts.len()
+    }
 }
 
 impl Spans {

@@ -92,8 +92,8 @@ impl B {
         let traffic = match sp.kind {
             Kind::Server => Some(TrafficKind::Rpc),
             Kind::Consumer => Some(TrafficKind::Mq),
-            Kind::Other if sp.parent.is_none() => Some(TrafficKind::Job),
-            Kind::Other => None,
+            _ if sp.parent.is_none() => Some(TrafficKind::Job),
+            _ => None,
         };
         self.spans.push(SpanRec {
             trace: sp.trace,
@@ -112,6 +112,7 @@ impl B {
             blue_percent: 50,
             interval: 0,
             source: NO_SOURCE,
+            lane: 0,
         });
         self
     }

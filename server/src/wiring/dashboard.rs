@@ -13,12 +13,14 @@ use dyeline_model::weights::count_aware_weights;
 use dyeline_model::{Color, HasCategory};
 use dyeline_queries::alerts::AlertState;
 use dyeline_queries::panels::snapshots::{Snapshot, SnapshotInputs, Snapshots};
-use dyeline_queries::panels::{self, FIVE_MIN_NS, hop_line};
+use dyeline_queries::panels::{self, FIVE_MIN_NS, hop_line, lanes};
 use dyeline_queries::{SqlError, drilldown, search};
 use dyeline_ui::{
     Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLoad, DashboardSource, HopEdge,
-    Identity, InstanceRow, MissingRow, OpLine, Overview, SourceError, Step, TimeRange, TraceHit,
-    TraceSearch, TraceSpan, TraceView, UnknownInstance, WeightPreview, WindowFinding,
+    Identity, InstanceRow, LaneAppRow, LaneCell, LaneCountsView, LaneErrorSeries, LaneFindingRow,
+    LaneGroupLine, LaneGroupView, LaneInstance, LaneScope, LanesIndex, LanesPage, MissingRow,
+    OpLine, Overview, SourceError, Step, TimeRange, TraceHit, TraceSearch, TraceSpan, TraceView,
+    UnknownInstance, WeightPreview, WindowFinding,
 };
 use parking_lot::Mutex;
 
@@ -281,6 +283,29 @@ fn window_finding(w: &dyeline_queries::analyze::WindowFinding) -> WindowFinding 
     }
 }
 
+/// A lanes panel's cell as the page's.
+fn lane_cell(c: lanes::Cell) -> LaneCell {
+    LaneCell {
+        instances: c
+            .instances
+            .into_iter()
+            .map(|i| LaneInstance {
+                instance: i.instance,
+                signals: i.signals,
+                present_at_end: i.recent,
+            })
+            .collect(),
+        served_in_lane: c.served_in_lane,
+        lane_fallback: c.lane_fallback,
+        failover: c.failover,
+        leaked: c.leaked,
+        pollution: c.pollution,
+        requests: c.requests,
+        errors: c.errors,
+        p99_ms: c.p99_ms,
+    }
+}
+
 /// The page's row of a drilldown span (already flat: the drilldown gives depth-first order).
 fn trace_span(node: drilldown::SpanNode) -> TraceSpan {
     TraceSpan {
@@ -307,6 +332,10 @@ fn trace_span(node: drilldown::SpanNode) -> TraceSpan {
         waiting_for_parent: node.waiting_for_parent,
         hops: node.hops.iter().map(hop_line).collect(),
         missing_decision_channels: node.missing_decision_channels,
+        lane: None,
+        lane_tag: None,
+        intended_lane: None,
+        lane_marks: vec![],
     }
 }
 
@@ -459,6 +488,99 @@ impl DashboardSource for DashboardAdapter {
                 missing_spans: v.missing_decision_span_count,
                 spans: v.spans.into_iter().map(trace_span).collect(),
             }
+        }))
+    }
+
+    async fn lanes_index(&self, range: TimeRange) -> Result<LanesIndex, SourceError> {
+        let snap = self.snapshot(range).await?;
+        let firing = self.inner.state.analysis.alerts.lock().firing();
+        let groups = lanes::lanes_index(&snap.spans, &snap.report, snap.range)
+            .into_iter()
+            .map(|g| LaneGroupLine {
+                firing_alerts: firing
+                    .iter()
+                    .filter(|a| {
+                        a.labels.get("lane_group").map(String::as_str) == g.group.as_deref()
+                            && a.labels.contains_key("lane")
+                    })
+                    .count(),
+                group: g.group,
+                apps: g.apps,
+                lanes: g.lanes,
+                findings: g.findings,
+                lane_fallback: g.lane_fallback,
+            })
+            .collect();
+        Ok(LanesIndex {
+            groups,
+            analysed_to_unix_nano: (snap.range != queries_range(range))
+                .then_some(snap.range.to_unix_nano),
+        })
+    }
+
+    async fn lanes(
+        &self,
+        scope: LaneScope<'_>,
+        range: TimeRange,
+    ) -> Result<Option<LanesPage>, SourceError> {
+        let snap = self.snapshot(range).await?;
+        let scope_id = match scope {
+            LaneScope::Group(id) => Some(id),
+            LaneScope::Ungrouped => None,
+        };
+        let step = dyeline_ui::range::step_ns(&range);
+        let w = self.inner.state.analysis.analyzer.lanes.presence_window;
+        let w = i64::try_from(w.as_nanos()).unwrap_or(i64::MAX);
+        let Some(p) = lanes::lanes_panel(&snap.spans, &snap.report, scope_id, snap.range, step, w)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(LanesPage {
+            group: p.group.map(|g| LaneGroupView {
+                id: g.id,
+                entry_apps: g.entry_apps,
+                strict_lanes: g.strict_lanes,
+                reverse_fallback: g.reverse_fallback,
+            }),
+            apps: p
+                .apps
+                .into_iter()
+                .map(|(app, cells)| LaneAppRow {
+                    app,
+                    cells: cells.into_iter().map(lane_cell).collect(),
+                })
+                .collect(),
+            lanes: p.lanes,
+            findings: p
+                .findings
+                .into_iter()
+                .map(|f| LaneFindingRow {
+                    finding: f.finding.to_owned(),
+                    place: f.place,
+                    lane: f.lane,
+                    kind: f.kind,
+                    reason: f.reason,
+                    count: f.count,
+                    first_unix_nano: f.first_unix_nano,
+                    trace_ids: f.trace_ids,
+                })
+                .collect(),
+            counts: LaneCountsView {
+                lane_fallback: p.counts.lane_fallback,
+                failover: p.counts.failover,
+                tag_not_recorded: p.counts.tag_not_recorded,
+                reverse_fallback: p.counts.reverse_fallback,
+                undetermined: p.counts.undetermined,
+                malformed_lane_tags: p.counts.malformed_lane_tags,
+            },
+            step_seconds: u64::try_from(step / 1_000_000_000).unwrap_or(1),
+            error_rates: p
+                .error_rates
+                .into_iter()
+                .map(|(app, lanes)| LaneErrorSeries { app, lanes })
+                .collect(),
+            analysed_to_unix_nano: (snap.range != queries_range(range))
+                .then_some(snap.range.to_unix_nano),
         }))
     }
 

@@ -13,6 +13,7 @@
 pub mod findings;
 pub(crate) mod judge;
 pub mod presence;
+pub mod records;
 pub(crate) mod timeline;
 pub(crate) mod tree;
 pub(crate) mod windows;
@@ -29,6 +30,7 @@ pub use findings::{
     LaneTagChanged, LaneTagDropped, LeakReason, PollutionReason, TagChangeReason,
 };
 pub use judge::LaneJudge;
+pub use records::{InstanceLane, LaneSpan, SpanLaneTag, find, instance_lanes, span_lane_tags};
 pub use timeline::TimelineGroups;
 
 /// The interned id of the base lane (an interner of lanes holds `base` first).

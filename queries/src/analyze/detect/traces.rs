@@ -113,7 +113,7 @@ fn find_into(spans: &Spans, sink: &mut Sink<'_>) {
     for trace in spans.traces() {
         if trace
             .iter()
-            .any(|s| s.channel.is_some() && s.kind != Kind::Other)
+            .any(|s| s.channel.is_some() && s.kind.is_judged())
         {
             one_trace(spans, trace, &mut index, &linked, sink);
         }
@@ -184,14 +184,14 @@ fn one_trace(
     let depth = depths(&parent);
     let mut channels: Vec<u32> = ss
         .iter()
-        .filter(|s| s.kind != Kind::Other)
+        .filter(|s| s.kind.is_judged())
         .filter_map(|s| s.channel)
         .collect();
     channels.sort_unstable();
     channels.dedup();
     for c in channels {
         let cands: Vec<usize> = (0..ss.len())
-            .filter(|&k| ss[k].kind != Kind::Other && ss[k].channel == Some(c))
+            .filter(|&k| ss[k].kind.is_judged() && ss[k].channel == Some(c))
             .collect();
         let Some(&root) = cands
             .iter()
@@ -561,6 +561,7 @@ mod tests {
                 blue_percent: 50,
                 interval: 0,
                 source: NO_SOURCE,
+                lane: 0,
             });
         }
         let id = ChannelId::new("trade").unwrap();

@@ -95,7 +95,7 @@ pub(super) fn sql_err(e: impl std::fmt::Display) -> SqlError {
 /// for parentless CONSUMER spans.
 ///
 /// [`Loader::push`]: super::loader::Loader::push
-pub const LOAD_COLUMN_NAMES: [&str; 17] = [
+pub const LOAD_COLUMN_NAMES: [&str; 23] = [
     col::TRACE_ID,
     col::SPAN_ID,
     col::PARENT_SPAN_ID,
@@ -113,6 +113,12 @@ pub const LOAD_COLUMN_NAMES: [&str; 17] = [
     col::CONFLICTING_CHANNELS,
     col::END_TIME_UNIX_NANO,
     col::LINKS,
+    col::LANE,
+    col::LANE_RULE,
+    col::LANE_INVALID_VALUES,
+    col::LANE_TAG,
+    col::LANE_TAG_SOURCE,
+    col::MALFORMED_LANE_TAGS,
 ];
 
 /// The columns the windowed detections read (domain §6.3–6): the spans' apps, instances,

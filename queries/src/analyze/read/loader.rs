@@ -15,9 +15,20 @@ use super::columns::{hex_u64, hex_u128, link_ids, parse_color, per_row, sql_err}
 use super::resolve::{apply_order, reindex, resolve, trace_order};
 use crate::analyze::intern::Interner;
 use crate::analyze::spans::{
-    DecisionRec, Decisions, Kind, NO_SOURCE, RuleSet, SpanRec, Spans, named_rules, source_id,
+    DecisionRec, Decisions, Kind, LaneFact, NO_SOURCE, RuleSet, SpanRec, Spans, named_rules,
+    source_id,
 };
 use crate::sql::SqlError;
+
+/// The lane columns of one batch, read ([`Loader::lane_columns`]).
+struct LaneColumns {
+    lane: Vec<Option<u32>>,
+    rule: Vec<Option<u32>>,
+    tag: Vec<Option<u32>>,
+    source: Vec<Option<u32>>,
+    malformed: Option<arrow::array::UInt32Array>,
+    invalid: Option<arrow::array::ListArray>,
+}
 
 /// Rows of a batch whose parsed decision entries [`Loader::push`] remembers.
 const RECENT_DECISION_ROWS: usize = 8;
@@ -38,6 +49,8 @@ pub struct Loader {
     pub(super) start_bounds: Option<(i64, i64)>,
     /// Distinct (instance, app, colour, rule) ids, set by [`Loader::seal`].
     pub(super) rules: Option<Vec<(u32, u32, Color, u32)>>,
+    /// The last lane facts interned and their id.
+    last_lane: Option<(LaneFact, u16)>,
 }
 
 impl Loader {
@@ -100,8 +113,11 @@ impl Loader {
         let kinds = per_row(required(col::SPAN_KIND)?, |v| match v {
             Some("SERVER") => Kind::Server,
             Some("CONSUMER") => Kind::Consumer,
+            Some("CLIENT") => Kind::Client,
+            Some("PRODUCER") => Kind::Producer,
             _ => Kind::Other,
         })?;
+        let lanes = self.lane_columns(batch)?;
         let traffics = per_row(required(col::TRAFFIC_KIND)?, |v| match v {
             Some("RPC") => Some(TrafficKind::Rpc),
             Some("MQ") => Some(TrafficKind::Mq),
@@ -288,9 +304,94 @@ impl Loader {
                 blue_percent: 50,
                 interval: 0,
                 source: sources[i].map_or(NO_SOURCE, source_id),
+                lane: 0,
             });
+            if let Some(l) = &lanes {
+                self.lane_row(l, i);
+            }
         }
         Ok(())
+    }
+
+    /// The lane columns of `batch` (domain §7.1), each value interned once per dictionary;
+    /// `None` when the batch has none (a read for the windowed detections, or rows of a file
+    /// written before the lane columns, which read as base by default with no tag).
+    fn lane_columns(
+        &mut self,
+        batch: &arrow::array::RecordBatch,
+    ) -> Result<Option<LaneColumns>, SqlError> {
+        let Some(lane) = batch.column_by_name(col::LANE) else {
+            return Ok(None);
+        };
+        let column = |name: &str| batch.column_by_name(name);
+        let table = &mut self.out.lanes;
+        let lane = per_row(lane, |v| v.map(|l| table.names.intern(l)))?;
+        let rule = match column(col::LANE_RULE) {
+            Some(c) => per_row(c, |v| v.map(|r| table.rules.intern(r)))?,
+            None => vec![None; batch.num_rows()],
+        };
+        let tag = match column(col::LANE_TAG) {
+            Some(c) => per_row(c, |v| v.map(|t| table.names.intern(t)))?,
+            None => vec![None; batch.num_rows()],
+        };
+        let source = match column(col::LANE_TAG_SOURCE) {
+            Some(c) => per_row(c, |v| v.map(|t| table.sources.intern(t)))?,
+            None => vec![None; batch.num_rows()],
+        };
+        let malformed = column(col::MALFORMED_LANE_TAGS)
+            .and_then(|c| c.as_primitive_opt::<UInt32Type>().cloned());
+        let invalid =
+            column(col::LANE_INVALID_VALUES).and_then(|c| c.as_list_opt::<i32>().cloned());
+        Ok(Some(LaneColumns {
+            lane,
+            rule,
+            tag,
+            source,
+            malformed,
+            invalid,
+        }))
+    }
+
+    /// The lane facts of row `i` of `l`, into the span just pushed.
+    fn lane_row(&mut self, l: &LaneColumns, i: usize) {
+        let table = &mut self.out.lanes;
+        let fact = LaneFact {
+            lane: l.lane[i].unwrap_or(0),
+            rule: l.rule[i].unwrap_or(0),
+            tag: l.tag[i],
+        };
+        // Rows mostly repeat the last row's facts: no lookup for them.
+        let id = match self.last_lane {
+            Some((f, id)) if f == fact => id,
+            _ => {
+                let id = table.intern(fact);
+                self.last_lane = Some((fact, id));
+                id
+            }
+        };
+        let Some(rec) = self.spans.last_mut() else {
+            return;
+        };
+        rec.lane = id;
+        let malformed = l
+            .malformed
+            .as_ref()
+            .filter(|m| !m.is_null(i))
+            .map_or(0, |m| m.value(i));
+        if l.source[i].is_some() || malformed > 0 {
+            let server = rec.kind == Kind::Server;
+            table
+                .carriers
+                .insert((rec.trace, rec.span, server), (l.source[i], malformed));
+        }
+        if let Some(list) = l.invalid.as_ref().filter(|v| !v.is_null(i)) {
+            let values = list.value(i);
+            let instance = self.out.instances.name(rec.instance).to_owned();
+            if let Some(values) = values.as_string_opt::<i32>() {
+                let set = table.invalid_values.entry(instance).or_default();
+                set.extend(values.iter().flatten().map(str::to_owned));
+            }
+        }
     }
 
     /// Spans added so far.

@@ -12,7 +12,7 @@ use super::loader::Loader;
 use super::resolve::Changes;
 use crate::analyze::intern::Interner;
 use crate::analyze::spans::{
-    DecisionRec, NO_SOURCE, RuleSet, SpanRec, Spans, named_rules, source_id,
+    DecisionRec, LaneFact, LaneTable, NO_SOURCE, RuleSet, SpanRec, Spans, named_rules, source_id,
 };
 
 /// Merges of at least this many spans copy on two threads ([`Loader::merge_finish`]).
@@ -26,6 +26,8 @@ struct IdMaps {
     decision_sets: Vec<u32>,
     sources: Vec<u32>,
     rules: Vec<u32>,
+    /// Lane facts ([`crate::analyze::spans::LaneTable`]).
+    lanes: Vec<u16>,
 }
 
 impl IdMaps {
@@ -44,6 +46,7 @@ impl IdMaps {
         if s.source != NO_SOURCE {
             s.source = source_id(self.sources[s.source as usize]);
         }
+        s.lane = self.lanes[usize::from(s.lane)];
         changes.apply(s);
     }
 }
@@ -137,6 +140,26 @@ struct MergePlan {
     planned: std::time::Duration,
 }
 
+/// The lane facts of `from` re-interned in `to` (their lanes and rules too), by id of `from`.
+fn map_lanes(from: &LaneTable, to: &mut LaneTable) -> Vec<u16> {
+    let names: Vec<u32> = (0..from.names.len() as u32)
+        .map(|i| to.names.intern(from.names.name(i)))
+        .collect();
+    let rules: Vec<u32> = (0..from.rules.len() as u32)
+        .map(|i| to.rules.intern(from.rules.name(i)))
+        .collect();
+    (0..from.facts())
+        .map(|i| {
+            let f = from.fact(u16::try_from(i).unwrap_or(0));
+            to.intern(LaneFact {
+                lane: names[f.lane as usize],
+                rule: rules[f.rule as usize],
+                tag: f.tag.map(|t| names[t as usize]),
+            })
+        })
+        .collect()
+}
+
 impl MergePlan {
     fn new(parts: &[&Loader], lo: i64, hi: i64, timeline: &Timeline) -> Self {
         let started = std::time::Instant::now();
@@ -166,6 +189,7 @@ impl MergePlan {
                         .collect(),
                     sources: map(&p.out.sources, &mut all.out.sources),
                     rules: map(&p.rule_names, &mut all.rule_names),
+                    lanes: map_lanes(&p.out.lanes, &mut all.out.lanes),
                 }
             })
             .collect();
@@ -175,6 +199,24 @@ impl MergePlan {
                 .consumer_links
                 .extend(p.out.consumer_links.iter().map(|(k, v)| (*k, v.clone())));
         }
+        for p in parts {
+            let sources: Vec<u32> = (0..p.out.lanes.sources.len() as u32)
+                .map(|i| all.out.lanes.sources.intern(p.out.lanes.sources.name(i)))
+                .collect();
+            let lanes = &mut all.out.lanes;
+            lanes.carriers.extend(
+                p.out
+                    .lanes
+                    .carriers
+                    .iter()
+                    .map(|(k, &(src, n))| (*k, (src.map(|s| sources[s as usize]), n))),
+            );
+            for (instance, values) in &p.out.lanes.invalid_values {
+                let set = lanes.invalid_values.entry(instance.clone()).or_default();
+                set.extend(values.iter().cloned());
+            }
+        }
+        all.out.lane_groups = timeline.lane_groups().clone();
         let changes = Changes::new(&mut all.out, timeline);
         let whole: Vec<bool> = parts
             .iter()
@@ -556,6 +598,7 @@ mod tests {
             blue_percent: 50,
             interval: 0,
             source,
+            lane: 0,
         });
     }
 

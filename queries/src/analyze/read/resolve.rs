@@ -67,6 +67,7 @@ impl Changes {
 /// surrounding configuration changes from `timeline` (domain §4), then sorts the spans by
 /// trace, start and span id (decision records follow).
 pub fn resolve(out: &mut Spans, timeline: &Timeline) {
+    out.lane_groups = timeline.lane_groups().clone();
     let changes = Changes::new(out, timeline);
     let mut spans = out.take_flat();
     for s in &mut spans {

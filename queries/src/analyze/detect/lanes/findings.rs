@@ -278,3 +278,22 @@ pub struct LaneReport {
     /// Counted exceptions.
     pub counts: LaneCounts,
 }
+
+impl LaneReport {
+    /// Sorts every list by time, then by ids and names (a load's span order differs between a
+    /// scan and a merge of files).
+    pub fn sort(&mut self) {
+        self.leaks.sort_by(|a, b| {
+            (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
+        });
+        self.tags_dropped.sort_by(|a, b| {
+            (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
+        });
+        self.pollution.sort_by(|a, b| {
+            (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
+        });
+        self.tags_changed.sort_by(|a, b| {
+            (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
+        });
+    }
+}

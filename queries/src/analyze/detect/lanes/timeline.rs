@@ -1,22 +1,23 @@
-//! The lane groups of the release timeline ([`Timeline::lane_group_at`]: each app's group as it
-//! was at a time) as the lane rules read them ([`LaneGroups`]).
+//! The lane groups of the release timeline ([`LaneGroupTimeline::group_at`]: each app's group
+//! as it was at a time) as the lane rules read them ([`LaneGroups`]).
 
 use dyeline_model::LaneId;
-use dyeline_model::release::{Fallback, LaneGroup, SpikeThresholds, Timeline};
+use dyeline_model::release::{Fallback, LaneGroup, LaneGroupTimeline, SpikeThresholds};
 
 use super::LaneGroups;
 use crate::analyze::intern::Interner;
 
-/// [`LaneGroups`] over a timeline, naming apps and lanes by the analyzer's interners.
+/// [`LaneGroups`] over a timeline's lane groups, naming apps and lanes by the analyzer's
+/// interners.
 pub struct TimelineGroups<'a> {
-    timeline: &'a Timeline,
+    timeline: &'a LaneGroupTimeline,
     apps: &'a Interner,
     lanes: &'a Interner,
 }
 
 impl<'a> TimelineGroups<'a> {
     /// The groups of `timeline`; app and lane ids are entries of `apps` and `lanes`.
-    pub fn new(timeline: &'a Timeline, apps: &'a Interner, lanes: &'a Interner) -> Self {
+    pub fn new(timeline: &'a LaneGroupTimeline, apps: &'a Interner, lanes: &'a Interner) -> Self {
         Self {
             timeline,
             apps,
@@ -25,7 +26,7 @@ impl<'a> TimelineGroups<'a> {
     }
 
     fn at(&self, app: u32, t: i64) -> Option<&'a LaneGroup> {
-        self.timeline.lane_group_at(self.apps.name(app), t)
+        self.timeline.group_at(self.apps.name(app), t)
     }
 }
 
@@ -59,7 +60,7 @@ impl LaneGroups for TimelineGroups<'_> {
 
 #[cfg(test)]
 mod tests {
-    use dyeline_model::release::TimelineDoc;
+    use dyeline_model::release::{Timeline, TimelineDoc};
 
     use super::*;
 
@@ -85,7 +86,7 @@ mod tests {
         );
         let mut lanes = Interner::default();
         let (_, gray2) = (lanes.intern("base"), lanes.intern("gray2"));
-        let g = TimelineGroups::new(&timeline, &apps, &lanes);
+        let g = TimelineGroups::new(timeline.lane_groups(), &apps, &lanes);
         assert_eq!(g.group(payment, s(10)), Some("mall"));
         assert_eq!(g.group(bff, s(10)), None);
         assert!(g.is_entry(gateway, s(10)) && !g.is_entry(payment, s(10)));

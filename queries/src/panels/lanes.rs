@@ -1,0 +1,473 @@
+//! The lanes pages' panels (domain §7), computed from a snapshot's spans and report: the lane
+//! groups' index ([`lanes_index`]) and one group's (or the ungrouped apps') apps × lanes
+//! matrix, findings, counts and error rates ([`lanes_panel`]). Groups are read as they are at
+//! the range's end.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use dyeline_model::release::LaneGroup;
+
+use super::TimeRange;
+use crate::analyze::Report;
+use crate::analyze::detect::lanes::{LaneCounts, LaneReport};
+use crate::analyze::spans::{Kind, Spans};
+
+/// Example traces kept per finding row.
+const EXAMPLES: usize = 5;
+
+/// One line of the index: a group (`None`: the apps in no group).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupLine {
+    /// Group id.
+    pub group: Option<String>,
+    /// Its apps (for `None`: the apps seen in no group).
+    pub apps: Vec<String>,
+    /// Its lanes other than base (for `None`: the lanes seen among its apps).
+    pub lanes: Vec<String>,
+    /// Lane findings of its apps.
+    pub findings: u64,
+    /// Counted fallbacks of its apps.
+    pub lane_fallback: u64,
+}
+
+/// A group's settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupSettings {
+    /// Id.
+    pub id: String,
+    /// Entry apps.
+    pub entry_apps: Vec<String>,
+    /// Strict lanes.
+    pub strict_lanes: Vec<String>,
+    /// Reverse fallback allowed.
+    pub reverse_fallback: bool,
+}
+
+/// An instance in a cell: its id, which signals showed it, and whether it signalled within
+/// the presence window before the range's end.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CellInstance {
+    /// Instance id.
+    pub instance: String,
+    /// `spans`, `metrics` or both, comma-joined.
+    pub signals: String,
+    /// Signalled within W before the range's end.
+    pub recent: bool,
+}
+
+/// An app in a lane over the range.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cell {
+    /// Its instances.
+    pub instances: Vec<CellInstance>,
+    /// Coverage: served in lane, fallback, failover, leaked.
+    pub served_in_lane: u64,
+    /// ...
+    pub lane_fallback: u64,
+    /// ...
+    pub failover: u64,
+    /// ...
+    pub leaked: u64,
+    /// Base requests served in the lane.
+    pub pollution: u64,
+    /// SERVER spans its instances served.
+    pub requests: u64,
+    /// Their errors.
+    pub errors: u64,
+    /// The largest p99 of a window, ms.
+    pub p99_ms: Option<f64>,
+}
+
+/// A row of lane findings grouped by what they name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FindingRow {
+    /// Finding type.
+    pub finding: &'static str,
+    /// Where: the edge or app.
+    pub place: String,
+    /// The lane.
+    pub lane: String,
+    /// RPC or MQ.
+    pub kind: String,
+    /// Reason.
+    pub reason: String,
+    /// Occurrences.
+    pub count: u64,
+    /// First, Unix ns.
+    pub first_unix_nano: i64,
+    /// Example traces.
+    pub trace_ids: Vec<String>,
+}
+
+/// A lanes page's panels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LanesPanel {
+    /// The group (`None`: the apps in no group).
+    pub group: Option<GroupSettings>,
+    /// Lanes, base first.
+    pub lanes: Vec<String>,
+    /// (app, a cell per lane).
+    pub apps: Vec<(String, Vec<Cell>)>,
+    /// Findings.
+    pub findings: Vec<FindingRow>,
+    /// Counts of the whole range.
+    pub counts: LaneCounts,
+    /// Per app with requests in a lane: per lane, (step start, error rate) points.
+    pub error_rates: Vec<(String, Vec<(String, Vec<(i64, Option<f64>)>)>)>,
+}
+
+/// The group of `app` at the range's end.
+fn group_at<'a>(spans: &'a Spans, app: &str, range: TimeRange) -> Option<&'a LaneGroup> {
+    spans.lane_groups.group_at(app, range.to_unix_nano - 1)
+}
+
+/// The apps of the scope: the group's, or the apps seen in no group.
+fn scope_apps(spans: &Spans, scope: Option<&str>, range: TimeRange) -> Option<Vec<String>> {
+    match scope {
+        Some(id) => {
+            let groups = spans.lane_groups.groups_at(range.to_unix_nano - 1);
+            groups.get(id).map(|g| g.apps().to_vec())
+        }
+        None => {
+            let mut apps: Vec<String> = (0..spans.apps.len() as u32)
+                .map(|a| spans.apps.name(a).to_owned())
+                .filter(|a| group_at(spans, a, range).is_none())
+                .collect();
+            apps.sort();
+            Some(apps)
+        }
+    }
+}
+
+/// The index: every group at the range's end, then the apps in no group.
+pub fn lanes_index(spans: &Spans, rep: &Report, range: TimeRange) -> Vec<GroupLine> {
+    let groups = spans.lane_groups.groups_at(range.to_unix_nano - 1);
+    let lane = rep.lane.as_ref();
+    let mut out: Vec<GroupLine> = groups
+        .iter()
+        .map(|(g, _)| {
+            let id = g.id().as_str();
+            GroupLine {
+                group: Some(id.to_owned()),
+                apps: g.apps().to_vec(),
+                lanes: g.lanes().keys().map(|l| l.as_str().to_owned()).collect(),
+                findings: lane.map_or(0, |l| findings_of(l, Some(id)).len() as u64),
+                lane_fallback: lane.map_or(0, |l| fallbacks(l, |app| g.contains(app))),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.group.cmp(&b.group));
+    let apps = scope_apps(spans, None, range).unwrap_or_default();
+    let set: BTreeSet<&str> = apps.iter().map(String::as_str).collect();
+    out.push(GroupLine {
+        group: None,
+        lanes: seen_lanes(spans, &set),
+        findings: lane.map_or(0, |l| findings_of(l, None).len() as u64),
+        lane_fallback: lane.map_or(0, |l| fallbacks(l, |app| set.contains(app))),
+        apps,
+    });
+    out
+}
+
+/// Fallbacks counted in the coverage rows of the apps `keep` keeps.
+fn fallbacks(l: &LaneReport, keep: impl Fn(&str) -> bool) -> u64 {
+    l.coverage
+        .iter()
+        .filter(|c| keep(&c.app))
+        .map(|c| c.lane_fallback)
+        .sum()
+}
+
+/// Lanes other than base that the spans of `apps` were served in or tagged for, sorted.
+fn seen_lanes(spans: &Spans, apps: &BTreeSet<&str>) -> Vec<String> {
+    let mut lanes = BTreeSet::new();
+    for s in spans.iter() {
+        if !apps.contains(spans.apps.name(s.app)) {
+            continue;
+        }
+        let f = spans.lanes.fact(s.lane);
+        for l in std::iter::once(f.lane).chain(f.tag) {
+            if l != 0 {
+                lanes.insert(spans.lanes.names.name(l).to_owned());
+            }
+        }
+    }
+    lanes.into_iter().collect()
+}
+
+/// The finding rows of the scope (a group id, or `None` for no group), grouped.
+fn findings_of(l: &LaneReport, scope: Option<&str>) -> Vec<FindingRow> {
+    let mut rows: BTreeMap<(&'static str, String, String, String, String), FindingRow> =
+        BTreeMap::new();
+    let mut add = |group: &Option<String>,
+                   finding: &'static str,
+                   place: String,
+                   lane: &str,
+                   kind: &str,
+                   reason: String,
+                   t: i64,
+                   trace: &str| {
+        if group.as_deref() != scope {
+            return;
+        }
+        let key = (
+            finding,
+            place.clone(),
+            lane.to_owned(),
+            kind.to_owned(),
+            reason.clone(),
+        );
+        let row = rows.entry(key).or_insert_with(|| FindingRow {
+            finding,
+            place,
+            lane: lane.to_owned(),
+            kind: kind.to_owned(),
+            reason,
+            count: 0,
+            first_unix_nano: t,
+            trace_ids: Vec::new(),
+        });
+        row.count += 1;
+        row.first_unix_nano = row.first_unix_nano.min(t);
+        if row.trace_ids.len() < EXAMPLES && !row.trace_ids.iter().any(|x| x == trace) {
+            row.trace_ids.push(trace.to_owned());
+        }
+    };
+    for f in &l.leaks {
+        let from = match &f.from_lane {
+            Some(lane) => format!("{} ({lane})", f.from_app),
+            None => f.from_app.clone(),
+        };
+        let via = if f.via.is_empty() {
+            String::new()
+        } else {
+            format!(" via {}", f.via.join(", "))
+        };
+        let place = format!("{from} → {} ({}){via}", f.to_app, f.to_lane);
+        let reason = serde_json::to_value(f.reason).map(|v| v.as_str().unwrap_or("").to_owned());
+        add(
+            &f.group,
+            "lane_leak",
+            place,
+            &f.lane,
+            f.kind.as_str(),
+            reason.unwrap_or_default(),
+            f.t_unix_nano,
+            &f.trace_id,
+        );
+    }
+    for f in &l.tags_dropped {
+        let place = format!("{} → {}", f.dropped_by, f.app);
+        let reason = serde_json::to_value(f.where_).map(|v| v.as_str().unwrap_or("").to_owned());
+        add(
+            &f.group,
+            "lane_tag_dropped",
+            place,
+            &f.lane,
+            f.kind.as_str(),
+            reason.unwrap_or_default(),
+            f.t_unix_nano,
+            &f.trace_id,
+        );
+    }
+    for f in &l.pollution {
+        let place = format!("{} → {}", f.from_app, f.app);
+        let reason = serde_json::to_value(f.reason).map(|v| v.as_str().unwrap_or("").to_owned());
+        add(
+            &f.group,
+            "lane_pollution",
+            place,
+            &f.lane,
+            f.kind.as_str(),
+            reason.unwrap_or_default(),
+            f.t_unix_nano,
+            &f.trace_id,
+        );
+    }
+    for f in &l.tags_changed {
+        let place = format!(
+            "{} ({}) → {} ({})",
+            f.from_app, f.from_lane, f.to_app, f.to_lane
+        );
+        let reason = serde_json::to_value(f.reason).map(|v| v.as_str().unwrap_or("").to_owned());
+        add(
+            &f.group,
+            "lane_tag_changed",
+            place,
+            &f.to_lane,
+            f.kind.as_str(),
+            reason.unwrap_or_default(),
+            f.t_unix_nano,
+            &f.trace_id,
+        );
+    }
+    let mut out: Vec<FindingRow> = rows.into_values().collect();
+    for s in &l.error_spikes {
+        if s.group.as_deref() != scope {
+            continue;
+        }
+        out.push(FindingRow {
+            finding: "lane_error_spike",
+            place: s.app.clone(),
+            lane: s.lane.clone(),
+            kind: s.kind.as_str().to_owned(),
+            reason: format!(
+                "{:.1}% errors ({} of {}) against {:.1}% on {}",
+                s.error_rate * 100.0,
+                s.errors,
+                s.requests,
+                s.other_error_rate * 100.0,
+                s.other_lane
+            ),
+            count: 1,
+            first_unix_nano: s.window_start_unix_nano,
+            trace_ids: s.exemplar_trace_ids.clone(),
+        });
+    }
+    out
+}
+
+/// The page of `scope` (a group id, or `None` for the apps in no group) over `range`, error
+/// rates in steps of `step_ns`; `None` for a group that does not exist at the range's end.
+pub fn lanes_panel(
+    spans: &Spans,
+    rep: &Report,
+    scope: Option<&str>,
+    range: TimeRange,
+    step_ns: i64,
+    presence_window_ns: i64,
+) -> Option<LanesPanel> {
+    let apps = scope_apps(spans, scope, range)?;
+    let group = scope.and_then(|id| {
+        let groups = spans.lane_groups.groups_at(range.to_unix_nano - 1);
+        groups.get(id).map(|g| GroupSettings {
+            id: id.to_owned(),
+            entry_apps: g.entry_apps().to_vec(),
+            strict_lanes: g
+                .lanes()
+                .iter()
+                .filter(|(_, s)| s.fallback == dyeline_model::release::Fallback::None)
+                .map(|(l, _)| l.as_str().to_owned())
+                .collect(),
+            reverse_fallback: g.reverse_fallback(),
+        })
+    });
+    let set: BTreeSet<&str> = apps.iter().map(String::as_str).collect();
+    let mut lanes = vec!["base".to_owned()];
+    lanes.extend(seen_lanes(spans, &set));
+    let lane_at = |name: &str| lanes.iter().position(|l| l == name);
+    let empty = LaneReport::default();
+    let report = rep.lane.as_ref().unwrap_or(&empty);
+    let mut cells: BTreeMap<&str, Vec<Cell>> = apps
+        .iter()
+        .map(|a| (a.as_str(), vec![Cell::default(); lanes.len()]))
+        .collect();
+    // Instances, by the signals that showed them.
+    let mut seen: BTreeMap<(String, usize, String), (BTreeSet<&str>, i64)> = BTreeMap::new();
+    let step = step_ns.max(1);
+    let steps = ((range.to_unix_nano - range.from_unix_nano) / step + 1) as usize;
+    let mut series: BTreeMap<(String, usize), Vec<(u64, u64)>> = BTreeMap::new();
+    for s in spans.iter() {
+        let app = spans.apps.name(s.app);
+        if !set.contains(app) {
+            continue;
+        }
+        let f = spans.lanes.fact(s.lane);
+        let Some(li) = lane_at(spans.lanes.names.name(f.lane)) else {
+            continue;
+        };
+        let e = seen
+            .entry((
+                app.to_owned(),
+                li,
+                spans.instances.name(s.instance).to_owned(),
+            ))
+            .or_insert((BTreeSet::new(), i64::MIN));
+        e.0.insert("spans");
+        e.1 = e.1.max(s.end);
+        if s.kind == Kind::Server {
+            if let Some(c) = cells.get_mut(app) {
+                if li == 0 {
+                    c[0].requests += 1;
+                    c[0].errors += u64::from(s.is_error);
+                }
+            }
+            let k = ((s.start - range.from_unix_nano).max(0) / step) as usize;
+            let v = series
+                .entry((app.to_owned(), li))
+                .or_insert_with(|| vec![(0, 0); steps]);
+            if let Some(p) = v.get_mut(k) {
+                p.0 += 1;
+                p.1 += u64::from(s.is_error);
+            }
+        }
+    }
+    for g in &spans.signals {
+        if !set.contains(g.app.as_str()) {
+            continue;
+        }
+        let Some(li) = lane_at(&g.lane) else { continue };
+        let e = seen
+            .entry((g.app.clone(), li, g.instance.clone()))
+            .or_insert((BTreeSet::new(), i64::MIN));
+        e.0.insert("metrics");
+        e.1 = e.1.max(g.t_unix_nano);
+    }
+    for ((app, li, instance), (signals, last)) in &seen {
+        if let Some(c) = cells.get_mut(app.as_str()) {
+            c[*li].instances.push(CellInstance {
+                instance: instance.clone(),
+                signals: signals.iter().copied().collect::<Vec<_>>().join(", "),
+                recent: *last >= range.to_unix_nano - presence_window_ns,
+            });
+        }
+    }
+    for c in &report.coverage {
+        let (Some(row), Some(li)) = (cells.get_mut(c.app.as_str()), lane_at(&c.lane)) else {
+            continue;
+        };
+        let cell = &mut row[li];
+        cell.served_in_lane += c.served_in_lane;
+        cell.lane_fallback += c.lane_fallback;
+        cell.failover += c.failover;
+        cell.leaked += c.leaked;
+        cell.requests += c.requests;
+        cell.errors += c.errors;
+        if c.requests > 0 {
+            cell.p99_ms = Some(cell.p99_ms.unwrap_or(0.0).max(c.p99_ms));
+        }
+    }
+    for p in &report.pollution {
+        if let (Some(row), Some(li)) = (cells.get_mut(p.app.as_str()), lane_at(&p.lane)) {
+            row[li].pollution += 1;
+        }
+    }
+    let mut error_rates = Vec::new();
+    for app in &apps {
+        let per_lane: Vec<(String, Vec<(i64, Option<f64>)>)> = (0..lanes.len())
+            .filter_map(|li| {
+                let v = series.get(&(app.clone(), li))?;
+                let points = v
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &(n, e))| {
+                        let t = range.from_unix_nano + k as i64 * step;
+                        (t, (n > 0).then(|| e as f64 / n as f64))
+                    })
+                    .collect();
+                Some((lanes[li].clone(), points))
+            })
+            .collect();
+        if per_lane.iter().any(|(l, _)| l != "base") {
+            error_rates.push((app.clone(), per_lane));
+        }
+    }
+    Some(LanesPanel {
+        group,
+        findings: findings_of(report, scope),
+        counts: report.counts.clone(),
+        apps: cells.into_iter().map(|(a, c)| (a.to_owned(), c)).collect(),
+        lanes,
+        error_rates,
+    })
+}
