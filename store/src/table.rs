@@ -94,10 +94,15 @@ impl SpansTable {
 
 /// Inclusive bounds on `start_time_unix_nano` implied by `filters` (a conjunction).
 pub fn start_time_bounds(filters: &[Expr]) -> (i64, i64) {
+    time_bounds(filters, col::START_TIME_UNIX_NANO)
+}
+
+/// Inclusive bounds on the Int64 time column `column` implied by `filters` (a conjunction).
+pub fn time_bounds(filters: &[Expr], column: &str) -> (i64, i64) {
     let mut lo = i64::MIN;
     let mut hi = i64::MAX;
     for f in filters {
-        bound(f, &mut lo, &mut hi);
+        bound(f, column, &mut lo, &mut hi);
     }
     (lo, hi)
 }
@@ -121,24 +126,21 @@ fn is_column(e: &Expr, name: &str) -> bool {
     }
 }
 
-fn is_start_col(e: &Expr) -> bool {
-    is_column(e, col::START_TIME_UNIX_NANO)
-}
-
-fn bound(e: &Expr, lo: &mut i64, hi: &mut i64) {
+fn bound(e: &Expr, column: &str, lo: &mut i64, hi: &mut i64) {
+    let is_time = |e: &Expr| is_column(e, column);
     match e {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             if *op == Operator::And {
-                bound(left, lo, hi);
-                bound(right, lo, hi);
+                bound(left, column, lo, hi);
+                bound(right, column, lo, hi);
                 return;
             }
-            let (op, v) = if is_start_col(left) {
+            let (op, v) = if is_time(left) {
                 match literal_i64(right) {
                     Some(v) => (*op, v),
                     None => return,
                 }
-            } else if is_start_col(right) {
+            } else if is_time(right) {
                 match (literal_i64(left), op.swap()) {
                     (Some(v), Some(op)) => (op, v),
                     _ => return,
@@ -163,7 +165,7 @@ fn bound(e: &Expr, lo: &mut i64, hi: &mut i64) {
             negated: false,
             low,
             high,
-        }) if is_start_col(expr) => {
+        }) if is_time(expr) => {
             if let (Some(l), Some(h)) = (literal_i64(low), literal_i64(high)) {
                 *lo = (*lo).max(l);
                 *hi = (*hi).min(h);
@@ -276,50 +278,77 @@ impl TableProvider for SpansTable {
             .filter(|f| f.overlaps(lo, hi) && may_hold_any(f.traces.as_deref(), traces))
             .collect();
         if !files.is_empty() {
-            // Footers, page indexes and bloom filters are read once per file and kept in the
-            // session's metadata cache (store files are immutable and never reuse a name), so a
-            // trace lookup over many files does not re-read and re-decode every footer.
-            let runtime = state.runtime_env();
-            let store = runtime.object_store(ObjectStoreUrl::local_filesystem())?;
-            let factory = CachedParquetFileReaderFactory::new(
-                store,
-                runtime.cache_manager.get_file_metadata_cache(),
-            );
-            let mut source = ParquetSource::new(Arc::clone(&self.schema))
-                .with_parquet_file_reader_factory(Arc::new(factory));
-            if let Some(pred) = conjunction(filters.to_vec()) {
-                let df_schema = DFSchema::try_from(Arc::clone(&self.schema))?;
-                if let Ok(p) = state.create_physical_expr(pred, &df_schema) {
-                    source = source.with_predicate(p);
-                }
-            }
-            let n = state.config().target_partitions().max(1);
-            let mut groups: Vec<Vec<PartitionedFile>> = vec![Vec::new(); n.min(files.len())];
-            let groups_len = groups.len();
-            for (i, f) in files.iter().enumerate() {
-                let path = f.path.to_string_lossy();
-                groups[i % groups_len]
-                    .push(PartitionedFile::new(path.trim_start_matches('/'), f.size));
-            }
-            let config =
-                FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
-                    .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
-                    .with_projection_indices(projection.cloned())?
-                    .with_limit(limit)
-                    .build();
-            inputs.push(DataSourceExec::from_data_source(config));
+            inputs.push(parquet_scan(
+                state,
+                &self.schema,
+                &files,
+                projection,
+                filters,
+                limit,
+            )?);
         }
-        match inputs.len() {
-            0 => {
-                let schema = match projection {
-                    Some(p) => Arc::new(self.schema.project(p)?),
-                    None => Arc::clone(&self.schema),
-                };
-                Ok(Arc::new(EmptyExec::new(schema)))
-            }
-            _ => UnionExec::try_new(inputs),
+        union_or_empty(inputs, &self.schema, projection)
+    }
+}
+
+/// The union of `inputs`, or an empty plan of the projected `schema` when there is none.
+pub(crate) fn union_or_empty(
+    inputs: Vec<Arc<dyn ExecutionPlan>>,
+    schema: &SchemaRef,
+    projection: Option<&Vec<usize>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    match inputs.len() {
+        0 => {
+            let schema = match projection {
+                Some(p) => Arc::new(schema.project(p)?),
+                None => Arc::clone(schema),
+            };
+            Ok(Arc::new(EmptyExec::new(schema)))
+        }
+        _ => UnionExec::try_new(inputs),
+    }
+}
+
+/// A scan of the store's Parquet `files` of table `schema`: the filters handed to the Parquet
+/// reader for row-group (and page) pruning, the files spread over the session's partitions.
+/// A file written before a nullable column existed reads it as null (DataFusion adapts each
+/// file to the table schema).
+pub(crate) fn parquet_scan(
+    state: &dyn Session,
+    schema: &SchemaRef,
+    files: &[FileMeta],
+    projection: Option<&Vec<usize>>,
+    filters: &[Expr],
+    limit: Option<usize>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    // Footers, page indexes and bloom filters are read once per file and kept in the
+    // session's metadata cache (store files are immutable and never reuse a name), so a
+    // trace lookup over many files does not re-read and re-decode every footer.
+    let runtime = state.runtime_env();
+    let store = runtime.object_store(ObjectStoreUrl::local_filesystem())?;
+    let factory =
+        CachedParquetFileReaderFactory::new(store, runtime.cache_manager.get_file_metadata_cache());
+    let mut source =
+        ParquetSource::new(Arc::clone(schema)).with_parquet_file_reader_factory(Arc::new(factory));
+    if let Some(pred) = conjunction(filters.to_vec()) {
+        let df_schema = DFSchema::try_from(Arc::clone(schema))?;
+        if let Ok(p) = state.create_physical_expr(pred, &df_schema) {
+            source = source.with_predicate(p);
         }
     }
+    let n = state.config().target_partitions().max(1);
+    let mut groups: Vec<Vec<PartitionedFile>> = vec![Vec::new(); n.min(files.len()).max(1)];
+    let groups_len = groups.len();
+    for (i, f) in files.iter().enumerate() {
+        let path = f.path.to_string_lossy();
+        groups[i % groups_len].push(PartitionedFile::new(path.trim_start_matches('/'), f.size));
+    }
+    let config = FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
+        .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
+        .with_projection_indices(projection.cloned())?
+        .with_limit(limit)
+        .build();
+    Ok(DataSourceExec::from_data_source(config))
 }
 
 #[cfg(test)]
