@@ -20,12 +20,14 @@
 //! - `convert/attrs.rs`: the attribute keys promoted to columns (`KEY_*`), `SpanAttrs`,
 //!   `ResourceInfo`;
 //! - `convert/decision.rs`: `DecisionMemo`, the decision on each span;
-//! - `convert/json_out.rs`: the JSON text of the attribute and event columns.
+//! - `convert/json_out.rs`: the JSON text of the attribute and event columns;
+//! - [`presence`]: metrics and logs exports → `presence` rows, reading resources as spans do.
 
 mod attrs;
 mod columns;
 mod decision;
 mod json_out;
+pub mod presence;
 
 use std::sync::Arc;
 

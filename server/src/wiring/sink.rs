@@ -1,10 +1,11 @@
-//! The adapters that make the store the collector's [`SpanSink`] ([`StoreSink`]), or nothing
-//! ([`DiscardSink`], `store.discard`, for benchmarks).
+//! The adapters that make the store the collector's [`SpanSink`] and [`PresenceSink`]
+//! ([`StoreSink`]), or nothing ([`DiscardSink`], `store.discard`, for benchmarks).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use dyeline_collector::{SinkError, SpanRows, SpanSink, WriteReport};
+use arrow::array::RecordBatch;
+use dyeline_collector::{PresenceSink, SinkError, SpanRows, SpanSink, WriteReport};
 use dyeline_store::{Store, StoreError};
 use futures::future::BoxFuture;
 
@@ -57,6 +58,25 @@ impl SpanSink for StoreSink {
     }
 }
 
+impl PresenceSink for StoreSink {
+    fn write_presence(
+        &self,
+        batch: RecordBatch,
+    ) -> BoxFuture<'static, Result<WriteReport, SinkError>> {
+        let presence = Arc::clone(self.store.presence());
+        Box::pin(async move {
+            presence
+                .write(batch)
+                .await
+                .map(|w| WriteReport {
+                    stored: w.stored,
+                    duplicates: w.duplicates,
+                })
+                .map_err(map)
+        })
+    }
+}
+
 /// A sink that keeps nothing (`store.discard`): every write is acknowledged at once as stored,
 /// and its rows dropped. For measuring the receivers alone, as a collector exporting to a
 /// blackhole does (`bench/ingest.py`).
@@ -65,6 +85,21 @@ pub struct DiscardSink;
 impl SpanSink for DiscardSink {
     fn write(&self, rows: SpanRows) -> BoxFuture<'static, Result<WriteReport, SinkError>> {
         let stored = rows.keys.len() as u64;
+        Box::pin(async move {
+            Ok(WriteReport {
+                stored,
+                duplicates: 0,
+            })
+        })
+    }
+}
+
+impl PresenceSink for DiscardSink {
+    fn write_presence(
+        &self,
+        batch: RecordBatch,
+    ) -> BoxFuture<'static, Result<WriteReport, SinkError>> {
+        let stored = batch.num_rows() as u64;
         Box::pin(async move {
             Ok(WriteReport {
                 stored,
