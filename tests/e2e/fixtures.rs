@@ -194,7 +194,7 @@ pub(crate) fn expected(fixture: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
-fn sql_json(data: &std::path::Path, q: &str) -> Vec<Vec<Value>> {
+pub(crate) fn sql_json(data: &std::path::Path, q: &str) -> Vec<Vec<Value>> {
     let (ok, out, err) = run_cli(&[
         "sql",
         "--data-dir",
