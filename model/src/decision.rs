@@ -1,10 +1,10 @@
 //! The per-channel colour decision carried in baggage (domain §2) and its codec.
 //!
 //! This module owns the grammar of the `x-deploy-channel-type` value ([`Decisions::parse`],
-//! [`Decisions::encode`]), the lookup of that member in a whole W3C baggage header
-//! ([`baggage_member`]) and the choice of where on a span the decision is read
-//! ([`DecisionSource`], [`read_decision`]). Nothing here fails: malformed text is skipped and
-//! counted, never refused.
+//! [`Decisions::encode`]), the house's one reader of W3C baggage members
+//! ([`baggage_members`], [`baggage_member`]; lane tags read theirs through it too) and the
+//! choice of where on a span the decision is read ([`DecisionSource`], [`read_decision`]).
+//! Nothing here fails: malformed text is skipped and counted, never refused.
 //!
 //! # Limits
 //! A decision value comes from a client, so reading it is bounded whatever its size, with the
@@ -15,7 +15,8 @@
 //! the receivers as `dyeline_receiver_decisions_truncated_total`). Work is linear in the bytes
 //! read (and in a run of whitespace right after them, if any): a repeated channel is found
 //! through a hash map, not by a scan of the pairs kept.
-//! [`baggage_member`] is one pass over the header that stops at the member found.
+//! [`baggage_members`] is one lazy pass over the header; [`baggage_member`] stops at the member
+//! found.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -258,23 +259,33 @@ fn separator(rest: &str) -> Option<char> {
 
 /// The value of member `key` in a W3C baggage header (e.g. `a=1, x-deploy-channel-type =
 /// ch1=blue%26ch2=green ; ttl=30`), percent-decoded (invalid UTF-8 replaced); `None` when no
-/// member has that key.
+/// member has that key. The first of [`baggage_members`].
+///
+/// The value is returned whole: the limits on reading it are [`Decisions::parse`]'s.
+pub fn baggage_member(header: &str, key: &str) -> Option<String> {
+    baggage_members(header, key).next().map(Cow::into_owned)
+}
+
+/// The values of every member `key` of a W3C baggage header, in header order, each
+/// percent-decoded (invalid UTF-8 replaced; borrowed when there is nothing to decode). The one
+/// reader of baggage members in the house: decisions (domain §2) and lane tags (§7.1) both
+/// read members through it.
 ///
 /// Members are split on `,`; each is `key = value ; properties` with optional whitespace
 /// around each part. The key is everything before the member's first `=` (trimmed, compared
 /// exactly); the value runs to the first `;` (properties dropped) and is trimmed. Members
-/// without `=` are skipped; the first member with the key wins. Never fails.
+/// without `=` are skipped. Never fails.
 ///
-/// One pass over the header, stopping at the member found; only that member's value is
-/// decoded. The value is returned whole: the limits on reading it are [`Decisions::parse`]'s.
-pub fn baggage_member(header: &str, key: &str) -> Option<String> {
-    header.split(',').find_map(|member| {
+/// Lazy: one pass over the header that goes only as far as the members asked for; only their
+/// values are decoded.
+pub fn baggage_members<'h>(header: &'h str, key: &'h str) -> impl Iterator<Item = Cow<'h, str>> {
+    header.split(',').filter_map(move |member| {
         let (k, rest) = member.split_once('=')?;
         if k.trim() != key {
             return None;
         }
         let value = rest.split(';').next().unwrap_or_default().trim();
-        Some(percent_decode_str(value).decode_utf8_lossy().into_owned())
+        Some(percent_decode_str(value).decode_utf8_lossy())
     })
 }
 

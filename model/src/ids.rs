@@ -161,7 +161,7 @@ impl ChannelId {
     /// # Errors
     /// [`IdError::Channel`] when `id` does not match `[a-z0-9][a-z0-9-]{0,62}`.
     pub fn new(id: &str) -> Result<Self, IdError> {
-        if crate::lane::is_id(id) {
+        if is_id(id) {
             Ok(Self(id.to_owned()))
         } else {
             Err(IdError::Channel)
@@ -183,6 +183,16 @@ impl fmt::Display for ChannelId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// The id grammar of channels and lanes, `[a-z0-9][a-z0-9-]{0,62}` (domain §1, §7.1).
+pub(crate) fn is_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
 #[cfg(test)]

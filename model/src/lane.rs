@@ -1,13 +1,33 @@
 //! Lanes (domain §7): the [`LaneId`] every lane marker, lane tag and lane group speaks, and the
 //! reserved [`LaneId::BASE`] lane of unmarked instances.
 //!
-//! Owns the lane id grammar (the channel id grammar, domain §1) and how a marker or tag value
-//! is read into an id (trimmed, lower-cased). Does not own where markers and tags are found
-//! (the lane rules and carriers) nor lane groups.
+//! Owns the lane id grammar (the channel id grammar, domain §1), how a marker or tag value
+//! is read into an id (trimmed, lower-cased), and where markers and tags are found at ingest
+//! (§7.1), each in its file below this one:
+//! - `lane/rules.rs`: the instance lane, [`LaneRule`] (config) → [`LaneRules`] →
+//!   [`InstanceLane`] (built-in `deploy.lane` first);
+//! - `lane/carriers.rs`: the lane tag of a span, [`LaneCarrier`] (config) →
+//!   [`LaneCarriers`] → [`LaneTag`] (built-in `x-deploy-lane` carriers first);
+//! - `lane/map.rs`: how a value becomes a lane (a value map, or the value as the id);
+//! - `lane/error.rs`: [`LaneRuleError`], a bad rule or carrier of the configuration.
+//!
+//! Does not own lane groups.
 
 use std::fmt;
 
-use crate::ids::IdError;
+use crate::ids::{IdError, is_id};
+
+mod carriers;
+mod error;
+mod map;
+mod rules;
+
+pub use carriers::{
+    BAGGAGE_HEADER_KEY, BAGGAGE_TAG_KEY, BUILT_IN_CARRIERS, LaneCarrier, LaneCarriers, LaneTag,
+    TAG_KEY,
+};
+pub use error::{LaneRuleError, LaneSetting};
+pub use rules::{DEFAULT_RULE, DEPLOY_LANE, InstanceLane, LaneRule, LaneRules};
 
 /// A lane id: `[a-z0-9][a-z0-9-]{0,62}`, the channel id grammar; `base` is the lane of
 /// unmarked (production) instances.
@@ -77,15 +97,8 @@ impl<'de> serde::Deserialize<'de> for LaneId {
     }
 }
 
-/// The id grammar shared with channels (domain §1, §7.1).
-pub(crate) fn is_id(id: &str) -> bool {
-    let b = id.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-}
+#[cfg(test)]
+mod resolution_tests;
 
 #[cfg(test)]
 mod tests {

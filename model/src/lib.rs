@@ -7,7 +7,7 @@
 //! schema of the `spans` table ([`schema`]) and of the `presence` table ([`presence`], domain
 //! §7.1), instants in Unix nanoseconds with their text
 //! forms ([`time`]), the pure core of a release: channels, their events and the timeline
-//! ([`release`]), lane ids ([`lane`], domain §7), and the one status category table every error answers through ([`status`]:
+//! ([`release`]), lane ids and the lane rules and carriers read at ingest ([`lane`], domain §7), and the one status category table every error answers through ([`status`]:
 //! HTTP status, gRPC code, retryable). It does not own transport, storage or analysis.
 
 pub mod color;
@@ -29,6 +29,6 @@ pub use decision::{DecisionSource, Decisions, ReadDecision};
 pub use detection::Detection;
 pub use ids::{ChannelId, IdError, SpanId, SpanKey, TraceId};
 pub use kinds::{SpanKind, StatusCode, TrafficKind};
-pub use lane::LaneId;
+pub use lane::{InstanceLane, LaneCarrier, LaneCarriers, LaneId, LaneRule, LaneRules, LaneTag};
 pub use presence::PresenceSignal;
 pub use status::{Category, HasCategory};

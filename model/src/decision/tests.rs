@@ -585,3 +585,20 @@ fn encode_of_parsed_percent_channels_reparses_to_a_prefix() {
     assert_eq!((back.len(), back.truncated()), (63, true));
     assert_eq!(pairs(&back), pairs(&d)[..63]);
 }
+
+#[test]
+fn baggage_members_yields_every_member_of_a_key_in_header_order() {
+    let header = "a=1, x-deploy-lane = %67ray ; p, b , x-deploy-lane=gray2,x-deploy-lane";
+    let all: Vec<_> = baggage_members(header, "x-deploy-lane").collect();
+    assert_eq!(all, ["gray", "gray2"]);
+    // Nothing to decode: borrowed from the header.
+    assert!(matches!(
+        baggage_members(header, "a").next(),
+        Some(Cow::Borrowed("1"))
+    ));
+    assert_eq!(
+        baggage_member(header, "x-deploy-lane").as_deref(),
+        Some("gray")
+    );
+    assert_eq!(baggage_members(header, "c").count(), 0);
+}
