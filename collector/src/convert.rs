@@ -33,7 +33,8 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use dyeline_model::{
-    ColorRules, DecisionSource, SpanId, SpanKey, SpanKind, StatusCode, TraceId, TrafficKind,
+    ColorRules, DecisionSource, LaneRules, SpanId, SpanKey, SpanKind, StatusCode, TraceId,
+    TrafficKind,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
@@ -110,6 +111,8 @@ pub struct ConvertOptions {
     pub color_rules: Arc<ColorRules>,
     /// Where decisions are read from, in order (domain §2); empty means the default order.
     pub decision_sources: Vec<DecisionSource>,
+    /// The instance lane chain (domain §7.1; default: `deploy.lane` alone).
+    pub lane_rules: Arc<LaneRules>,
 }
 
 /// Lower-case hex of `bytes` (at most 16) in `buf`, without allocating.
@@ -170,7 +173,8 @@ pub fn convert_view(
     let mut memo = DecisionMemo::default();
     let mut decisions_truncated = 0u64;
     for (ri, rs) in request.resource_spans.iter().enumerate() {
-        let res = resource_info(&rs.resource_attributes, &options.color_rules);
+        // The spans' lane columns come with the lane ingest; presence reads lanes already.
+        let res = resource_info(&rs.resource_attributes, &options.color_rules, None);
         for (si, ss) in rs.scope_spans.iter().enumerate() {
             let scope = ss.scope.as_ref();
             for (pi, span) in ss.spans.iter().enumerate() {

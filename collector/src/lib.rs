@@ -48,4 +48,4 @@ pub use convert::{ConvertOptions, RejectReason, SpanRows, convert_request, conve
 pub use error::IngestError;
 pub use receiver::{Accepted, Limits, Receiver};
 pub use signal::{Format, Signal};
-pub use sink::{PresenceSink, SinkError, SpanSink, WriteReport};
+pub use sink::{DiscardSink, PresenceSink, SinkError, SpanSink, WriteReport};

@@ -333,24 +333,7 @@ mod tests {
     use prost::Message;
 
     use super::*;
-    use crate::sink::{SinkError, WriteReport};
-
-    struct Stored;
-
-    impl PresenceSink for Stored {
-        fn write_presence(
-            &self,
-            batch: arrow::array::RecordBatch,
-        ) -> futures::future::BoxFuture<'static, Result<WriteReport, SinkError>> {
-            let stored = batch.num_rows() as u64;
-            Box::pin(async move {
-                Ok(WriteReport {
-                    stored,
-                    duplicates: 0,
-                })
-            })
-        }
-    }
+    use crate::sink::{DiscardSink, SinkError, WriteReport};
 
     /// A presence sink whose write path is full.
     struct Full;
@@ -368,28 +351,13 @@ mod tests {
         }
     }
 
-    impl SpanSink for Stored {
-        fn write(
-            &self,
-            rows: crate::SpanRows,
-        ) -> futures::future::BoxFuture<'static, Result<WriteReport, SinkError>> {
-            let stored = rows.keys.len() as u64;
-            Box::pin(async move {
-                Ok(WriteReport {
-                    stored,
-                    duplicates: 0,
-                })
-            })
-        }
-    }
-
     fn receiver() -> Arc<Receiver> {
-        receiver_with(Arc::new(Stored))
+        receiver_with(Arc::new(DiscardSink))
     }
 
     fn receiver_with(presence: Arc<dyn PresenceSink>) -> Arc<Receiver> {
         Arc::new(Receiver::new(
-            Arc::new(Stored),
+            Arc::new(DiscardSink),
             presence,
             ConvertOptions::default(),
             ReceiverMetrics::default(),

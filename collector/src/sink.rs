@@ -56,3 +56,35 @@ pub trait PresenceSink: Send + Sync + 'static {
         batch: RecordBatch,
     ) -> BoxFuture<'static, Result<WriteReport, SinkError>>;
 }
+
+/// A sink that keeps nothing: every write is acknowledged at once as stored, its rows dropped.
+/// For measuring the receivers alone (`store.discard`, as a collector exporting to a blackhole
+/// does), and for tests of the receive path.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DiscardSink;
+
+impl DiscardSink {
+    fn stored(n: u64) -> BoxFuture<'static, Result<WriteReport, SinkError>> {
+        Box::pin(async move {
+            Ok(WriteReport {
+                stored: n,
+                duplicates: 0,
+            })
+        })
+    }
+}
+
+impl SpanSink for DiscardSink {
+    fn write(&self, rows: SpanRows) -> BoxFuture<'static, Result<WriteReport, SinkError>> {
+        Self::stored(rows.keys.len() as u64)
+    }
+}
+
+impl PresenceSink for DiscardSink {
+    fn write_presence(
+        &self,
+        batch: RecordBatch,
+    ) -> BoxFuture<'static, Result<WriteReport, SinkError>> {
+        Self::stored(batch.num_rows() as u64)
+    }
+}

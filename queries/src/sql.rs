@@ -392,6 +392,12 @@ impl SqlEngine {
         table: Arc<dyn TableProvider>,
     ) -> Result<(), SqlError> {
         let internal = |e: DataFusionError| SqlError::Internal(e.to_string());
+        // DataFusion would replace a table of the same name (`spans` itself) silently.
+        if self.ctx.table_exist(name).map_err(internal)? {
+            return Err(SqlError::Internal(format!(
+                "a table named {name} is registered already"
+            )));
+        }
         self.ctx
             .register_table(name, Arc::clone(&table))
             .map_err(internal)?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytesize::ByteSize;
 use dyeline_control::{ApiToken, Role};
-use dyeline_model::ColorRule;
+use dyeline_model::{ColorRule, LaneCarrier, LaneRule};
 use dyeline_queries::analyze::AnalyzerConfig;
 use dyeline_store::FsyncPolicy;
 use figment::Figment;
@@ -39,6 +39,15 @@ pub struct Config {
     /// Colour rules run after the defaults of domain §1 (`deploy.color`, then `blue`/`green`
     /// tokens in `host.name`, `k8s.pod.name`, `k8s.deployment.name`).
     pub color_rules: Vec<ColorRule>,
+    /// Instance lane rules (`[[lane_rules]]`) run after the built-in `deploy.lane` (domain
+    /// §7.1), first match wins, else `base`: `kind = "attribute"` (a resource attribute's value,
+    /// through an optional `map`) or `kind = "pattern"` (a `regex` with a named group `lane`
+    /// over a resource attribute, optional `map`). Compiled and checked at load.
+    pub lane_rules: Vec<LaneRule>,
+    /// Lane tag carriers (`[[lane_carriers]]`: a span attribute `key`, an optional value
+    /// `map`) tried after the built-in `x-deploy-lane` carriers (domain §7.1), first present
+    /// wins. Compiled and checked at load.
+    pub lane_carriers: Vec<LaneCarrier>,
     /// Log format: `text` or `json`.
     pub log_format: LogFormat,
     /// API settings: tokens, read access, weight-update spread.
@@ -362,6 +371,8 @@ impl Default for Config {
             store: StoreSettings::default(),
             sql: SqlSettings::default(),
             color_rules: Vec::new(),
+            lane_rules: Vec::new(),
+            lane_carriers: Vec::new(),
             log_format: LogFormat::Text,
             api: ApiSettings::default(),
             api_token: None,
@@ -563,6 +574,10 @@ impl Config {
         self.api.throttle.validate()?;
         dyeline_model::ColorRules::with_user_rules(self.color_rules.clone())
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        dyeline_model::LaneRules::new(&self.lane_rules)
+            .map_err(|e| ConfigError::Invalid(format!("lane_rules: {e}")))?;
+        dyeline_model::LaneCarriers::new(&self.lane_carriers)
+            .map_err(|e| ConfigError::Invalid(format!("lane_carriers: {e}")))?;
         Ok(())
     }
 }

@@ -245,14 +245,7 @@ impl PresenceLog {
         if self.config.persist && self.state.read().memory_rows >= 2 * self.config.flush_max_rows {
             return Err(StoreError::Saturated);
         }
-        let log = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
-            let r = log.write_blocking(batch);
-            drop(permit);
-            r
-        })
-        .await
-        .map_err(io)?
+        self.write_holding(permit, batch).await
     }
 
     /// Writes as [`PresenceLog::write`] does, waiting for a slot instead of being refused (for
@@ -268,6 +261,15 @@ impl PresenceLog {
             .acquire_owned()
             .await
             .map_err(|_| StoreError::Closed)?;
+        self.write_holding(permit, batch).await
+    }
+
+    /// Writes `batch` on the blocking pool, holding its write slot `permit` until done.
+    async fn write_holding(
+        self: &Arc<Self>,
+        permit: tokio::sync::OwnedSemaphorePermit,
+        batch: RecordBatch,
+    ) -> Result<PresenceWrite, StoreError> {
         let log = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
             let r = log.write_blocking(batch);

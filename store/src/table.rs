@@ -13,11 +13,8 @@
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use async_trait::async_trait;
 use datafusion::catalog::Session;
-use datafusion::catalog::TableProvider;
 use datafusion::common::{DFSchema, ScalarValue};
-use datafusion::datasource::TableType;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
@@ -26,7 +23,7 @@ use datafusion::error::Result;
 use datafusion::execution::TaskContext;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::utils::conjunction;
-use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::physical_plan::empty::EmptyExec;
@@ -213,30 +210,74 @@ fn trace_ids_in(e: &Expr) -> Option<Vec<String>> {
     }
 }
 
-#[async_trait]
-impl TableProvider for SpansTable {
-    fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
-    }
+/// What DataFusion asks of a scan of a store table (`TableProvider::scan`'s arguments).
+#[derive(Clone, Copy)]
+pub(crate) struct Scan<'a> {
+    pub(crate) state: &'a dyn Session,
+    pub(crate) projection: Option<&'a Vec<usize>>,
+    pub(crate) filters: &'a [Expr],
+    pub(crate) limit: Option<usize>,
+}
 
-    fn table_type(&self) -> TableType {
-        TableType::Base
-    }
+/// Implements `TableProvider` for a store table `$ty` (a `schema: SchemaRef` field and a
+/// `fn plan(&self, &Scan) -> Result<Arc<dyn ExecutionPlan>>`): a base table whose filters are
+/// all pushed down as inexact (the files prune by them, and DataFusion applies each again to
+/// every row). The one provider skeleton of `spans` and `presence`.
+macro_rules! store_table_provider {
+    ($ty:ty) => {
+        #[async_trait::async_trait]
+        impl datafusion::catalog::TableProvider for $ty {
+            fn schema(&self) -> arrow::datatypes::SchemaRef {
+                std::sync::Arc::clone(&self.schema)
+            }
 
-    fn supports_filters_pushdown(
-        &self,
-        filters: &[&Expr],
-    ) -> Result<Vec<TableProviderFilterPushDown>> {
-        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
-    }
+            fn table_type(&self) -> datafusion::datasource::TableType {
+                datafusion::datasource::TableType::Base
+            }
 
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        filters: &[Expr],
-        limit: Option<usize>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
+            fn supports_filters_pushdown(
+                &self,
+                filters: &[&datafusion::logical_expr::Expr],
+            ) -> datafusion::error::Result<Vec<datafusion::logical_expr::TableProviderFilterPushDown>>
+            {
+                Ok(vec![
+                    datafusion::logical_expr::TableProviderFilterPushDown::Inexact;
+                    filters.len()
+                ])
+            }
+
+            async fn scan(
+                &self,
+                state: &dyn datafusion::catalog::Session,
+                projection: Option<&Vec<usize>>,
+                filters: &[datafusion::logical_expr::Expr],
+                limit: Option<usize>,
+            ) -> datafusion::error::Result<std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>>
+            {
+                self.plan(&$crate::table::Scan {
+                    state,
+                    projection,
+                    filters,
+                    limit,
+                })
+            }
+        }
+    };
+}
+pub(crate) use store_table_provider;
+
+store_table_provider!(SpansTable);
+
+impl SpansTable {
+    /// The plan of a scan: memory segments and Parquet files, pruned by the start-time and
+    /// trace-id filters.
+    fn plan(&self, scan: &Scan<'_>) -> Result<Arc<dyn ExecutionPlan>> {
+        let Scan {
+            state,
+            projection,
+            filters,
+            limit,
+        } = *scan;
         let snap = self.shared.snapshot();
         let (lo, hi) = start_time_bounds(filters);
         let traces = trace_ids_of(filters);

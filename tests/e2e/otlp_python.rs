@@ -1,33 +1,20 @@
 //! The Python OpenTelemetry SDK from pip (`opentelemetry-sdk`, OTLP exporters over gRPC and
 //! HTTP) exports spans; the store holds each exactly once with colour, decisions and parent.
 
-use std::process::Command;
-
 use crate::util::*;
 
 fn run_python(protocol: &str, endpoint: &str) -> Vec<serde_json::Value> {
-    let script = crate::support::workspace_root().join("tests/python/export_spans.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .args([
+    python_json_lines(
+        "export_spans.py",
+        &[
             "--protocol",
             protocol,
             "--endpoint",
             endpoint,
             "--traces",
             "15",
-        ])
-        .output()
-        .expect("python3 runs (pip install -r tests/requirements.txt)");
-    assert!(
-        out.status.success(),
-        "python exporter failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per span"))
-        .collect()
+        ],
+    )
 }
 
 fn check(s: &Server, expected: Vec<serde_json::Value>) {

@@ -5,9 +5,7 @@
 //! at each distinct data point time.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 
-use prost::Message;
 use serde_json::Value;
 
 use crate::fixtures::sql_json;
@@ -15,29 +13,18 @@ use crate::util::*;
 
 /// Runs `tests/python/export_presence.py`; returns the (signal, time) pairs it exported.
 fn run_python(protocol: &str, endpoint: &str, instance: &str) -> Vec<(String, i64)> {
-    let script = crate::support::workspace_root().join("tests/python/export_presence.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .args(["--protocol", protocol, "--endpoint", endpoint])
-        .args([
-            "--instance",
-            instance,
-            "--interval-ms",
-            "300",
-            "--run-ms",
-            "1500",
-        ])
-        .output()
-        .expect("python3 runs (pip install -r tests/requirements.txt)");
-    assert!(
-        out.status.success(),
-        "python exporter failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).expect("one JSON object per signal time");
+    let args = [
+        "--protocol",
+        protocol,
+        "--endpoint",
+        endpoint,
+        "--instance",
+        instance,
+    ];
+    let timing = ["--interval-ms", "300", "--run-ms", "1500"];
+    python_json_lines("export_presence.py", &[&args[..], &timing[..]].concat())
+        .into_iter()
+        .map(|v| {
             (
                 v["signal"].as_str().unwrap().to_owned(),
                 v["time"].as_i64().unwrap(),
@@ -62,7 +49,7 @@ fn an_idle_instance_is_present_at_its_sdks_export_times() {
         assert!(metrics >= 3, "{protocol}: periodic exports {sent:?}");
         assert_eq!(logs, 2, "{protocol}: {sent:?}");
         let rows = s.sql(&format!(
-            "SELECT signal, time_unix_nano, service_name, color FROM presence \
+            "SELECT signal, time_unix_nano, service_name, color, lane, lane_rule FROM presence \
              WHERE instance_id = '{instance}' ORDER BY signal, time_unix_nano"
         ));
         let got: Vec<(String, i64)> = rows
@@ -71,30 +58,14 @@ fn an_idle_instance_is_present_at_its_sdks_export_times() {
             .collect();
         assert_eq!(got, sent, "{protocol}: present at exactly the export times");
         assert!(
-            rows.iter().all(|r| r[2] == "pricing" && r[3] == "unknown"),
+            rows.iter().all(|r| r[2] == "pricing"
+                && r[3] == "unknown"
+                && r[4] == "gray"
+                && r[5] == "deploy.lane"),
             "{rows:?}"
         );
     }
     assert_eq!(count_all(&s), 0, "no spans: present by its exports alone");
-}
-
-/// `google.rpc.Status`, the OTLP/HTTP error body of a protobuf request.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RpcStatus {
-    #[prost(int32, tag = "1")]
-    code: i32,
-    #[prost(string, tag = "2")]
-    message: String,
-}
-
-fn error_message(r: &Resp) -> String {
-    if r.content_type == "application/x-protobuf" {
-        RpcStatus::decode(&r.body[..])
-            .expect("a protobuf google.rpc.Status body")
-            .message
-    } else {
-        r.json()["message"].as_str().unwrap_or_default().to_owned()
-    }
 }
 
 /// A metrics export of instance `inst`: a gauge with data points at `times`.
@@ -202,9 +173,9 @@ fn malformed_metrics_and_logs_bodies_get_the_trace_statuses_and_are_counted() {
             let r = post_otlp(&s, &path, headers, body.clone());
             assert_eq!(r.status, *status, "{signal} {what}: {}", r.text());
             assert!(
-                error_message(&r).contains(word),
+                otlp_error(&r).message.contains(word),
                 "{signal} {what}: {}",
-                error_message(&r)
+                otlp_error(&r).message
             );
             // The same body to /v1/traces gets the same status.
             let t = post_traces(&s, headers, body.clone());
@@ -346,6 +317,8 @@ fn import_records_presence_of_a_metrics_file_beside_its_spans() {
     std::fs::write(&gz, gzip(metrics.as_bytes())).unwrap();
     let data = dir.path().join("data");
     let (ok, _, err) = run_cli(&[
+        "--config",
+        fixture.join("dyeline.toml").to_str().unwrap(),
         "import",
         "--data-dir",
         data.to_str().unwrap(),
@@ -379,6 +352,34 @@ fn import_records_presence_of_a_metrics_file_beside_its_spans() {
         .map(|(i, t)| (i.clone(), (t.len() as u64, t.len() as u64)))
         .collect();
     assert_eq!(got, want);
+    // Each instance's app and lane by the fixture's rules, as expected.json lists them.
+    let lanes = sql_json(
+        &data,
+        "SELECT DISTINCT instance_id, service_name, lane, lane_rule FROM presence ORDER BY 1",
+    );
+    let listed: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("expected.json")).unwrap())
+            .unwrap();
+    let listed: BTreeMap<&str, &Value> = listed["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["instance"].as_str().unwrap(), l))
+        .collect();
+    assert_eq!(
+        lanes.len(),
+        expected.len(),
+        "one lane per instance: {lanes:?}"
+    );
+    for r in &lanes {
+        let want = listed[r[0].as_str().unwrap()];
+        assert_eq!(
+            (&r[1], &r[2], &r[3]),
+            (&want["app"], &want["lane"], &want["rule"]),
+            "{r:?}"
+        );
+    }
+    assert!(lanes.iter().any(|r| r[2] != "base"), "{lanes:?}");
     // The spans of the same import landed too: every trace of the file.
     let spans = std::fs::read_to_string(fixture.join("spans.jsonl")).unwrap();
     let traces: BTreeSet<String> = spans

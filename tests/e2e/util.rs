@@ -2,6 +2,8 @@
 
 use std::io::Write;
 
+use prost::Message;
+
 pub use crate::support::{EPHEMERAL_PORTS, Server, run_cli, run_cli_in, shared_dir};
 
 /// Host names like `order-b1` / `stock-g1` (the cases' convention) through a user pattern
@@ -187,4 +189,54 @@ pub fn grpc_unary_raw(
             .to_owned();
         Ok((status, advertised))
     })
+}
+
+/// `google.rpc.Status`, the OTLP/HTTP error body.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RpcStatus {
+    /// The gRPC code.
+    #[prost(int32, tag = "1")]
+    pub code: i32,
+    /// The message.
+    #[prost(string, tag = "2")]
+    pub message: String,
+}
+
+/// The error body of an OTLP/HTTP refusal, decoded in the response's encoding (the request's:
+/// protobuf, else JSON).
+pub fn otlp_error(r: &Resp) -> RpcStatus {
+    if r.content_type == "application/x-protobuf" {
+        RpcStatus::decode(&r.body[..]).expect("a protobuf google.rpc.Status body")
+    } else {
+        let v = r.json();
+        RpcStatus {
+            code: v["code"]
+                .as_i64()
+                .and_then(|c| i32::try_from(c).ok())
+                .unwrap_or(-1),
+            message: v["message"].as_str().unwrap_or_default().to_owned(),
+        }
+    }
+}
+
+/// Runs the Python script `tests/python/<script>` with `args`; returns its stdout, one JSON
+/// value per line.
+pub fn python_json_lines(script: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    let path = crate::support::workspace_root()
+        .join("tests/python")
+        .join(script);
+    let out = std::process::Command::new("python3")
+        .arg(path)
+        .args(args)
+        .output()
+        .expect("python3 runs (pip install -r tests/requirements.txt)");
+    assert!(
+        out.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON value per line"))
+        .collect()
 }

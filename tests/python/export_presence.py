@@ -1,4 +1,5 @@
-"""An idle instance kept present by the real OpenTelemetry Python SDK: its periodic metrics
+"""An idle gray instance (resource `deploy.lane` = gray) kept present by the real
+OpenTelemetry Python SDK: its periodic metrics
 exporter (PeriodicExportingMetricReader with a short interval) and a few log records, over
 OTLP gRPC or HTTP. No spans.
 
@@ -74,6 +75,7 @@ def main():
         "service.name": "pricing",
         "service.instance.id": a.instance,
         "host.name": a.instance,
+        "deploy.lane": "gray",
     })
     reader = PeriodicExportingMetricReader(metric_exporter, export_interval_millis=a.interval_ms)
     meters = MeterProvider(resource=resource, metric_readers=[reader])

@@ -4,9 +4,10 @@
 //!
 //! Owns which keys become columns and the fallbacks between them (`service.instance.id`, else
 //! `host.name`, else `k8s.pod.name`; `unknown_service` for a resource with no name). Does not
-//! own the decision grammar (`dyeline_model::decision`) nor the colour rules.
+//! own the decision grammar (`dyeline_model::decision`), the colour rules nor the lane rules
+//! (`dyeline_model::lane`).
 
-use dyeline_model::{ColorRules, DecisionSource};
+use dyeline_model::{ColorRules, DecisionSource, InstanceLane, LaneRules};
 
 use super::json_out::write_json_object;
 use crate::wire::{Kv, Val};
@@ -167,6 +168,8 @@ pub(super) struct ResourceInfo {
     pub(super) host_name: Option<String>,
     pub(super) color: &'static str,
     pub(super) color_rule: String,
+    /// `None` when lane resolution is skipped (bench only).
+    pub(super) lane: Option<InstanceLane>,
     pub(super) attributes_json: String,
 }
 
@@ -175,7 +178,22 @@ pub const UNKNOWN_SERVICE: &str = "unknown_service";
 /// The value of `instance_id` when the resource names no instance.
 pub const UNKNOWN_INSTANCE: &str = "unknown_instance";
 
-pub(super) fn resource_info(attrs: &[Kv<'_>], rules: &ColorRules) -> ResourceInfo {
+/// The text of a resource attribute as the lane rules read it: a string, or a boolean as
+/// `true` / `false` (Nacos metadata such as `gray=true` may be sent as either).
+fn lane_text<'a>(v: &Val<'a>) -> Option<&'a str> {
+    match v {
+        Val::Str(s) => Some(s),
+        Val::Bool(true) => Some("true"),
+        Val::Bool(false) => Some("false"),
+        _ => None,
+    }
+}
+
+pub(super) fn resource_info(
+    attrs: &[Kv<'_>],
+    rules: &ColorRules,
+    lane_rules: Option<&LaneRules>,
+) -> ResourceInfo {
     let host_name = find_str(attrs, KEY_HOST_NAME).map(str::to_owned);
     let instance_id = [KEY_SERVICE_INSTANCE_ID, KEY_HOST_NAME, KEY_K8S_POD_NAME]
         .iter()
@@ -197,6 +215,7 @@ pub(super) fn resource_info(attrs: &[Kv<'_>], rules: &ColorRules) -> ResourceInf
         host_name,
         color: resolved.color.as_str(),
         color_rule: resolved.rule.to_owned(),
+        lane: lane_rules.map(|r| r.resolve(|k| find(attrs, k).and_then(lane_text))),
         attributes_json,
     }
 }

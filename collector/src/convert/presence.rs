@@ -140,9 +140,10 @@ pub fn logs_presence(
     b.finish()
 }
 
+/// The resource's instance as spans see it, with its lane by the same rules.
 fn resource(resource: Option<&Resource>, options: &ConvertOptions) -> ResourceInfo {
     let attrs = resource.map_or_else(Vec::new, |r| kvs(&r.attributes));
-    resource_info(&attrs, &options.color_rules)
+    resource_info(&attrs, &options.color_rules, Some(&options.lane_rules))
 }
 
 /// The builders of one request's rows, its rejections and the (instance, time) pairs seen.
@@ -208,10 +209,25 @@ impl Rows {
         self.host_name.append_option(res.host_name.as_deref());
         self.color.append_value(res.color);
         self.color_rule.append_value(&res.color_rule);
-        // Lanes are not resolved here yet: the lane columns stay null.
-        self.lane.append_null();
-        self.lane_rule.append_null();
-        self.lane_invalid_values.append_null();
+        match &res.lane {
+            Some(l) => {
+                self.lane.append_value(l.lane.as_str());
+                self.lane_rule.append_value(&l.rule);
+                if l.invalid_values.is_empty() {
+                    self.lane_invalid_values.append_null();
+                } else {
+                    for v in &l.invalid_values {
+                        self.lane_invalid_values.values().append_value(v);
+                    }
+                    self.lane_invalid_values.append(true);
+                }
+            }
+            None => {
+                self.lane.append_null();
+                self.lane_rule.append_null();
+                self.lane_invalid_values.append_null();
+            }
+        }
         self.time_unix_nano.append_value(time);
     }
 

@@ -10,7 +10,7 @@ use dyeline_collector::{ConvertOptions, Limits, Receiver};
 use dyeline_control::api::ControlApi;
 use dyeline_control::auth::{GENERATED_TOKEN_NAME, ensure_token_file};
 use dyeline_control::{ApiToken, Auth, ControlPlane, Role};
-use dyeline_model::ColorRules;
+use dyeline_model::{ColorRules, LaneRules};
 use dyeline_queries::SqlEngine;
 use dyeline_queries::http::{AnalysisApi, ApiError};
 use dyeline_store::{Store, StoreConfig};
@@ -136,11 +136,12 @@ fn api_refusal(_: &axum::http::HeaderMap, e: &ListenError) -> axum::response::Re
 /// The conversion settings of `config`.
 ///
 /// # Errors
-/// Invalid colour rules.
+/// Invalid colour rules or lane rules.
 pub fn convert_options(config: &Config) -> Result<ConvertOptions, BoxError> {
     Ok(ConvertOptions {
         color_rules: Arc::new(ColorRules::with_user_rules(config.color_rules.clone())?),
         decision_sources: Vec::new(),
+        lane_rules: Arc::new(LaneRules::new(&config.lane_rules)?),
     })
 }
 
@@ -288,7 +289,7 @@ pub async fn serve(
         Arc<dyn dyeline_collector::PresenceSink>,
     ) = if config.store.discard {
         tracing::warn!("store.discard is on: spans are acknowledged and dropped, nothing is kept");
-        let discard = Arc::new(crate::wiring::sink::DiscardSink);
+        let discard = Arc::new(dyeline_collector::DiscardSink);
         (discard.clone(), discard)
     } else {
         let releases: Arc<dyn Releases> = Arc::new(PlaneReleases(Arc::clone(&plane)));

@@ -1,5 +1,6 @@
-//! The adapters that make the store the collector's [`SpanSink`] and [`PresenceSink`]
-//! ([`StoreSink`]), or nothing ([`DiscardSink`], `store.discard`, for benchmarks).
+//! The adapter that makes the store the collector's [`SpanSink`] and [`PresenceSink`]
+//! ([`StoreSink`]); with `store.discard` (benchmarks) the collector's own
+//! [`dyeline_collector::DiscardSink`] takes its place.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,38 +74,6 @@ impl PresenceSink for StoreSink {
                     duplicates: w.duplicates,
                 })
                 .map_err(map)
-        })
-    }
-}
-
-/// A sink that keeps nothing (`store.discard`): every write is acknowledged at once as stored,
-/// and its rows dropped. For measuring the receivers alone, as a collector exporting to a
-/// blackhole does (`bench/ingest.py`).
-pub struct DiscardSink;
-
-impl SpanSink for DiscardSink {
-    fn write(&self, rows: SpanRows) -> BoxFuture<'static, Result<WriteReport, SinkError>> {
-        let stored = rows.keys.len() as u64;
-        Box::pin(async move {
-            Ok(WriteReport {
-                stored,
-                duplicates: 0,
-            })
-        })
-    }
-}
-
-impl PresenceSink for DiscardSink {
-    fn write_presence(
-        &self,
-        batch: RecordBatch,
-    ) -> BoxFuture<'static, Result<WriteReport, SinkError>> {
-        let stored = batch.num_rows() as u64;
-        Box::pin(async move {
-            Ok(WriteReport {
-                stored,
-                duplicates: 0,
-            })
         })
     }
 }

@@ -6,18 +6,14 @@
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use async_trait::async_trait;
-use datafusion::catalog::{Session, TableProvider};
-use datafusion::datasource::TableType;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::Result;
-use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use dyeline_model::presence::{col, presence_schema};
 
 use super::PresenceLog;
 use crate::layout::FileMeta;
-use crate::table::{parquet_scan, time_bounds, union_or_empty};
+use crate::table::{Scan, parquet_scan, store_table_provider, time_bounds, union_or_empty};
 
 /// The `presence` table provider.
 pub struct PresenceTable {
@@ -41,38 +37,20 @@ impl PresenceTable {
     }
 }
 
-#[async_trait]
-impl TableProvider for PresenceTable {
-    fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
-    }
+store_table_provider!(PresenceTable);
 
-    fn table_type(&self) -> TableType {
-        TableType::Base
-    }
-
-    fn supports_filters_pushdown(
-        &self,
-        filters: &[&Expr],
-    ) -> Result<Vec<TableProviderFilterPushDown>> {
-        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        filters: &[Expr],
-        limit: Option<usize>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
+impl PresenceTable {
+    /// The plan of a scan: the rows in memory, and the files of the hours the time filters
+    /// reach.
+    fn plan(&self, scan: &Scan<'_>) -> Result<Arc<dyn ExecutionPlan>> {
         let snap = self.log.snapshot();
-        let (lo, hi) = time_bounds(filters, col::TIME_UNIX_NANO);
+        let (lo, hi) = time_bounds(scan.filters, col::TIME_UNIX_NANO);
         let mut inputs: Vec<Arc<dyn ExecutionPlan>> = Vec::new();
         if !snap.memory.is_empty() {
             inputs.push(MemorySourceConfig::try_new_exec(
                 &[snap.memory],
                 Arc::clone(&self.schema),
-                projection.cloned(),
+                scan.projection.cloned(),
             )?);
         }
         let files: Vec<FileMeta> = snap
@@ -82,14 +60,14 @@ impl TableProvider for PresenceTable {
             .collect();
         if !files.is_empty() {
             inputs.push(parquet_scan(
-                state,
+                scan.state,
                 &self.schema,
                 &files,
-                projection,
-                filters,
-                limit,
+                scan.projection,
+                scan.filters,
+                scan.limit,
             )?);
         }
-        union_or_empty(inputs, &self.schema, projection)
+        union_or_empty(inputs, &self.schema, scan.projection)
     }
 }

@@ -1,7 +1,7 @@
 //! Unit and property tests of the presence conversion.
 
 use super::*;
-use arrow::array::AsArray;
+use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
 use opentelemetry_proto::tonic::logs::v1::{ResourceLogs, ScopeLogs};
@@ -341,4 +341,102 @@ proptest! {
         prop_assert_eq!(p.rejected, bad);
         prop_assert_eq!(p.rejected + p.repeated + got.len() as u64, times.len() as u64);
     }
+}
+
+/// (instance, lane, lane_rule, lane_invalid_values) of each row.
+fn lanes(p: &PresenceRows) -> Vec<(String, String, String, Vec<String>)> {
+    let b = p.batch.as_ref().unwrap();
+    let s = |name: &str| b.column_by_name(name).unwrap().as_string::<i32>().clone();
+    let (inst, lane, rule) = (s("instance_id"), s("lane"), s("lane_rule"));
+    let invalid = b
+        .column_by_name("lane_invalid_values")
+        .unwrap()
+        .as_list::<i32>();
+    (0..b.num_rows())
+        .map(|i| {
+            let values = if invalid.is_null(i) {
+                Vec::new()
+            } else {
+                let v = invalid.value(i);
+                let v = v.as_string::<i32>();
+                (0..v.len()).map(|j| v.value(j).to_owned()).collect()
+            };
+            (
+                inst.value(i).to_owned(),
+                lane.value(i).to_owned(),
+                rule.value(i).to_owned(),
+                values,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn each_resource_gets_its_lane_by_the_configured_rules() {
+    use dyeline_model::{LaneRule, LaneRules};
+    let rules = LaneRules::new(&[LaneRule::Attribute {
+        key: "nacos.metadata.gray".into(),
+        map: Some([("true".to_owned(), "gray".to_owned())].into()),
+    }])
+    .unwrap();
+    let options = ConvertOptions {
+        lane_rules: Arc::new(rules),
+        ..ConvertOptions::default()
+    };
+    let flag = |v: bool| KeyValue {
+        key: "nacos.metadata.gray".into(),
+        value: Some(AnyValue {
+            value: Some(Value::BoolValue(v)),
+        }),
+        ..Default::default()
+    };
+    let with = |host: &str, extra: Vec<KeyValue>| {
+        let mut r = resource(&[("host.name", host)]).unwrap();
+        r.attributes.extend(extra);
+        Some(r)
+    };
+    let up = || {
+        vec![metric(
+            "up",
+            Data::Gauge(Gauge {
+                data_points: vec![number(0, 7)],
+            }),
+        )]
+    };
+    let req = metrics_request(vec![
+        (with("a", vec![kv("deploy.lane", " Gray2 ")]), up()),
+        (with("b", vec![flag(true)]), up()),
+        (
+            with("c", vec![kv("deploy.lane", "gray_2"), flag(false)]),
+            up(),
+        ),
+        (with("d", vec![]), up()),
+    ]);
+    let p = metrics_presence(&req, &options).unwrap();
+    let row = |i: &str, l: &str, r: &str, bad: &[&str]| {
+        (
+            i.to_owned(),
+            l.to_owned(),
+            r.to_owned(),
+            bad.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        lanes(&p),
+        [
+            row("a", "gray2", "deploy.lane", &[]),
+            row("b", "gray", "nacos.metadata.gray", &[]),
+            // Not a lane id, and a value the map lacks: both kept, the chain ends at base.
+            row("c", "base", "default", &["gray_2", "false"]),
+            row("d", "base", "default", &[]),
+        ]
+    );
+    let invalid = p
+        .batch
+        .as_ref()
+        .unwrap()
+        .column_by_name("lane_invalid_values")
+        .unwrap()
+        .clone();
+    assert_eq!(invalid.null_count(), 3, "null when none");
 }
