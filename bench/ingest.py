@@ -109,7 +109,9 @@ def free_port():
 class Dyeline:
     def __init__(self, binary, env):
         self.dir = tempfile.mkdtemp(prefix="dyeline-bench-")
-        e = dict(os.environ, DYELINE_LOG="warn", **env)
+        # loadgen's spans start on 2025-11-30 and the receivers refuse spans older than the
+        # store's retention (domain §1): keep ten years, so every span is stored as before.
+        e = dict(os.environ, DYELINE_LOG="warn", DYELINE_STORE__RETENTION="3650days", **env)
         self.p = subprocess.Popen(
             [binary, "serve", "--data-dir", os.path.join(self.dir, "data"),
              "--otlp-grpc-addr", "127.0.0.1:0", "--otlp-http-addr", "127.0.0.1:0", "--api-addr", "127.0.0.1:0"],

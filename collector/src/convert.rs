@@ -3,8 +3,13 @@
 //! `spans` table ([`dyeline_model::schema`]), resolving the release fields at ingest.
 //!
 //! Owns: per-span validation (OTLP: a trace id of 16 bytes and a span id of 8 bytes, not all
-//! zero; a parent id empty or of 8 bytes), the colour of each resource (domain §1), the decision
-//! on each span (domain §2), the traffic kind (domain §3) and the error rule (domain §6.6).
+//! zero; a parent id empty or of 8 bytes; domain §1's times: a start that is set and, with the
+//! end, fits `i64` nanoseconds; an end before the start or of 0 stored as the start; with
+//! [`ConvertOptions::retention`], no span older than the store keeps), each span's key
+//! ([`SpanKey`]: a SERVER half of a Zipkin/B3 shared span id is its own span), the colour of
+//! each resource (domain §1), the decision on each span (domain §2), the traffic kind (domain
+//! §3), the error rule (domain §6.6), and the lane of each resource and lane tag of each span
+//! (domain §7.1).
 //! Invalid spans are rejected one by one and counted by [`RejectReason`]; the rest of the request
 //! is kept (OTLP partial success). Does not own transport, limits or storage.
 //!
@@ -20,31 +25,33 @@
 //! - `convert/attrs.rs`: the attribute keys promoted to columns (`KEY_*`), `SpanAttrs`,
 //!   `ResourceInfo`;
 //! - `convert/decision.rs`: `DecisionMemo`, the decision on each span;
-//! - `convert/json_out.rs`: the JSON text of the attribute and event columns;
+//! - `convert/lane.rs`: the lane tag of each span and the lane columns;
+//! - `convert/json_out.rs`: the JSON text of the attribute, event and link columns;
 //! - [`presence`]: metrics and logs exports → `presence` rows, reading resources as spans do.
 
 mod attrs;
 mod columns;
 mod decision;
 mod json_out;
+mod lane;
 pub mod presence;
 
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use dyeline_model::{
-    ColorRules, DecisionSource, LaneRules, SpanId, SpanKey, SpanKind, StatusCode, TraceId,
-    TrafficKind,
+    ColorRules, DecisionSource, LaneCarriers, LaneRules, SpanId, SpanKey, SpanKind, StatusCode,
+    TraceId, TrafficKind,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
-use attrs::{SpanAttrs, int_value, promoted_span, resource_info};
+use attrs::{SpanAttrs, promoted_span, resource_info, status_code_value};
 pub use attrs::{UNKNOWN_INSTANCE, UNKNOWN_SERVICE};
 use columns::SpanColumns;
 use decision::DecisionMemo;
-use json_out::{write_json_object, write_json_str};
+use json_out::{write_json_object, write_json_str, write_links};
 
-use crate::wire::{RequestView, Val};
+use crate::wire::RequestView;
 
 /// Why one span of an accepted request was rejected (a closed set, used as a metric label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,17 +62,24 @@ pub enum RejectReason {
     InvalidSpanId,
     /// Parent span id neither empty nor 8 bytes.
     InvalidParentSpanId,
-    /// A start or end time beyond the year 2262 (`i64` nanoseconds).
+    /// A start or end time beyond the year 2262 (`i64` nanoseconds): the store cannot hold it.
     InvalidTime,
+    /// A start time of 0 (not set).
+    MissingStartTime,
+    /// A span that ended longer ago than the store keeps spans ([`ConvertOptions::retention`]:
+    /// the receivers refuse it rather than store what retention is about to drop).
+    OlderThanRetention,
 }
 
 impl RejectReason {
     /// All reasons, for pre-registering metric labels.
-    pub const ALL: [RejectReason; 4] = [
+    pub const ALL: [RejectReason; 6] = [
         Self::InvalidTraceId,
         Self::InvalidSpanId,
         Self::InvalidParentSpanId,
         Self::InvalidTime,
+        Self::MissingStartTime,
+        Self::OlderThanRetention,
     ];
 
     /// The metric label value.
@@ -75,6 +89,8 @@ impl RejectReason {
             Self::InvalidSpanId => "invalid_span_id",
             Self::InvalidParentSpanId => "invalid_parent_span_id",
             Self::InvalidTime => "invalid_time",
+            Self::MissingStartTime => "missing_start_time",
+            Self::OlderThanRetention => "older_than_retention",
         }
     }
 }
@@ -95,6 +111,9 @@ pub struct SpanRows {
     /// [`dyeline_model::decision::MAX_VALUE_BYTES`] bytes: their decisions were read up to the
     /// limits, the rest skipped ([`dyeline_model::Decisions::truncated`]).
     pub decisions_truncated: u64,
+    /// Lane carriers, over the stored spans, whose value gave no lane id (the sum of the
+    /// `malformed_lane_tags` column, domain §7.1).
+    pub malformed_lane_tags: u64,
 }
 
 impl SpanRows {
@@ -111,8 +130,18 @@ pub struct ConvertOptions {
     pub color_rules: Arc<ColorRules>,
     /// Where decisions are read from, in order (domain §2); empty means the default order.
     pub decision_sources: Vec<DecisionSource>,
+    /// The store's retention (`[store] retention`), for the receivers: a span that ended
+    /// longer ago than this before the request is converted is refused
+    /// ([`RejectReason::OlderThanRetention`], domain §1). `None` keeps spans whatever their
+    /// age (`dyeline import`: a recorded capture is kept).
+    pub retention: Option<std::time::Duration>,
     /// The instance lane chain (domain §7.1; default: `deploy.lane` alone).
     pub lane_rules: Arc<LaneRules>,
+    /// The lane tag carriers (domain §7.1; default: the built-in ones).
+    pub lane_carriers: Arc<LaneCarriers>,
+    /// Skips lane resolution: the six lane columns are null. For the ingest benchmark's
+    /// comparison only (`bench/`); the product never sets it.
+    pub skip_lanes_bench_only: bool,
 }
 
 /// Lower-case hex of `bytes` (at most 16) in `buf`, without allocating.
@@ -125,6 +154,13 @@ fn hex_str<'a>(bytes: &[u8], buf: &'a mut [u8; 32]) -> &'a str {
 
 fn time(v: u64) -> Option<i64> {
     i64::try_from(v).ok()
+}
+
+/// The stored end of a span that started at `start` and ended at `end` (domain §1): a span
+/// whose end precedes its start, or whose end is 0, is kept with duration 0 (its end is its
+/// start, so every reader sees a zero-length span).
+fn stored_end(start: i64, end: i64) -> i64 {
+    if end < start { start } else { end }
 }
 
 /// Converts one decoded request (the OTLP/JSON path). Never fails on span content: invalid
@@ -169,12 +205,30 @@ pub fn convert_view(
     } else {
         &options.decision_sources
     };
+    // The oldest end a receiver keeps, with the retention as configured (for the message).
+    let oldest = options.retention.map(|r| {
+        let r_ns = i64::try_from(r.as_nanos()).unwrap_or(i64::MAX);
+        (
+            dyeline_model::time::now_unix_nano().saturating_sub(r_ns),
+            humantime::format_duration(r),
+        )
+    });
     let mut json_buf = String::new();
     let mut memo = DecisionMemo::default();
     let mut decisions_truncated = 0u64;
+    let mut malformed_lane_tags = 0u64;
+    let lanes_on = !options.skip_lanes_bench_only;
+    let lane_user_keys: Vec<&str> = if lanes_on {
+        options.lane_carriers.user_keys().collect()
+    } else {
+        Vec::new()
+    };
     for (ri, rs) in request.resource_spans.iter().enumerate() {
-        // The spans' lane columns come with the lane ingest; presence reads lanes already.
-        let res = resource_info(&rs.resource_attributes, &options.color_rules, None);
+        let res = resource_info(
+            &rs.resource_attributes,
+            &options.color_rules,
+            lanes_on.then_some(&*options.lane_rules),
+        );
         for (si, ss) in rs.scope_spans.iter().enumerate() {
             let scope = ss.scope.as_ref();
             for (pi, span) in ss.spans.iter().enumerate() {
@@ -221,11 +275,40 @@ pub fn convert_view(
                 ) else {
                     reject(
                         RejectReason::InvalidTime,
-                        format!("{}: time beyond the year 2262", at()),
+                        format!(
+                            "{}: time beyond the year 2262 (start_time_unix_nano {}, \
+                             end_time_unix_nano {}): the store holds i64 nanoseconds",
+                            at(),
+                            span.start_time_unix_nano,
+                            span.end_time_unix_nano
+                        ),
                     );
                     continue;
                 };
-                keys.push(SpanKey { trace_id, span_id });
+                if start == 0 {
+                    reject(
+                        RejectReason::MissingStartTime,
+                        format!("{}: start_time_unix_nano is 0 (not set)", at()),
+                    );
+                    continue;
+                }
+                let end = stored_end(start, end);
+                if let Some((cutoff, retention)) = &oldest
+                    && end < *cutoff
+                {
+                    reject(
+                        RejectReason::OlderThanRetention,
+                        format!(
+                            "{}: the span ended at {}, longer ago than the store keeps spans \
+                             ([store] retention = {retention}); `dyeline import` keeps old captures",
+                            at(),
+                            dyeline_model::time::rfc3339(end),
+                        ),
+                    );
+                    continue;
+                }
+                let kind = SpanKind::from_i32(span.kind).unwrap_or(SpanKind::Unspecified);
+                keys.push(SpanKey::of_kind(trace_id, span_id, kind));
                 let mut hex_buf = [0u8; 32];
                 b.trace_id
                     .append_value(hex_str(&trace_id.to_bytes(), &mut hex_buf));
@@ -240,17 +323,16 @@ pub fn convert_view(
                 b.trace_state
                     .append_option(Some(span.trace_state).filter(|s| !s.is_empty()));
                 b.name.append_value(span.name);
-                let kind = SpanKind::from_i32(span.kind).unwrap_or(SpanKind::Unspecified);
                 b.span_kind.append_value(kind.as_str());
                 let attrs = &span.attributes;
-                let found = SpanAttrs::of(attrs);
+                let found = SpanAttrs::of(attrs, &lane_user_keys);
                 let job_name = SpanAttrs::get_str(found.job_name);
                 let traffic = TrafficKind::classify(kind, parent.is_some(), job_name.is_some());
                 b.traffic_kind
                     .append_option(traffic.map(TrafficKind::as_str));
                 b.start_time_unix_nano.append_value(start);
                 b.end_time_unix_nano.append_value(end);
-                b.duration_ns.append_value(end.saturating_sub(start).max(0));
+                b.duration_ns.append_value(end - start);
                 let status = span.status.as_ref();
                 let code = status
                     .and_then(|s| StatusCode::from_i32(s.code))
@@ -258,17 +340,13 @@ pub fn convert_view(
                 b.status_code.append_value(code.as_str());
                 b.status_message
                     .append_option(status.map(|s| s.message).filter(|m| !m.is_empty()));
-                // A current key without a value falls back to the legacy one.
+                // A current key without a usable value (none, or not an integer nor a decimal
+                // string) is absent: the legacy one is read.
                 let http_status = found
                     .http_status
-                    .filter(|v| !matches!(v, Val::Empty))
-                    .or(found.http_status_legacy)
-                    .and_then(int_value)
-                    .and_then(|v| i32::try_from(v).ok());
-                let grpc_status = found
-                    .grpc_status
-                    .and_then(int_value)
-                    .and_then(|v| i32::try_from(v).ok());
+                    .and_then(status_code_value)
+                    .or_else(|| found.http_status_legacy.and_then(status_code_value));
+                let grpc_status = found.grpc_status.and_then(status_code_value);
                 b.http_status_code.append_option(http_status);
                 b.rpc_grpc_status_code.append_option(grpc_status);
                 b.is_error.append_value(
@@ -283,6 +361,12 @@ pub fn convert_view(
                 b.host_name.append_option(res.host_name.as_deref());
                 b.color.append_value(res.color);
                 b.color_rule.append_value(&res.color_rule);
+                lane::append_instance_lane(
+                    &mut b.lane,
+                    &mut b.lane_rule,
+                    &mut b.lane_invalid_values,
+                    res.lane.as_ref(),
+                );
                 let decision = memo.find(sources, &found);
                 let decision = decision.as_ref().map(|f| memo.resolve(f));
                 match decision {
@@ -309,6 +393,11 @@ pub fn convert_view(
                         b.conflicting_channels.append(false);
                     }
                 }
+                let tag = lanes_on.then(|| lane::lane_tag(&found, &options.lane_carriers));
+                if let Some(t) = &tag {
+                    malformed_lane_tags += u64::from(t.malformed);
+                }
+                lane::append_lane_tag(&mut b, tag.as_ref());
                 b.messaging_system
                     .append_option(SpanAttrs::get_str(found.messaging_system));
                 b.consumer_group.append_option(
@@ -347,6 +436,13 @@ pub fn convert_view(
                     json_buf.push(']');
                     b.events.append_value(&json_buf);
                 }
+                if span.links.is_empty() {
+                    b.links.append_null();
+                } else {
+                    json_buf.clear();
+                    write_links(&mut json_buf, &span.links);
+                    b.links.append_value(&json_buf);
+                }
             }
         }
     }
@@ -361,8 +457,11 @@ pub fn convert_view(
         rejected,
         first_error,
         decisions_truncated,
+        malformed_lane_tags,
     })
 }
 
+#[cfg(test)]
+mod lane_tests;
 #[cfg(test)]
 mod tests;

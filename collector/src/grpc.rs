@@ -328,6 +328,7 @@ mod tests {
                     spans: vec![Span {
                         trace_id: vec![1; 16],
                         span_id: vec![2; 8],
+                        start_time_unix_nano: 1_700_000_000_000_000_000,
                         attributes: vec![KeyValue {
                             key: "padding".into(),
                             value: Some(AnyValue {

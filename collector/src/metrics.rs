@@ -1,8 +1,8 @@
 //! The receivers' own counters, registered in a Prometheus registry (`/metrics` on the API
 //! port): spans accepted per transport, spans discarded per reason (a closed set), requests
-//! refused per reason, and spans whose decision value passed the baggage limits; for metrics
-//! and logs exports, presence rows stored, data points and log records not recorded, and
-//! requests refused, each per signal.
+//! refused per reason, spans whose decision value passed the baggage limits, and lane carriers
+//! that gave no lane id; for metrics and logs exports, presence rows stored, data points and
+//! log records not recorded, and requests refused, each per signal.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -63,6 +63,9 @@ pub struct ReceiverMetrics {
     /// `dyeline_receiver_decisions_truncated_total`: spans stored with the decisions read up to
     /// the W3C baggage limits of their value (180 pairs, 8,192 bytes), the rest skipped.
     pub decisions_truncated: Counter,
+    /// `dyeline_receiver_malformed_lane_tags_total`: lane carriers on stored spans whose value
+    /// gave no lane id (domain §7.1; the span is kept, the next carrier tried).
+    pub malformed_lane_tags: Counter,
     /// `dyeline_receiver_presence_signals_accepted_total{signal,transport}`: presence rows
     /// stored from metrics and logs exports (one per instance and signal time).
     pub presence_accepted: Family<SignalTransportLabel, Counter>,
@@ -141,6 +144,11 @@ impl ReceiverMetrics {
             "Spans whose decision value passed the W3C baggage limits (180 pairs, 8192 bytes): \
              decisions read up to them, the rest skipped",
             self.decisions_truncated.clone(),
+        );
+        registry.register(
+            "dyeline_receiver_malformed_lane_tags",
+            "Lane carriers on stored spans whose value gave no lane id (counted, the span kept)",
+            self.malformed_lane_tags.clone(),
         );
     }
 

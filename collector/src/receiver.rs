@@ -294,6 +294,7 @@ impl Receiver {
         }
         let n = rows.keys.len() as u64;
         let truncated = rows.decisions_truncated;
+        let malformed_lane_tags = rows.malformed_lane_tags;
         match self.sink.write(rows).await {
             Ok(report) => {
                 self.metrics
@@ -307,6 +308,7 @@ impl Receiver {
                         "decision values past the W3C baggage limits were read up to them"
                     );
                 }
+                self.metrics.malformed_lane_tags.inc_by(malformed_lane_tags);
                 if report.duplicates > 0 {
                     self.metrics
                         .discard(Signal::Traces, "duplicate", report.duplicates);
@@ -413,6 +415,7 @@ mod tests {
         let span = |id: u8| Span {
             trace_id: vec![1; 16],
             span_id: vec![id; 8],
+            start_time_unix_nano: 1_700_000_000_000_000_000,
             attributes: vec![KeyValue {
                 key: "baggage.x-deploy-channel-type".into(),
                 value: Some(AnyValue {

@@ -11,8 +11,8 @@
 //!
 //! The wire reader is never more lenient than prost: it refuses everything prost refuses
 //! (truncated or overlong fields, a wrong wire type on a known field, field number 0, invalid
-//! UTF-8 in any string field, including the fields conversion does not read, such as link
-//! trace states and entity refs). It also refuses, for simplicity, a few inputs prost accepts:
+//! UTF-8 in any string field, including the fields conversion does not read, such as
+//! entity refs). It also refuses, for simplicity, a few inputs prost accepts:
 //! a singular message field or an `AnyValue` value given twice (prost merges them), groups,
 //! and values nested deeper than [`MAX_DEPTH`]. [`decode_request`] therefore falls back to
 //! prost whenever the wire reader refuses, so prost alone decides what is invalid and what
@@ -64,6 +64,19 @@ pub struct EventView<'a> {
     pub attributes: Vec<Kv<'a>>,
 }
 
+/// A span link (`Span.Link`).
+#[derive(Debug, Default, PartialEq)]
+pub struct LinkView<'a> {
+    /// `trace_id` bytes as sent.
+    pub trace_id: &'a [u8],
+    /// `span_id` bytes as sent.
+    pub span_id: &'a [u8],
+    /// `trace_state`.
+    pub trace_state: &'a str,
+    /// `attributes`.
+    pub attributes: Vec<Kv<'a>>,
+}
+
 /// A span's status.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub struct StatusView<'a> {
@@ -73,7 +86,7 @@ pub struct StatusView<'a> {
     pub message: &'a str,
 }
 
-/// A span: the fields conversion reads (links are checked, not kept).
+/// A span: the fields conversion reads.
 #[derive(Debug, Default, PartialEq)]
 pub struct SpanView<'a> {
     /// `trace_id` bytes as sent (any length; conversion checks it).
@@ -96,6 +109,8 @@ pub struct SpanView<'a> {
     pub attributes: Vec<Kv<'a>>,
     /// `events`.
     pub events: Vec<EventView<'a>>,
+    /// `links`.
+    pub links: Vec<LinkView<'a>>,
     /// `status`.
     pub status: Option<StatusView<'a>>,
 }
@@ -236,6 +251,16 @@ impl<'a> RequestView<'a> {
                                             time_unix_nano: e.time_unix_nano,
                                             name: &e.name,
                                             attributes: kvs(&e.attributes),
+                                        })
+                                        .collect(),
+                                    links: s
+                                        .links
+                                        .iter()
+                                        .map(|l| LinkView {
+                                            trace_id: &l.trace_id,
+                                            span_id: &l.span_id,
+                                            trace_state: &l.trace_state,
+                                            attributes: kvs(&l.attributes),
                                         })
                                         .collect(),
                                     status: s.status.as_ref().map(|st| StatusView {
@@ -493,7 +518,7 @@ fn span(buf: &[u8]) -> Result<SpanView<'_>, WireError> {
             9 => s.attributes.push(key_value(r.len_field(wire)?, 0)?),
             10 | 12 | 14 => drop(r.varint_field(wire)?),
             11 => s.events.push(event(r.len_field(wire)?)?),
-            13 => link(r.len_field(wire)?)?,
+            13 => s.links.push(link(r.len_field(wire)?)?),
             15 => once(&mut status, r.len_field(wire)?)?,
             16 => drop(r.fixed32_field(wire)?),
             _ => r.skip(wire)?,
@@ -529,20 +554,22 @@ fn event(buf: &[u8]) -> Result<EventView<'_>, WireError> {
     Ok(e)
 }
 
-/// Checks a link (conversion keeps none of it).
-fn link(buf: &[u8]) -> Result<(), WireError> {
+/// A link (its flags and dropped attribute count are checked, not kept).
+fn link(buf: &[u8]) -> Result<LinkView<'_>, WireError> {
+    let mut l = LinkView::default();
     let mut r = Reader::new(buf);
     while let Some((field, wire)) = r.key()? {
         match field {
-            1 | 2 => drop(r.len_field(wire)?),
-            3 => drop(r.str_field(wire)?),
-            4 => drop(key_value(r.len_field(wire)?, 0)?),
+            1 => l.trace_id = r.len_field(wire)?,
+            2 => l.span_id = r.len_field(wire)?,
+            3 => l.trace_state = r.str_field(wire)?,
+            4 => l.attributes.push(key_value(r.len_field(wire)?, 0)?),
             5 => drop(r.varint_field(wire)?),
             6 => drop(r.fixed32_field(wire)?),
             _ => r.skip(wire)?,
         }
     }
-    Ok(())
+    Ok(l)
 }
 
 fn key_value(buf: &[u8], depth: usize) -> Result<Kv<'_>, WireError> {

@@ -1,6 +1,7 @@
-//! The control plane's HTTP routes under `/api/v1` (issue: control plane, items 1–5), with
-//! their OpenAPI description collected by utoipa from the same handlers, so the document and
-//! the routes cannot drift apart. Errors are `{"error": {"code", "message"}}`.
+//! The control plane's HTTP routes under `/api/v1` (issue: control plane, items 1–5; the lane
+//! group routes are [`lane_groups`]'s), with their OpenAPI description collected by utoipa from
+//! the same handlers, so the document and the routes cannot drift apart. Errors are
+//! `{"error": {"code", "message"}}`.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -29,6 +30,8 @@ use crate::auth::{Access, Auth};
 use crate::error::ControlError;
 use crate::plane::{ControlPlane, Cursor, Event, WriteOutcome, normalize_note};
 
+pub mod lane_groups;
+
 /// What the control routes share.
 pub struct ControlApi {
     /// The control plane.
@@ -47,7 +50,7 @@ type Ctx = State<Arc<ControlApi>>;
 /// The OpenAPI document's fixed parts.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "Dyeline API", description = "Release channels, ratios, weights, event streams and the timeline of a blue-green release (docs/domain.md §4–5)."),
+    info(title = "Dyeline API", description = "Release channels, ratios, weights, event streams and the timeline of a blue-green release (docs/domain.md §4–5), and the lane groups of gray lanes (§7.1)."),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth)
 )]
@@ -81,6 +84,12 @@ pub fn router(ctx: Arc<ControlApi>) -> OpenApiRouter {
         .routes(routes!(app_events))
         .routes(routes!(app_events_stream))
         .routes(routes!(timeline))
+        .routes(routes!(lane_groups::list_lane_groups))
+        .routes(routes!(
+            lane_groups::get_lane_group,
+            lane_groups::put_lane_group,
+            lane_groups::delete_lane_group
+        ))
         .with_state(ctx)
 }
 
@@ -102,9 +111,11 @@ async fn list_channels(State(ctx): Ctx, headers: HeaderMap) -> Result<Response, 
     .into_response())
 }
 
-fn with_etag(mut response: Response, channel: Option<&Channel>) -> Response {
-    if let Some(c) = channel
-        && let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", c.version))
+/// `response` with `ETag: "<version>"` when there is a version (a channel's or a lane
+/// group's).
+fn with_etag(mut response: Response, version: Option<u64>) -> Response {
+    if let Some(version) = version
+        && let Ok(v) = HeaderValue::from_str(&format!("\"{version}\""))
     {
         response.headers_mut().insert(header::ETAG, v);
     }
@@ -122,7 +133,7 @@ async fn get_channel(
 ) -> Result<Response, ControlError> {
     ctx.auth.authorize(&headers, Access::Read)?;
     let c = ctx.plane.channel(&id)?;
-    Ok(with_etag(Json(&c).into_response(), Some(&c)))
+    Ok(with_etag(Json(&c).into_response(), Some(c.version)))
 }
 
 /// `If-Match: "<version>"` → the version; absent or `*` → no check.
@@ -150,21 +161,23 @@ async fn write(
     op: impl FnOnce() -> Result<(Op, Option<String>), ControlError>,
     status: StatusCode,
 ) -> Result<Response, ControlError> {
-    let actor = ctx
-        .auth
-        .authorize(headers, Access::Write)?
-        .ok_or(ControlError::Unauthorized("writes need a token"))?;
-    let if_match = if_match(headers)?;
+    let (actor, if_match) = writer(ctx, headers)?;
     let (op, note) = op()?;
     let out: WriteOutcome = ctx
         .plane
         .write(id, op, &actor, if_match, note.as_deref())
         .await?;
-    let channel = out.channel.clone();
-    Ok(with_etag(
-        (status, Json(out)).into_response(),
-        channel.as_ref(),
-    ))
+    let version = out.channel.as_ref().map(|c| c.version);
+    Ok(with_etag((status, Json(out)).into_response(), version))
+}
+
+/// Authorizes a write: the token's name (the actor) and the `If-Match` version, if any.
+fn writer(ctx: &ControlApi, headers: &HeaderMap) -> Result<(String, Option<u64>), ControlError> {
+    let actor = ctx
+        .auth
+        .authorize(headers, Access::Write)?
+        .ok_or(ControlError::Unauthorized("writes need a token"))?;
+    Ok((actor, if_match(headers)?))
 }
 
 fn json_object(body: &[u8], shape: &str) -> Result<serde_json::Map<String, Value>, ControlError> {

@@ -39,6 +39,16 @@ pub enum ControlError {
         /// The channel's version (0 when it does not exist).
         actual: u64,
     },
+    /// `If-Match` named a version other than the lane group's. 412 `version_mismatch`.
+    #[error("lane group {lane_group:?} is at version {actual}, not {expected}")]
+    LaneGroupVersionMismatch {
+        /// The lane group.
+        lane_group: String,
+        /// The version the request named.
+        expected: u64,
+        /// The group's version (0 when it does not exist).
+        actual: u64,
+    },
     /// No token, or a token that is not configured. 401 `unauthorized`.
     #[error("{0}")]
     Unauthorized(&'static str),
@@ -49,9 +59,10 @@ pub enum ControlError {
     #[error("control database: {0}")]
     Storage(String),
     /// An operation or timeline the release rules refuse (its message and code as is): 400
-    /// for `invalid_blue_percent`, `invalid_apps`, `global_channel` and `invalid_timeline`, 404
-    /// for `channel_not_found`, 409 for `already_releasing`, `not_releasing`,
-    /// `channel_releasing` and `app_in_other_channel`.
+    /// for `invalid_blue_percent`, `invalid_apps`, `global_channel`, `invalid_timeline`,
+    /// `invalid_lane_group_id` and `invalid_lane_group`, 404 for `channel_not_found` and
+    /// `lane_group_not_found`, 409 for `already_releasing`, `not_releasing`,
+    /// `channel_releasing`, `app_in_other_channel` and `app_in_other_lane_group`.
     #[error(transparent)]
     Release(#[from] ReleaseError),
 }
@@ -73,7 +84,7 @@ impl ControlError {
             InvalidNote(_) => "invalid_note",
             InvalidQuery(_) => "invalid_query",
             InvalidIfMatch(_) => "invalid_if_match",
-            VersionMismatch { .. } => "version_mismatch",
+            VersionMismatch { .. } | LaneGroupVersionMismatch { .. } => "version_mismatch",
             Unauthorized(_) => "unauthorized",
             Forbidden(_) => "forbidden",
             Storage(_) => "storage",
@@ -88,7 +99,9 @@ impl HasCategory for ControlError {
         match self {
             InvalidChannelId(_) | InvalidBody(_) | InvalidNote(_) | InvalidQuery(_)
             | InvalidIfMatch(_) => Category::InvalidArgument,
-            VersionMismatch { .. } => Category::PreconditionFailed,
+            VersionMismatch { .. } | LaneGroupVersionMismatch { .. } => {
+                Category::PreconditionFailed
+            }
             Unauthorized(_) => Category::Unauthenticated,
             Forbidden(_) => Category::PermissionDenied,
             Storage(_) => Category::Internal,
@@ -199,6 +212,38 @@ mod tests {
                 },
                 412,
                 "version_mismatch",
+            ),
+            (
+                ControlError::LaneGroupVersionMismatch {
+                    lane_group: s(),
+                    expected: 1,
+                    actual: 2,
+                },
+                412,
+                "version_mismatch",
+            ),
+            (
+                release(ReleaseError::InvalidLaneGroupId(s())),
+                400,
+                "invalid_lane_group_id",
+            ),
+            (
+                release(ReleaseError::InvalidLaneGroup(s())),
+                400,
+                "invalid_lane_group",
+            ),
+            (
+                release(ReleaseError::LaneGroupNotFound(s())),
+                404,
+                "lane_group_not_found",
+            ),
+            (
+                release(ReleaseError::AppInOtherLaneGroup {
+                    app: s(),
+                    lane_group: s(),
+                }),
+                409,
+                "app_in_other_lane_group",
             ),
             (ControlError::Unauthorized("no token"), 401, "unauthorized"),
             (ControlError::Forbidden(s()), 403, "forbidden"),

@@ -1,8 +1,8 @@
-//! Dyeline's control plane (docs/domain.md §4–5): persistence in SQLite and the numbered
-//! history of the release operations, with the per-app and per-channel event streams
-//! ([`plane`]), API tokens ([`auth`]), the throttling of failed authentications ([`throttle`]),
+//! Dyeline's control plane (docs/domain.md §4–5, and the lane groups of §7.1): persistence in
+//! SQLite and the numbered history of the release operations, with the per-app and
+//! per-channel event streams ([`plane`]), API tokens ([`auth`]), the throttling of failed authentications ([`throttle`]),
 //! and the HTTP routes with their OpenAPI description ([`api`]). The rules themselves (channels
-//! and their state machine, event derivation, the timeline) are the pure core in
+//! and their state machine, event derivation, lane groups, the timeline) are the pure core in
 //! `dyeline_model::release`; users import them from there.
 
 pub mod api;
@@ -13,4 +13,7 @@ pub mod throttle;
 
 pub use auth::{ApiToken, Auth, Identity, Role};
 pub use error::ControlError;
-pub use plane::{ControlPlane, Cursor, Event, ImportReport, OpRecord};
+pub use plane::{
+    ControlPlane, Cursor, Event, ImportReport, LaneGroupRecord, LaneGroupState, LaneGroupWrite,
+    OpRecord,
+};

@@ -1,7 +1,9 @@
 //! The control plane service: validated, versioned, persisted channel operations
 //! (domain §4), the per-app and per-channel event streams numbered by operation, the timeline
-//! document, and the offline import of a timeline. One SQLite file (`control.db` in the data
-//! dir) holds every operation; the in-memory history is rebuilt from it at open.
+//! document and the [`Timeline`] of every operation. Lane group operations (domain §7.1, same
+//! sequence) are [`lane_groups`]'s; the offline import of a timeline is [`import`]'s. One SQLite
+//! file (`control.db` in the data dir) holds every operation; the in-memory history is rebuilt
+//! from it at open.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -13,7 +15,13 @@ use dyeline_model::release::{
     Channel, Channels, Effective, EventBody, EventKind, Op, ReleaseError, Timeline,
     TimelineChannel, TimelineDoc, TimelineEvent, app_events, channel_events, normalize_apps,
 };
-use dyeline_model::time::{UnixNanos, now_unix_nano, rfc3339};
+
+mod import;
+pub mod lane_groups;
+
+use dyeline_model::time::{now_unix_nano, rfc3339};
+pub use import::ImportReport;
+pub use lane_groups::{LaneGroupRecord, LaneGroupState, LaneGroupWrite};
 use parking_lot::RwLock;
 use serde::Serialize;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -77,8 +85,11 @@ struct Entry {
 
 #[derive(Default)]
 struct History {
+    /// Channel operations, in sequence order.
     entries: Vec<Entry>,
     current: Arc<Channels>,
+    /// Lane group operations (their sequence numbers interleave with `entries`').
+    lane_groups: lane_groups::LaneGroupHistory,
 }
 
 /// A numbered event of an app's or a channel's stream (domain §4).
@@ -150,16 +161,6 @@ pub struct WriteOutcome {
     pub seq: u64,
     /// The channel after it (absent after a delete).
     pub channel: Option<Channel>,
-}
-
-/// What an import recorded.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct ImportReport {
-    /// Operations recorded.
-    pub recorded: usize,
-    /// Operations already present (same time, channel and op) and skipped, so a re-import
-    /// changes nothing.
-    pub skipped: usize,
 }
 
 fn op_columns(op: &Op) -> (Option<i64>, Option<String>) {
@@ -281,39 +282,67 @@ impl ControlPlane {
 
     async fn load(pool: SqlitePool, read_only: bool) -> Result<Self, ControlError> {
         // A database opened read-only is not migrated: one written before migration 0002
-        // has no `note` column, and its ops have no notes.
-        let has_note: bool = sqlx::query_scalar(
-            "SELECT COUNT(*) > 0 FROM pragma_table_info('ops') WHERE name = 'note'",
-        )
-        .fetch_one(&pool)
-        .await?;
-        let note = if has_note { "note" } else { "NULL AS note" };
+        // has no `note` column (its ops have no notes), one written before 0003 no
+        // `lane_group` column (it has no lane group ops).
+        let column = |name: &'static str| {
+            let pool = pool.clone();
+            async move {
+                let has: bool = sqlx::query_scalar(
+                    "SELECT COUNT(*) > 0 FROM pragma_table_info('ops') WHERE name = ?",
+                )
+                .bind(name)
+                .fetch_one(&pool)
+                .await?;
+                Ok::<_, ControlError>(if has {
+                    name.to_owned()
+                } else {
+                    format!("NULL AS {name}")
+                })
+            }
+        };
+        let note = column("note").await?;
+        let lane_group = column("lane_group").await?;
         let rows = sqlx::query(&format!(
-            "SELECT seq, t_unix_nano, channel, op, blue_percent, apps, actor, imported, {note} \
-             FROM ops ORDER BY seq"
+            "SELECT seq, t_unix_nano, channel, op, blue_percent, apps, actor, imported, {note}, \
+             {lane_group} FROM ops ORDER BY seq"
         ))
         .fetch_all(&pool)
         .await?;
         let mut history = History::default();
+        let mut last = 0;
         for row in rows {
             let channel: String = row.try_get("channel")?;
+            let name: String = row.try_get("op")?;
+            let seq = row.try_get::<i64, _>("seq")? as u64;
+            let t_unix_nano = row.try_get("t_unix_nano")?;
+            let actor = row.try_get("actor")?;
+            let imported = row.try_get::<i64, _>("imported")? != 0;
+            let note = row.try_get("note")?;
+            last = seq;
+            if name.starts_with("lane_group_") {
+                let body: Option<String> = row.try_get("lane_group")?;
+                history.lane_groups.push(LaneGroupRecord {
+                    seq,
+                    t_unix_nano,
+                    op: lane_groups::op_from_row(&name, &channel, body.as_deref())?,
+                    actor,
+                    imported,
+                    note,
+                });
+                continue;
+            }
             let rec = OpRecord {
-                seq: row.try_get::<i64, _>("seq")? as u64,
-                t_unix_nano: row.try_get("t_unix_nano")?,
+                seq,
+                t_unix_nano,
                 channel: ChannelId::new(&channel)
                     .map_err(|_| ControlError::Storage(format!("stored channel {channel:?}")))?,
-                op: op_from_columns(
-                    &row.try_get::<String, _>("op")?,
-                    row.try_get("blue_percent")?,
-                    row.try_get("apps")?,
-                )?,
-                actor: row.try_get("actor")?,
-                imported: row.try_get::<i64, _>("imported")? != 0,
-                note: row.try_get("note")?,
+                op: op_from_columns(&name, row.try_get("blue_percent")?, row.try_get("apps")?)?,
+                actor,
+                imported,
+                note,
             };
             history.push(rec);
         }
-        let last = history.entries.last().map_or(0, |e| e.rec.seq);
         let (latest, _) = watch::channel(last);
         Ok(ControlPlane {
             pool,
@@ -322,6 +351,16 @@ impl ControlPlane {
             latest,
             read_only,
         })
+    }
+
+    /// Refuses writes to a database opened read-only.
+    fn writable(&self) -> Result<(), ControlError> {
+        if self.read_only {
+            return Err(ControlError::Storage(
+                "the control database is open read-only".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Every channel now, `global` first then by id.
@@ -351,7 +390,8 @@ impl ControlPlane {
         self.history.read().current.effective(app)
     }
 
-    /// The sequence number of the newest operation (0 when none).
+    /// The sequence number of the newest operation, channel or lane group (0 when none): the
+    /// version of the release configuration.
     pub fn latest_seq(&self) -> u64 {
         *self.latest.borrow()
     }
@@ -380,11 +420,7 @@ impl ControlPlane {
         if_match: Option<u64>,
         note: Option<&str>,
     ) -> Result<WriteOutcome, ControlError> {
-        if self.read_only {
-            return Err(ControlError::Storage(
-                "the control database is open read-only".into(),
-            ));
-        }
+        self.writable()?;
         let id = parse_id(id)?;
         let note = normalize_note(note)?;
         let op = match op {
@@ -443,8 +479,9 @@ impl ControlPlane {
         })
     }
 
-    /// Every recorded operation in sequence order (live and imported, with actor and note),
-    /// or only those of channel `channel` when given. An invalid or unknown channel id gives
+    /// Every recorded channel operation in sequence order (live and imported, with actor and
+    /// note), or only those of channel `channel` when given (lane group operations:
+    /// [`ControlPlane::lane_group_records`]). An invalid or unknown channel id gives
     /// an empty list.
     pub fn op_records(&self, channel: Option<&str>) -> Vec<OpRecord> {
         self.history
@@ -491,63 +528,67 @@ impl ControlPlane {
     }
 
     /// The timeline document of operations with `from <= t_unix_nano <= to` in time order
-    /// (ties in sequence order); `channels` lists the channels with their apps as they were
-    /// just before `from` (empty lists for channels created later are given by their `apps`
-    /// events). A `delete` is written as an `apps` change to `[]`.
+    /// (ties in sequence order), channel and lane group operations alike; `channels` lists the
+    /// channels with their apps, and `lane_groups` the lane groups, as they were just before
+    /// `from` (those created later are given by their events). A channel `delete` is written
+    /// as an `apps` change to `[]`.
     pub fn timeline_doc(&self, from: Option<i64>, to: Option<i64>) -> TimelineDoc {
         let tl = self.timeline();
         let from_t = from.unwrap_or(i64::MIN);
         let to_t = to.unwrap_or(i64::MAX);
-        let at_start = if from_t == i64::MIN {
-            Channels::new()
+        let (channels, lane_groups) = if from_t == i64::MIN {
+            (Channels::new(), Vec::new())
         } else {
-            tl.channels_at(from_t - 1).clone()
+            let groups = tl.lane_groups().groups_at(from_t - 1);
+            (
+                tl.channels_at(from_t - 1).clone(),
+                groups.iter().map(|(g, _)| g.as_ref().clone()).collect(),
+            )
         };
+        let inside = |t: i64| t >= from_t && t <= to_t;
         let h = self.history.read();
-        let mut recs: Vec<&OpRecord> = h
+        let mut events: Vec<TimelineEvent> = h
             .entries
             .iter()
             .map(|e| &e.rec)
-            .filter(|r| r.t_unix_nano >= from_t && r.t_unix_nano <= to_t)
+            .filter(|r| inside(r.t_unix_nano))
+            .map(|r| TimelineEvent {
+                seq: Some(r.seq),
+                actor: Some(r.actor.clone()),
+                note: r.note.clone(),
+                ..TimelineEvent::of_channel(r.t_unix_nano, &r.channel, &r.op)
+            })
+            .chain(
+                h.lane_groups
+                    .records
+                    .iter()
+                    .filter(|r| inside(r.t_unix_nano))
+                    .map(|r| TimelineEvent {
+                        seq: Some(r.seq),
+                        actor: Some(r.actor.clone()),
+                        note: r.note.clone(),
+                        ..TimelineEvent::of_lane_group(r.t_unix_nano, &r.op)
+                    }),
+            )
             .collect();
-        recs.sort_by_key(|r| (r.t_unix_nano, r.seq));
+        events.sort_by_key(|e| (e.t_unix_nano, e.seq));
         TimelineDoc {
             description: None,
             t0_unix_nano: None,
-            channels: at_start
+            channels: channels
                 .iter()
                 .map(|c| TimelineChannel {
                     id: c.id.to_string(),
                     apps: c.apps.clone(),
                 })
                 .collect(),
-            events: recs
-                .into_iter()
-                .map(|r| {
-                    let (op, blue_percent, apps) = match &r.op {
-                        Op::Start => ("start", None, None),
-                        Op::Finish => ("finish", None, None),
-                        Op::Ratio(b) => ("ratio", Some(i64::from(*b)), None),
-                        Op::Apps(a) => ("apps", None, Some(a.clone())),
-                        Op::Delete => ("apps", None, Some(Vec::new())),
-                    };
-                    TimelineEvent {
-                        seq: Some(r.seq),
-                        t_unix_nano: UnixNanos(r.t_unix_nano),
-                        channel: r.channel.to_string(),
-                        op: op.into(),
-                        blue_percent,
-                        apps,
-                        actor: Some(r.actor.clone()),
-                        note: r.note.clone(),
-                    }
-                })
-                .collect(),
+            lane_groups,
+            events,
         }
     }
 
-    /// Every recorded operation as a [`Timeline`] for point queries, in time order (ties in
-    /// sequence order).
+    /// Every recorded operation, channel and lane group, as a [`Timeline`] for point queries,
+    /// in time order (ties in sequence order).
     pub fn timeline(&self) -> Timeline {
         let h = self.history.read();
         let mut ops: Vec<(i64, u64, ChannelId, Op)> = h
@@ -567,121 +608,7 @@ impl ControlPlane {
             Channels::new(),
             ops.into_iter().map(|(t, _, id, op)| (t, id, op)).collect(),
         )
-    }
-
-    /// Records a timeline document as history (`dyeline import --timeline`): the channels'
-    /// app lists (at `t0_unix_nano`, else the first event's time), then the events in time
-    /// order, each validated against the state it lands on (domain §4), with actor `import`
-    /// and the event's `note` if it has one (the channels' app lists have none).
-    /// Operations already present (same time, channel and op; notes are not compared) are
-    /// skipped, so importing the same timeline twice changes nothing. All or nothing: one
-    /// transaction. Live stream subscribers are not notified.
-    ///
-    /// # Errors
-    /// [`ReleaseError::InvalidTimeline`] naming the first event that does not parse or is
-    /// refused, or whose note is over [`NOTE_MAX_CHARS`] characters; [`ControlError::Storage`].
-    pub async fn import(&self, doc: &TimelineDoc) -> Result<ImportReport, ControlError> {
-        if self.read_only {
-            return Err(ControlError::Storage(
-                "the control database is open read-only".into(),
-            ));
-        }
-        let _guard = self.write.lock().await;
-        let mut events: Vec<(i64, ChannelId, Op, Option<String>)> =
-            Vec::with_capacity(doc.events.len());
-        for ev in &doc.events {
-            let (id, op) = ev.to_op()?;
-            let note = normalize_note(ev.note.as_deref()).map_err(|e| {
-                ReleaseError::InvalidTimeline(format!(
-                    "{} on {id} at {}: {e}",
-                    op.name(),
-                    ev.t_unix_nano.0
-                ))
-            })?;
-            events.push((ev.t_unix_nano.0, id, op, note));
-        }
-        events.sort_by_key(|(t, ..)| *t);
-        let t_apps = doc
-            .t0_unix_nano
-            .map(|t| t.0)
-            .or_else(|| events.first().map(|e| e.0))
-            .unwrap_or_else(now_unix_nano);
-        let mut planned: Vec<(i64, ChannelId, Op, Option<String>)> = Vec::new();
-        for ch in &doc.channels {
-            let id = parse_id(&ch.id)
-                .map_err(|_| ReleaseError::InvalidTimeline(format!("channel id {:?}", ch.id)))?;
-            if !id.is_global() {
-                planned.push((t_apps, id, Op::Apps(ch.apps.clone()), None));
-            }
-        }
-        planned.extend(events);
-
-        let (mut state, existing): (Channels, Vec<(i64, ChannelId, Op)>) = {
-            let h = self.history.read();
-            (
-                (*h.current).clone(),
-                h.entries
-                    .iter()
-                    .map(|e| (e.rec.t_unix_nano, e.rec.channel.clone(), e.rec.op.clone()))
-                    .collect(),
-            )
-        };
-        let mut report = ImportReport::default();
-        let mut recs = Vec::new();
-        for (i, (t, id, op, note)) in planned.into_iter().enumerate() {
-            // Already recorded: the same op on the same channel at the same time (so a
-            // timeline imported twice, or exported by this server and imported back, adds
-            // nothing); or an app list equal to the channel's current one.
-            let normalized = match &op {
-                Op::Apps(apps) => Op::Apps(normalize_apps(apps.clone()).unwrap_or_default()),
-                other => other.clone(),
-            };
-            let recorded = existing
-                .iter()
-                .any(|(et, eid, eop)| *et == t && *eid == id && *eop == normalized);
-            let same_apps = matches!(&normalized, Op::Apps(apps)
-                if state.get(id.as_str()).is_some_and(|c| &c.apps == apps));
-            let duplicate = recorded || same_apps;
-            if duplicate {
-                report.skipped += 1;
-                continue;
-            }
-            if state.get(id.as_str()).is_none() && !matches!(op, Op::Apps(_)) {
-                return Err(ReleaseError::InvalidTimeline(format!(
-                    "event {i} ({} on {id} at {t}): channel {id:?} is not in the timeline's channels",
-                    op.name()
-                ))
-                .into());
-            }
-            state.check(&id, &op).map_err(|e| {
-                ReleaseError::InvalidTimeline(format!(
-                    "event {i} ({} on {id} at {t}): {e}",
-                    op.name()
-                ))
-            })?;
-            state.apply(&id, &op);
-            recs.push(OpRecord {
-                seq: 0,
-                t_unix_nano: t,
-                channel: id,
-                op,
-                actor: "import".into(),
-                imported: true,
-                note,
-            });
-        }
-        let mut tx = self.pool.begin().await?;
-        for rec in &mut recs {
-            rec.seq = insert_op(&mut tx, rec).await?;
-            store_channel(&mut tx, &rec.channel, state.get(rec.channel.as_str())).await?;
-        }
-        tx.commit().await?;
-        report.recorded = recs.len();
-        let mut h = self.history.write();
-        for rec in recs {
-            h.push(rec);
-        }
-        Ok(report)
+        .with_lane_groups(h.lane_groups.timeline())
     }
 
     /// Closes the database.
@@ -709,26 +636,60 @@ fn parse_id(id: &str) -> Result<ChannelId, ControlError> {
     ChannelId::new(id).map_err(|_| ControlError::InvalidChannelId(id.to_owned()))
 }
 
+/// One row of `ops`: a channel operation (`subject` the channel, `blue_percent` or `apps`)
+/// or a lane group operation (`subject` the group, `lane_group` the put group's JSON).
+struct OpRow<'a> {
+    t_unix_nano: i64,
+    subject: &'a str,
+    op: &'a str,
+    blue_percent: Option<i64>,
+    apps: Option<String>,
+    lane_group: Option<String>,
+    actor: &'a str,
+    imported: bool,
+    note: Option<&'a str>,
+}
+
+/// Inserts `row`; its sequence number.
+async fn insert_row(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    row: OpRow<'_>,
+) -> Result<u64, ControlError> {
+    let seq: i64 = sqlx::query_scalar(
+        "INSERT INTO ops (t_unix_nano, channel, op, blue_percent, apps, lane_group, actor, \
+         imported, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+    )
+    .bind(row.t_unix_nano)
+    .bind(row.subject)
+    .bind(row.op)
+    .bind(row.blue_percent)
+    .bind(row.apps)
+    .bind(row.lane_group)
+    .bind(row.actor)
+    .bind(i64::from(row.imported))
+    .bind(row.note)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(seq as u64)
+}
+
 async fn insert_op(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     rec: &OpRecord,
 ) -> Result<u64, ControlError> {
     let (blue_percent, apps) = op_columns(&rec.op);
-    let seq: i64 = sqlx::query_scalar(
-        "INSERT INTO ops (t_unix_nano, channel, op, blue_percent, apps, actor, imported, note) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
-    )
-    .bind(rec.t_unix_nano)
-    .bind(rec.channel.as_str())
-    .bind(rec.op.name())
-    .bind(blue_percent)
-    .bind(apps)
-    .bind(&rec.actor)
-    .bind(i64::from(rec.imported))
-    .bind(rec.note.as_deref())
-    .fetch_one(&mut **tx)
-    .await?;
-    Ok(seq as u64)
+    let row = OpRow {
+        t_unix_nano: rec.t_unix_nano,
+        subject: rec.channel.as_str(),
+        op: rec.op.name(),
+        blue_percent,
+        apps,
+        lane_group: None,
+        actor: &rec.actor,
+        imported: rec.imported,
+        note: rec.note.as_deref(),
+    };
+    insert_row(tx, row).await
 }
 
 async fn store_channel(

@@ -7,6 +7,8 @@ use dyeline_control::plane::{ControlPlane, Cursor, Event};
 use dyeline_model::ChannelId;
 use dyeline_model::release::{Channels, EventKind, Op, TimelineDoc, app_events};
 use proptest::prelude::*;
+
+mod common;
 use serde_json::Value;
 
 const VECTOR: &str = include_str!("../../../shared/fixtures/events/expected-app-streams.json");
@@ -256,7 +258,7 @@ async fn imported_timeline_is_history_and_reimport_changes_nothing() {
             .events
             .iter()
             .rev()
-            .find(|e| e.channel == ch.id.as_str());
+            .find(|e| e.channel.as_deref() == Some(ch.id.as_str()));
         if let Some(last) = last {
             let releasing = last.op != "finish";
             assert_eq!(
@@ -456,32 +458,7 @@ async fn a_note_is_recorded_with_its_op_shown_on_its_events_and_survives_restart
 async fn a_database_from_before_notes_upgrades_in_place() {
     let dir = tempfile::tempdir().unwrap();
     // A control.db with only the first migration applied and one op recorded.
-    let only_first = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/0001_init.sql"),
-        only_first.path().join("0001_init.sql"),
-    )
-    .unwrap();
-    {
-        let options = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(dir.path().join(dyeline_control::plane::DB_FILE))
-            .create_if_missing(true);
-        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-        sqlx::migrate::Migrator::new(only_first.path())
-            .await
-            .unwrap()
-            .run(&pool)
-            .await
-            .unwrap();
-        sqlx::query(
-            "INSERT INTO ops (t_unix_nano, channel, op, apps, actor) \
-             VALUES (1, 'trade', 'apps', '[\"order\"]', 'old')",
-        )
-        .execute(&pool)
-        .await
-        .unwrap();
-        pool.close().await;
-    }
+    common::database_before(dir.path(), &["0001_init.sql"]).await;
     // Read-only (not migrated): the old op, without a note.
     let ro = ControlPlane::open_read_only(dir.path()).await.unwrap();
     assert_eq!(ro.latest_seq(), 1);

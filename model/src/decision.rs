@@ -2,7 +2,8 @@
 //!
 //! This module owns the grammar of the `x-deploy-channel-type` value ([`Decisions::parse`],
 //! [`Decisions::encode`]), the house's one reader of W3C baggage members
-//! ([`baggage_members`], [`baggage_member`]; lane tags read theirs through it too) and the
+//! ([`baggage_members`], [`baggage_member`]; lane tags read theirs through it too), the
+//! decision text of a whole baggage header (every member joined: [`decision_member`]) and the
 //! choice of where on a span the decision is read ([`DecisionSource`], [`read_decision`]).
 //! Nothing here fails: malformed text is skipped and counted, never refused.
 //!
@@ -289,6 +290,25 @@ pub fn baggage_members<'h>(header: &'h str, key: &'h str) -> impl Iterator<Item 
     })
 }
 
+/// The decision text of a W3C baggage header (domain §2): the values of every
+/// [`BAGGAGE_KEY`] member, in header order, joined with `&`, so that the rules of
+/// [`Decisions::parse`] apply unchanged to a member given twice (the first pair for a channel
+/// wins, a later one with another colour is a conflict). `None` when no member has the key.
+/// Values are joined only while the text is within [`MAX_VALUE_BYTES`] bytes (what
+/// [`Decisions::parse`] reads): the members after the one that passes them are not decoded.
+pub fn decision_member(header: &str) -> Option<String> {
+    let mut members = baggage_members(header, BAGGAGE_KEY);
+    let mut text = members.next()?.into_owned();
+    for value in members {
+        if text.len() > MAX_VALUE_BYTES {
+            break;
+        }
+        text.push('&');
+        text.push_str(&value);
+    }
+    Some(text)
+}
+
 /// Where a decision was read from (domain §2), in the default order of precedence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DecisionSource {
@@ -325,8 +345,8 @@ pub struct ReadDecision {
     /// The attribute it came from.
     pub source: DecisionSource,
     /// The raw attribute text: the attribute's value as found (an array's values joined by
-    /// `&`), or for [`DecisionSource::BaggageHeader`] the member's value (percent-decoded,
-    /// properties dropped).
+    /// `&`), or for [`DecisionSource::BaggageHeader`] the member's values (percent-decoded,
+    /// properties dropped, joined by `&` when the member is given more than once).
     pub text: String,
     /// The parsed decisions ([`Decisions::parse`] of `text`).
     pub decisions: Decisions,
@@ -338,8 +358,9 @@ pub struct ReadDecision {
 ///
 /// For [`DecisionSource::Attribute`] and [`DecisionSource::BaggageAttribute`] the values are
 /// joined by `&`; for [`DecisionSource::BaggageHeader`] they are one header (joined by `,`, as
-/// W3C combines repeated headers) and the `x-deploy-channel-type` member is looked up with
-/// [`baggage_member`]. A source counts as present only when its text holds at least one
+/// W3C combines repeated headers) and the values of its `x-deploy-channel-type` members are
+/// joined by `&` in header order ([`decision_member`]): a member repeated in one header or in
+/// several captured header values is read as one value, first pair winning. A source counts as present only when its text holds at least one
 /// non-empty piece ([`Decisions::is_blank`] is false): an absent attribute, a header without
 /// the member, and a blank value such as `` or `&` fall through to the next source. A value
 /// whose pieces are all malformed (`,`, `trade=purple`) is present: it is returned with no
@@ -356,7 +377,7 @@ pub fn read_decision<'a>(
                 [one] => (*one).to_owned(),
                 many => many.join("&"),
             },
-            DecisionSource::BaggageHeader => baggage_member(&values.join(","), BAGGAGE_KEY)?,
+            DecisionSource::BaggageHeader => decision_member(&values.join(","))?,
         };
         let decisions = Decisions::parse(&text);
         (!decisions.is_blank()).then_some(ReadDecision {

@@ -230,6 +230,29 @@ mod tests {
     }
 
     #[test]
+    fn a_server_half_and_a_client_half_of_one_span_id_are_two_keys() {
+        use crate::SpanKind;
+        let t = TraceId::from_hex("7d3f0c9a2b1e4f5a8c6d0e1f2a3b4c5d").unwrap();
+        let s = SpanId::from_hex("0badf00d00000001").unwrap();
+        let server = SpanKey::of_kind(t, s, SpanKind::Server);
+        let client = SpanKey::of_kind(t, s, SpanKind::Client);
+        assert_ne!(server, client);
+        assert!(server.server && !client.server);
+        // Every kind but SERVER is "the rest": a resend of the same kind is the same key.
+        for kind in [
+            SpanKind::Client,
+            SpanKind::Producer,
+            SpanKind::Consumer,
+            SpanKind::Internal,
+            SpanKind::Unspecified,
+        ] {
+            assert_eq!(SpanKey::of_kind(t, s, kind), client, "{kind:?}");
+            assert!(!SpanKey::is_server_text(kind.as_str()));
+        }
+        assert!(SpanKey::is_server_text(SpanKind::Server.as_str()));
+    }
+
+    #[test]
     fn channel_ids_follow_the_grammar() {
         assert!(ChannelId::new("trade").is_ok());
         assert!(ChannelId::new("0-a").is_ok());
@@ -243,10 +266,35 @@ mod tests {
 }
 
 /// The identity of a span (domain §1): a resent span with the same key is the same span.
+///
+/// Zipkin/B3 instrumentation shares one span id between the CLIENT and the SERVER half of a
+/// call, so the key tells a SERVER span from the rest: a SERVER span and a CLIENT span with the
+/// same (trace_id, span_id) are two spans, and a resend of the same kind is still a retry. Every
+/// place that deduplicates spans (the store's duplicate filter and its reload from files) uses
+/// this key; [`SpanKey::of_kind`] and [`SpanKey::is_server_text`] build it from a span's kind.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct SpanKey {
     /// The trace.
     pub trace_id: TraceId,
     /// The span within it.
     pub span_id: SpanId,
+    /// True for a SERVER span: the half of a shared (Zipkin/B3) span id that is the other
+    /// half's child. False for every other kind.
+    pub server: bool,
+}
+
+impl SpanKey {
+    /// The key of a span of `kind`.
+    pub fn of_kind(trace_id: TraceId, span_id: SpanId, kind: crate::SpanKind) -> Self {
+        Self {
+            trace_id,
+            span_id,
+            server: kind == crate::SpanKind::Server,
+        }
+    }
+
+    /// Whether `span_kind` as stored (the `span_kind` column's text) is the SERVER half.
+    pub fn is_server_text(span_kind: &str) -> bool {
+        span_kind == crate::SpanKind::Server.as_str()
+    }
 }

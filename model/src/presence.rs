@@ -11,6 +11,8 @@ use std::sync::{Arc, OnceLock};
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
+use crate::schema::instance_resolution_fields;
+
 /// The version of the `presence` layout below, written to the Parquet key-value metadata of
 /// each presence file under [`PRESENCE_SCHEMA_VERSION_KEY`] as decimal text. Raise it when a
 /// column is added, removed, renamed, or changes type, nullability or meaning.
@@ -19,28 +21,17 @@ pub const PRESENCE_SCHEMA_VERSION: u32 = 1;
 /// The Parquet key-value metadata key holding [`PRESENCE_SCHEMA_VERSION`].
 pub const PRESENCE_SCHEMA_VERSION_KEY: &str = "dyeline.presence.schema_version";
 
-/// Column names, in schema order.
+/// Column names, in schema order: the instance's as in `spans` ([`crate::schema::col`]), then
+/// the signal's.
 pub mod col {
-    /// Domain §1: first present of `service.instance.id`, `host.name`, `k8s.pod.name`.
-    pub const INSTANCE_ID: &str = "instance_id";
-    /// Resource `service.name` (`unknown_service` when absent).
-    pub const SERVICE_NAME: &str = "service_name";
-    /// Resource `host.name`.
-    pub const HOST_NAME: &str = "host_name";
-    /// `blue`, `green`, `unknown` (the colour rules, as for spans).
-    pub const COLOR: &str = "color";
-    /// The rule that decided `color`, or `none`.
-    pub const COLOR_RULE: &str = "color_rule";
-    /// The instance lane (domain §7.1), as for spans; null when lanes are not resolved.
-    pub const LANE: &str = "lane";
-    /// The rule that decided `lane`: `deploy.lane`, a lane rule's key, or `default`.
-    pub const LANE_RULE: &str = "lane_rule";
-    /// Lane marker values met that are not lane ids.
-    pub const LANE_INVALID_VALUES: &str = "lane_invalid_values";
+    pub use crate::schema::col::{
+        COLOR, COLOR_RULE, HOST_NAME, INSTANCE_ID, LANE, LANE_INVALID_VALUES, LANE_RULE,
+        SERVICE_NAME,
+    };
     /// The signal time, Unix nanoseconds (a data point's `timeUnixNano`, a log record's
     /// `timeUnixNano`, else its `observedTimeUnixNano`).
     pub const TIME_UNIX_NANO: &str = "time_unix_nano";
-    /// [`PresenceSignal`]: `metrics` or `logs`.
+    /// [`PresenceSignal`](super::PresenceSignal): `metrics` or `logs`.
     pub const SIGNAL: &str = "signal";
 }
 
@@ -49,24 +40,19 @@ pub fn presence_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
     SCHEMA
         .get_or_init(|| {
-            use DataType::*;
-            let s = |n: &str, null: bool| Field::new(n, Utf8, null);
-            Arc::new(Schema::new(vec![
+            let s = |n: &str, null: bool| Field::new(n, DataType::Utf8, null);
+            let fields = [
                 s(col::INSTANCE_ID, false),
                 s(col::SERVICE_NAME, false),
                 s(col::HOST_NAME, true),
-                s(col::COLOR, false),
-                s(col::COLOR_RULE, false),
-                s(col::LANE, true),
-                s(col::LANE_RULE, true),
-                Field::new(
-                    col::LANE_INVALID_VALUES,
-                    List(Arc::new(Field::new("item", Utf8, true))),
-                    true,
-                ),
-                Field::new(col::TIME_UNIX_NANO, Int64, false),
+            ]
+            .into_iter()
+            .chain(instance_resolution_fields())
+            .chain([
+                Field::new(col::TIME_UNIX_NANO, DataType::Int64, false),
                 s(col::SIGNAL, false),
-            ]))
+            ]);
+            Arc::new(Schema::new(fields.collect::<Vec<_>>()))
         })
         .clone()
 }

@@ -24,7 +24,8 @@
 //!     detect/windows/counter.rs       counts taken batch by batch (WindowCounter)
 //!   read/loader.rs, read/merge.rs     record batches → span records; parts merged
 //!   read/resolve.rs                   each span's effective channel from the timeline
-//!   spans.rs, intern.rs, config.rs, findings.rs, read/columns.rs, error.rs   the vocabulary
+//!   spans.rs, intern.rs, parents.rs, config.rs, findings.rs, read/columns.rs, error.rs
+//!                                     the vocabulary
 //! ```
 //!
 //! # Adding a detection
@@ -49,6 +50,7 @@ pub mod detect;
 pub mod error;
 pub mod findings;
 pub mod intern;
+pub mod parents;
 pub mod read;
 pub mod report;
 pub mod spans;

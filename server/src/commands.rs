@@ -1,5 +1,5 @@
 //! The subcommands of `dyeline`, one file each (its arguments and its `run`): [`serve`],
-//! [`sql`], [`analyze`], [`import`], [`demo`] and [`channel`]. This face loads the layered
+//! [`sql`], [`analyze`], [`import`], [`demo`], [`channel`] and [`lane_group`]. This face loads the layered
 //! configuration, starts the logs and the runtime, and dispatches ([`run`]).
 
 // The commands' output (tables, JSON, progress, the demo's lines, refusals) is what they print.
@@ -9,6 +9,7 @@ pub mod analyze;
 pub mod channel;
 pub mod demo;
 pub mod import;
+pub mod lane_group;
 pub mod serve;
 pub mod sql;
 
@@ -48,6 +49,13 @@ pub enum Command {
         client: channel::ClientArgs,
         #[command(subcommand)]
         command: channel::ChannelCommand,
+    },
+    /// Manage lane groups (gray lanes) through a running server's API.
+    LaneGroup {
+        #[command(flatten)]
+        client: channel::ClientArgs,
+        #[command(subcommand)]
+        command: lane_group::LaneGroupCommand,
     },
 }
 
@@ -94,8 +102,13 @@ fn init_logs(format: LogFormat, default_level: &str) {
 /// Runs `command` with the configuration file `config_file` (layered under `DYELINE_*`
 /// variables and the command's flags); the process's exit status.
 pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
-    if let Command::Channel { client, command } = &command {
-        return match channel::run(client, command) {
+    let client_command = match &command {
+        Command::Channel { client, command } => Some(channel::run(client, command)),
+        Command::LaneGroup { client, command } => Some(lane_group::run(client, command)),
+        _ => None,
+    };
+    if let Some(result) = client_command {
+        return match result {
             Ok(out) => {
                 println!("{out}");
                 ExitCode::SUCCESS
@@ -112,7 +125,7 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
         Command::Sql(a) => (a.data_dir.as_ref(), None),
         Command::Import(a) => (a.data_dir.as_ref(), None),
         Command::Analyze(a) => (a.data_dir.as_ref(), None),
-        Command::Channel { .. } => unreachable!("handled above"),
+        Command::Channel { .. } | Command::LaneGroup { .. } => unreachable!("handled above"),
     };
     let demo_defaults = matches!(command, Command::Demo(_)).then(demo::defaults);
     let loaded = match &demo_defaults {
@@ -203,7 +216,7 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
                 )
                 .await
             }
-            Command::Channel { .. } => unreachable!("handled above"),
+            Command::Channel { .. } | Command::LaneGroup { .. } => unreachable!("handled above"),
         }
     });
     match result {

@@ -913,4 +913,57 @@ mod tests {
             assert!(err.contains(message), "{body}: {err}");
         }
     }
+
+    /// The lane fixtures' `dyeline.toml` loads; a bad lane rule or carrier is refused at load
+    /// with a message naming the list and the entry's key.
+    #[test]
+    fn lane_rules_and_carriers_load_and_bad_ones_are_refused_naming_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        let load = |body: &str| {
+            std::fs::write(&file, body).unwrap();
+            Config::load(Some(&file), Figment::new())
+        };
+        let fixture = include_str!("../../../shared/fixtures/analysis/lanes-small/dyeline.toml");
+        let cfg = load(fixture).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            cfg.lane_rules.iter().map(LaneRule::key).collect::<Vec<_>>(),
+            ["nacos.metadata.gray", "host.name"]
+        );
+        assert_eq!(cfg.lane_carriers[0].key, "http.request.header.gray");
+        for (body, message) in [
+            (
+                "[[lane_rules]]\nkind = \"pattern\"\nkey = \"host.name\"\nregex = \"-(?P<lane>gray\"\n",
+                "lane_rules: lane rule #0 `host.name`: invalid regex",
+            ),
+            (
+                "[[lane_rules]]\nkind = \"pattern\"\nkey = \"k8s.pod.name\"\nregex = \"-(gray)-\"\n",
+                "lane_rules: lane rule #0 `k8s.pod.name`: regex `-(gray)-` has no named group `lane`",
+            ),
+            (
+                "[[lane_rules]]\nkind = \"attribute\"\nkey = \"nacos.metadata.gray\"\nmap = { \"true\" = \"Gray Lane\" }\n",
+                "lane_rules: lane rule #0 `nacos.metadata.gray`: map entry `true` = `Gray Lane`",
+            ),
+            (
+                "[[lane_carriers]]\nkey = \"http.request.header.gray\"\nmap = {}\n",
+                "lane_carriers: lane carrier #0 `http.request.header.gray`: `map` is empty",
+            ),
+            (
+                "[[lane_carriers]]\nkey = \"x-deploy-lane\"\n",
+                "lane_carriers: lane carrier #0 `x-deploy-lane`: the key is a built-in carrier",
+            ),
+            // Unknown fields and kinds are refused by name too.
+            (
+                "[[lane_carriers]]\nkey = \"h\"\nregex = \"x\"\n",
+                "unknown field: found `regex`",
+            ),
+            (
+                "[[lane_rules]]\nkind = \"token\"\nkey = \"host.name\"\n",
+                "unknown variant: found `token`",
+            ),
+        ] {
+            let err = load(body).unwrap_err().to_string();
+            assert!(err.contains(message), "{body}: {err}");
+        }
+    }
 }

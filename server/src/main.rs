@@ -1,7 +1,7 @@
 //! `dyeline`: the command line. `demo` runs the server with a simulated fleet walking a
 //! release; `serve` runs the collector, store, control plane and API; `sql` queries a data
-//! directory; `import` loads OTLP/JSON Lines captures and timelines into one; `channel` drives
-//! the control API of a running server.
+//! directory; `import` loads OTLP/JSON Lines captures and timelines into one; `channel` and
+//! `lane-group` drive the control API of a running server.
 
 /// The process allocator: mimalloc instead of glibc malloc. Ingest allocates and frees
 /// per span (decoded protobuf, Arrow builders, segments), and glibc's malloc and free took

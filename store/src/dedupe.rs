@@ -1,5 +1,6 @@
-//! The duplicate filter: one row per (trace_id, span_id) (domain §1: a resent span adds
-//! nothing). Keys are kept per hour partition of span start time, and an hour's set is dropped
+//! The duplicate filter: one row per span key ([`SpanKey`]: trace_id, span_id and whether the
+//! span is a SERVER half, domain §1: a resent span adds nothing, and the CLIENT and SERVER
+//! halves of a Zipkin/B3 shared span id are two spans). Keys are kept per hour partition of span start time, and an hour's set is dropped
 //! once the hour has been quiet for the filter window (its rows are in Parquet by then), so
 //! memory stays bounded by the hours being written.
 //!
@@ -16,7 +17,7 @@
 //! more than twice a load.
 //!
 //! A key is held as a 16-byte [`Fingerprint`]: the span id and a 64-bit hash of the trace id
-//! (seeded per process), instead of the 32 bytes a [`SpanKey`] takes in a table (its `u128`
+//! and the SERVER flag (seeded per process), instead of the 32 bytes a [`SpanKey`] takes in a table (its `u128`
 //! is 16-byte aligned). That halves the filter's memory, about 35 MB per million keys held.
 //! Two different spans share a fingerprint only when their span ids are equal and their trace
 //! ids' hashes collide: for `p` pairs of held spans with equal span ids the chance of one
@@ -37,12 +38,14 @@ use arrow::datatypes::Int64Type;
 use dyeline_model::schema::col;
 use dyeline_model::{SpanId, SpanKey, TraceId};
 
-use crate::file_read::{read_keys, read_keys_of_traces, read_rows, read_trace_index};
+use crate::file_read::{
+    StoredKey, read_keys, read_keys_of_traces, read_rows, read_trace_index, server_rows,
+};
 use crate::layout::{FileMeta, hour_of};
 use crate::trace_index::{TraceIndex, trace_hash};
 
 /// A key as the filter holds it: the span id in the low 64 bits, a seeded hash of the trace
-/// id in the high 64.
+/// id and the SERVER flag in the high 64.
 pub type Fingerprint = u128;
 
 type Set = HashSet<Fingerprint, foldhash::fast::RandomState>;
@@ -294,15 +297,22 @@ impl Dedupe {
     }
 }
 
-/// Adds the keys of (trace_id, span_id) hex pairs to `keys`.
+/// Adds the keys read from a file to `keys`.
 fn insert_pairs(
     keys: &mut Set,
     hasher: &foldhash::fast::RandomState,
-    pairs: impl IntoIterator<Item = (String, String)>,
+    pairs: impl IntoIterator<Item = StoredKey>,
 ) {
-    for (t, s) in pairs {
+    for (t, s, server) in pairs {
         if let (Ok(trace_id), Ok(span_id)) = (TraceId::from_hex(&t), SpanId::from_hex(&s)) {
-            keys.insert(fingerprint(hasher, &SpanKey { trace_id, span_id }));
+            keys.insert(fingerprint(
+                hasher,
+                &SpanKey {
+                    trace_id,
+                    span_id,
+                    server,
+                },
+            ));
         }
     }
 }
@@ -319,11 +329,12 @@ fn load_keys(keys: &mut Set, hasher: &foldhash::fast::RandomState, path: &Path) 
 }
 
 fn fingerprint(hasher: &foldhash::fast::RandomState, key: &SpanKey) -> Fingerprint {
-    let trace = hasher.hash_one(key.trace_id.to_bytes());
+    let trace = hasher.hash_one((key.trace_id.to_bytes(), key.server));
     (u128::from(trace) << 64) | u128::from(u64::from_be_bytes(key.span_id.to_bytes()))
 }
 
-/// Reads the keys of a stored batch back from its id columns.
+/// Reads the keys of a stored batch back from its id and `span_kind` columns (a batch without
+/// `span_kind` holds no SERVER span).
 pub fn keys_of(batch: &RecordBatch) -> Vec<SpanKey> {
     let (Some(t), Some(s)) = (
         batch.column_by_name(col::TRACE_ID),
@@ -332,11 +343,13 @@ pub fn keys_of(batch: &RecordBatch) -> Vec<SpanKey> {
         return Vec::new();
     };
     let (t, s) = (t.as_string::<i32>(), s.as_string::<i32>());
+    let server = server_rows(batch);
     (0..batch.num_rows())
         .filter_map(|i| {
             Some(SpanKey {
                 trace_id: TraceId::from_hex(t.value(i)).ok()?,
                 span_id: SpanId::from_hex(s.value(i)).ok()?,
+                server: server.get(i).copied().unwrap_or(false),
             })
         })
         .collect()
@@ -352,6 +365,7 @@ mod tests {
         SpanKey {
             trace_id: TraceId::from_bytes(&trace.to_be_bytes()).unwrap(),
             span_id: SpanId::from_bytes(&span.to_be_bytes()).unwrap(),
+            server: false,
         }
     }
 
@@ -442,6 +456,79 @@ mod tests {
         assert!(f.batch.is_none());
         assert!(d.hours[&hour].unchecked.is_empty());
         assert_eq!(d.len(), n as usize + 3);
+    }
+
+    /// Rows of `keys` with their `span_kind` (SERVER for a server key, else CLIENT), all
+    /// starting at `start`.
+    fn kinded_batch(keys: &[SpanKey], start: i64) -> RecordBatch {
+        use arrow::array::StringArray;
+        let base = keyed_batch(keys, start);
+        let mut fields = base.schema().fields().to_vec();
+        fields.push(Arc::new(Field::new(col::SPAN_KIND, DataType::Utf8, false)));
+        let mut columns = base.columns().to_vec();
+        columns.push(Arc::new(StringArray::from_iter_values(
+            keys.iter()
+                .map(|k| if k.server { "SERVER" } else { "CLIENT" }),
+        )));
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    /// Domain §1: the CLIENT and SERVER halves of a Zipkin/B3 shared span id are two spans, in
+    /// one batch, in later batches and after the filter is rebuilt from files; a resend of
+    /// either half is a duplicate.
+    #[test]
+    fn the_halves_of_a_shared_span_id_are_two_spans_and_each_resend_a_duplicate() {
+        let hour = 3_600_000_000_000i64;
+        let server = |trace, span| SpanKey {
+            server: true,
+            ..key(trace, span)
+        };
+        let none = |_: i64| Vec::new();
+        let mut d = Dedupe::new(Duration::from_secs(60));
+        let keys = [key(1, 7), server(1, 7), server(1, 7), key(1, 7)];
+        let f = d.filter(kinded_batch(&keys, hour), &keys, &none).unwrap();
+        assert_eq!(f.duplicates, 2);
+        assert_eq!(f.batch.unwrap().num_rows(), 2);
+        assert_ne!(d.fingerprint(&key(1, 7)), d.fingerprint(&server(1, 7)));
+        // keys_of reads the halves back from the span kind.
+        assert_eq!(keys_of(&kinded_batch(&keys, hour)), keys);
+
+        // In a file: a new filter looks the trace up there and tells the halves apart.
+        let dir = tempfile::tempdir().unwrap();
+        let stored = [key(2, 7), server(3, 7)];
+        let segment = crate::segment::Segment::plain(kinded_batch(&stored, hour));
+        let mut seq = 0;
+        let written =
+            crate::file_write::write_segments(dir.path(), &[&segment], 0, &mut seq, 3).unwrap();
+        assert_eq!(
+            read_keys(&written[0].path).unwrap(),
+            [
+                (
+                    key(2, 7).trace_id.to_string(),
+                    key(2, 7).span_id.to_string(),
+                    false
+                ),
+                (
+                    key(3, 7).trace_id.to_string(),
+                    key(3, 7).span_id.to_string(),
+                    true
+                ),
+            ]
+        );
+        let files = move |h: i64| {
+            if h == hour {
+                written.clone()
+            } else {
+                Vec::new()
+            }
+        };
+        let mut d = Dedupe::new(Duration::from_secs(60));
+        let probe = [server(2, 7), key(2, 7), key(3, 7), server(3, 7)];
+        let f = d
+            .filter(kinded_batch(&probe, hour), &probe, &files)
+            .unwrap();
+        assert_eq!(f.duplicates, 2);
+        assert_eq!(keys_of(&f.batch.unwrap()), [server(2, 7), key(3, 7)]);
     }
 
     #[test]

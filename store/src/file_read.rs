@@ -1,5 +1,5 @@
-//! Reading the store's files: the (trace_id, span_id) keys of a file, whole ([`read_keys`]) or
-//! of given traces only, through the `trace_id` bloom filters and page index
+//! Reading the store's files: the span keys of a file ([`StoredKey`]: trace_id, span_id and
+//! whether the span is a SERVER half, domain §1), whole ([`read_keys`]) or of given traces only, through the `trace_id` bloom filters and page index
 //! ([`read_keys_of_traces`]); a file's [`TraceIndex`] and row count; and [`key_batch`], the
 //! key columns as a batch.
 //!
@@ -7,17 +7,18 @@
 //! file, files being immutable once written): [`crate::Snapshot::files_in`] lists the files of
 //! a time range as [`FileSource`]s, and [`FileSource::open`] reads the columns asked of one,
 //! the low-cardinality ones as dictionaries ([`DICTIONARY_COLUMNS`]), so no reader outside the
-//! store opens Parquet itself.
+//! store opens Parquet itself. A column of the `spans` schema that a file written by an earlier
+//! schema version lacks (a nullable column added since) is read as nulls ([`FileReader`]).
 
 use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{AsArray, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::{ArrayRef, AsArray, RecordBatch, new_null_array};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use arrow::error::ArrowError;
-use dyeline_model::schema::col;
+use dyeline_model::schema::{col, spans_schema};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
@@ -44,26 +45,30 @@ fn read_columns(
         .map_err(io::Error::other)
 }
 
-/// Reads (trace_id, span_id) of every row of `path` (for rebuilding the duplicate filter).
+/// A stored span's key as its file holds it: (trace_id, span_id) as hex text, and whether the
+/// span is a SERVER span (the half of a Zipkin/B3 shared span id that is its own span:
+/// [`dyeline_model::SpanKey`]). A file without a `span_kind` column holds no SERVER span.
+pub type StoredKey = (String, String, bool);
+
+/// The columns a [`StoredKey`] is read from.
+const KEY_COLUMNS: [&str; 3] = [col::TRACE_ID, col::SPAN_ID, col::SPAN_KIND];
+
+/// Reads the [`StoredKey`] of every row of `path` (for rebuilding the duplicate filter).
 ///
 /// # Errors
 /// I/O or Parquet errors.
-pub fn read_keys(path: &Path) -> io::Result<Vec<(String, String)>> {
+pub fn read_keys(path: &Path) -> io::Result<Vec<StoredKey>> {
     let mut out = Vec::new();
-    collect_keys(
-        read_columns(path, &[col::TRACE_ID, col::SPAN_ID])?,
-        |_| true,
-        &mut out,
-    )?;
+    collect_keys(read_columns(path, &KEY_COLUMNS)?, |_| true, &mut out)?;
     Ok(out)
 }
 
-/// Appends to `out` the (trace_id, span_id) of the rows `reader` yields whose trace id passes
+/// Appends to `out` the [`StoredKey`]s of the rows `reader` yields whose trace id passes
 /// `keep`; returns the rows read.
 fn collect_keys(
     reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
     keep: impl Fn(&str) -> bool,
-    out: &mut Vec<(String, String)>,
+    out: &mut Vec<StoredKey>,
 ) -> io::Result<usize> {
     let mut read = 0;
     for batch in reader {
@@ -75,15 +80,37 @@ fn collect_keys(
         let s = batch
             .column_by_name(col::SPAN_ID)
             .and_then(|c| c.as_string_opt::<i32>());
+        let server = server_rows(&batch);
         if let (Some(t), Some(s)) = (t, s) {
             for i in 0..batch.num_rows() {
                 if keep(t.value(i)) {
-                    out.push((t.value(i).to_owned(), s.value(i).to_owned()));
+                    out.push((
+                        t.value(i).to_owned(),
+                        s.value(i).to_owned(),
+                        server.get(i).copied().unwrap_or(false),
+                    ));
                 }
             }
         }
     }
     Ok(read)
+}
+
+/// Whether each row of `batch` is a SERVER span (its `span_kind` column, plain or
+/// dictionary-encoded); empty when the batch has no such column.
+pub(crate) fn server_rows(batch: &RecordBatch) -> Vec<bool> {
+    let Some(kinds) = batch.column_by_name(col::SPAN_KIND) else {
+        return Vec::new();
+    };
+    let kinds = match arrow::compute::cast(kinds, &DataType::Utf8) {
+        Ok(k) => k,
+        Err(_) => return Vec::new(),
+    };
+    let kinds = kinds.as_string::<i32>();
+    kinds
+        .iter()
+        .map(|k| k.is_some_and(dyeline_model::SpanKey::is_server_text))
+        .collect()
 }
 
 /// True when one of `traces` (sorted, as stored) lies in `min..=max` (raw bytes of Parquet
@@ -97,7 +124,7 @@ fn any_within(traces: &[String], min: Option<&[u8]>, max: Option<&[u8]>) -> bool
     }
 }
 
-/// Reads (trace_id, span_id) of the rows of the file at `path` whose trace id is one of
+/// Reads the [`StoredKey`]s of the rows of the file at `path` whose trace id is one of
 /// `traces` (sorted and distinct, lower-case hex as stored), and how many rows it read to find
 /// them. Only the row groups whose `trace_id` min/max and bloom filter hold one of the ids are
 /// read, and within them only such pages (the page index; a row group is sorted by trace id,
@@ -107,10 +134,7 @@ fn any_within(traces: &[String], min: Option<&[u8]>, max: Option<&[u8]>) -> bool
 ///
 /// # Errors
 /// I/O or Parquet errors.
-pub fn read_keys_of_traces(
-    path: &Path,
-    traces: &[String],
-) -> io::Result<(Vec<(String, String)>, usize)> {
+pub fn read_keys_of_traces(path: &Path, traces: &[String]) -> io::Result<(Vec<StoredKey>, usize)> {
     use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
     use parquet::file::page_index::column_index::ColumnIndexMetaData;
 
@@ -174,7 +198,7 @@ pub fn read_keys_of_traces(
     if row_groups.is_empty() {
         return Ok((Vec::new(), 0));
     }
-    let mask = ProjectionMask::columns(builder.parquet_schema(), [col::TRACE_ID, col::SPAN_ID]);
+    let mask = ProjectionMask::columns(builder.parquet_schema(), KEY_COLUMNS);
     let reader = builder
         .with_row_groups(row_groups)
         .with_row_selection(RowSelection::from(selectors))
@@ -249,7 +273,7 @@ pub fn key_batch(
 /// The columns an analyzer reads as dictionaries from the store's files: few distinct values
 /// each, and stored dictionary-encoded, so a reader materialises no string per row and can
 /// intern each distinct value once.
-pub const DICTIONARY_COLUMNS: [&str; 7] = [
+pub const DICTIONARY_COLUMNS: [&str; 11] = [
     col::SERVICE_NAME,
     col::INSTANCE_ID,
     col::COLOR,
@@ -257,6 +281,10 @@ pub const DICTIONARY_COLUMNS: [&str; 7] = [
     col::SPAN_KIND,
     col::TRAFFIC_KIND,
     col::DECISION_SOURCE,
+    col::LANE,
+    col::LANE_RULE,
+    col::LANE_TAG,
+    col::LANE_TAG_SOURCE,
 ];
 
 /// Rows per batch of a [`FileSource::open`] reader.
@@ -273,9 +301,36 @@ pub struct FileSource {
 /// A reader of one store file ([`FileSource::open`]): its batches and its row count.
 pub struct FileBatches {
     /// The batches, of at most [`READ_BATCH_ROWS`] rows each.
-    pub reader: ParquetRecordBatchReader,
+    pub reader: FileReader,
     /// Rows of the file (from its footer): a reader can size what it builds once.
     pub rows: usize,
+}
+
+/// The batches of [`FileSource::open`]: the columns the file holds, in the file's order,
+/// then the asked columns it lacks (nullable columns of the `spans` schema added after the
+/// file was written) as null columns, in the order asked.
+pub struct FileReader {
+    inner: ParquetRecordBatchReader,
+    /// The lacking columns' fields, and the schema of the batches with them (`None`: none
+    /// lacking, batches passed on as read).
+    missing: Option<(Vec<FieldRef>, SchemaRef)>,
+}
+
+impl Iterator for FileReader {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let batch = self.inner.next()?;
+        let Some((fields, schema)) = &self.missing else {
+            return Some(batch);
+        };
+        Some(batch.and_then(|b| {
+            let rows = b.num_rows();
+            let mut columns: Vec<ArrayRef> = b.columns().to_vec();
+            columns.extend(fields.iter().map(|f| new_null_array(f.data_type(), rows)));
+            RecordBatch::try_new(Arc::clone(schema), columns)
+        }))
+    }
 }
 
 impl FileSource {
@@ -302,12 +357,14 @@ impl FileSource {
     /// A reader of the columns `columns` (by name; the batches hold them in the file's column
     /// order) in batches of [`READ_BATCH_ROWS`] rows, each of `dictionaries` (as
     /// [`DICTIONARY_COLUMNS`]) that is stored as `Utf8` read as `Dictionary(Int32, Utf8)`, as
-    /// it is stored.
+    /// it is stored. A nullable `spans` column the file lacks (a file written before the
+    /// column was added: an earlier [`SCHEMA_VERSION`](dyeline_model::schema::SCHEMA_VERSION),
+    /// version 1 for the links and lane columns) is read as nulls, after the file's columns.
     ///
     /// # Errors
     /// I/O and Parquet errors opening the file (one deleted by retention since it was listed:
-    /// [`io::ErrorKind::NotFound`]); a column of `columns` the file lacks. Each batch may still
-    /// carry a read error.
+    /// [`io::ErrorKind::NotFound`]); a column of `columns` the file lacks that is not a
+    /// nullable column of the `spans` schema. Each batch may still carry a read error.
     pub fn open(&self, columns: &[&str], dictionaries: &[&str]) -> io::Result<FileBatches> {
         let file = File::open(self.path())?;
         let plain = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
@@ -336,22 +393,59 @@ impl FileSource {
         let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata);
         let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
         let arrow_schema = builder.schema().clone();
-        let roots = columns
-            .iter()
-            .map(|n| arrow_schema.index_of(n).map_err(io::Error::other))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-        let reader = builder
+        let mut roots = Vec::with_capacity(columns.len());
+        let mut missing: Vec<FieldRef> = Vec::new();
+        for name in columns {
+            match arrow_schema.index_of(name) {
+                Ok(i) => roots.push(i),
+                Err(e) => missing
+                    .push(added_column(name, dictionaries).ok_or_else(|| io::Error::other(e))?),
+            }
+        }
+        roots.sort_unstable();
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+        let inner = builder
             .with_projection(mask)
             .with_batch_size(READ_BATCH_ROWS)
             .build()
             .map_err(io::Error::other)?;
-        Ok(FileBatches { reader, rows })
+        let missing = (!missing.is_empty()).then(|| {
+            let mut fields: Vec<FieldRef> = arrow::array::RecordBatchReader::schema(&inner)
+                .fields()
+                .to_vec();
+            fields.extend(missing.iter().cloned());
+            (missing, Arc::new(Schema::new(fields)))
+        });
+        Ok(FileBatches {
+            reader: FileReader { inner, missing },
+            rows,
+        })
     }
 }
 
+/// The field of column `name` for a file written before it was added: a nullable column of
+/// the `spans` schema (a dictionary of `Utf8` when `name` is in `dictionaries`); `None` for
+/// any other name.
+fn added_column(name: &str, dictionaries: &[&str]) -> Option<FieldRef> {
+    let field = spans_schema().field_with_name(name).ok()?.clone();
+    if !field.is_nullable() {
+        return None;
+    }
+    Some(Arc::new(
+        if dictionaries.contains(&name) && field.data_type() == &DataType::Utf8 {
+            Field::new(
+                name,
+                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+                true,
+            )
+        } else {
+            field
+        },
+    ))
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::file_write::{write_segments, write_segments_in};
     use crate::part::DATA_PAGE_ROWS;
@@ -401,9 +495,9 @@ mod tests {
         wanted.sort();
         let (mut found, read) = read_keys_of_traces(path, &wanted).unwrap();
         found.sort();
-        let mut expected: Vec<(String, String)> = all
+        let mut expected: Vec<StoredKey> = all
             .into_iter()
-            .filter(|(t, _)| wanted.contains(t))
+            .filter(|(t, _, _)| wanted.contains(t))
             .collect();
         expected.sort();
         assert_eq!(expected.len(), 10);
@@ -529,6 +623,127 @@ mod tests {
         std::fs::remove_file(&meta.path).unwrap();
         let gone = source.open(&asked, &DICTIONARY_COLUMNS).err().unwrap();
         assert_eq!(gone.kind(), io::ErrorKind::NotFound);
+    }
+
+    /// `n` rows of the `spans` schema of version 1 (every column but `links`), in one hour:
+    /// ids from the row number, nulls in the nullable columns, fixed values in the others.
+    pub(crate) fn version_1_rows(n: usize) -> RecordBatch {
+        use arrow::array::{
+            BooleanArray, Int32Array, Int64Array, StringArray, UInt32Array, new_null_array,
+        };
+        let schema = dyeline_model::schema::spans_schema();
+        let fields: Vec<Arc<Field>> = schema
+            .fields()
+            .iter()
+            .filter(|f| f.name() != col::LINKS)
+            .cloned()
+            .collect();
+        let columns: Vec<arrow::array::ArrayRef> = fields
+            .iter()
+            .map(|f| -> arrow::array::ArrayRef {
+                match (f.name().as_str(), f.data_type()) {
+                    (col::TRACE_ID, _) => Arc::new(StringArray::from_iter_values(
+                        (0..n).map(|i| format!("{:032x}", i + 1)),
+                    )),
+                    (col::SPAN_ID, _) => Arc::new(StringArray::from_iter_values(
+                        (0..n).map(|i| format!("{:016x}", i + 1)),
+                    )),
+                    (col::SPAN_KIND, _) => {
+                        Arc::new(StringArray::from_iter_values((0..n).map(|_| "SERVER")))
+                    }
+                    _ if f.is_nullable() => new_null_array(f.data_type(), n),
+                    (_, DataType::Utf8) => {
+                        Arc::new(StringArray::from_iter_values((0..n).map(|_| "x")))
+                    }
+                    (_, DataType::Int64) => Arc::new(Int64Array::from_iter_values(
+                        (0..n).map(|i| crate::layout::HOUR_NS + i as i64),
+                    )),
+                    (_, DataType::Int32) => Arc::new(Int32Array::from(vec![0; n])),
+                    (_, DataType::UInt32) => Arc::new(UInt32Array::from(vec![0; n])),
+                    (_, DataType::Boolean) => Arc::new(BooleanArray::from(vec![false; n])),
+                    (name, other) => unreachable!("{name}: {other}"),
+                }
+            })
+            .collect();
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    /// A file written before the `links` column (schema version 1) reads through the per-file
+    /// reader (the column left out) and through SQL (the column null), beside a file that has it.
+    #[tokio::test]
+    async fn a_file_written_before_the_links_column_reads_with_links_null() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seq = 0;
+        let old = write_segments(
+            &dir.path().join("spans"),
+            &[&Segment::plain(version_1_rows(3))],
+            crate::layout::now_unix_ms(),
+            &mut seq,
+            3,
+        )
+        .unwrap()
+        .remove(0);
+        // And a file of this version, its links set.
+        let v1 = version_1_rows(2);
+        let mut fields = v1.schema().fields().to_vec();
+        fields.push(Arc::new(Field::new(col::LINKS, DataType::Utf8, true)));
+        let mut columns = v1.columns().to_vec();
+        columns.push(Arc::new(arrow::array::StringArray::from(vec!["[]"; 2])));
+        let v2 = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+        assert_eq!(v2.schema(), dyeline_model::schema::spans_schema());
+        write_segments(
+            &dir.path().join("spans"),
+            &[&Segment::plain(v2)],
+            crate::layout::now_unix_ms(),
+            &mut seq,
+            3,
+        )
+        .unwrap();
+        let source = FileSource::new(old);
+        let batches: Vec<RecordBatch> = source
+            .open(
+                &[col::SPAN_ID, col::LINKS, col::SPAN_KIND],
+                &DICTIONARY_COLUMNS,
+            )
+            .unwrap()
+            .reader
+            .map(Result::unwrap)
+            .collect();
+        let schema = batches[0].schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        // The column the old file lacks is there, after the file's, every row null.
+        assert_eq!(names, [col::SPAN_ID, col::SPAN_KIND, col::LINKS]);
+        assert!(
+            batches
+                .iter()
+                .all(|b| b.column(2).null_count() == b.num_rows())
+        );
+        // A column that is not a nullable spans column is still an error.
+        assert!(source.open(&[col::SPAN_ID, "no_such_column"], &[]).is_err());
+
+        let mut config = crate::StoreConfig::new(dir.path());
+        config.read_only = true;
+        let store = crate::Store::open(config).unwrap();
+        let ctx = datafusion::prelude::SessionContext::new();
+        ctx.register_table("spans", store.table()).unwrap();
+        let rows = ctx
+            .sql("SELECT span_id, links, count(*) OVER () AS n FROM spans ORDER BY span_id")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let rows = arrow::compute::concat_batches(&rows[0].schema(), &rows).unwrap();
+        assert_eq!(rows.num_rows(), 5);
+        // The old file's three rows null, the new file's two `[]`.
+        assert_eq!(rows.column(1).null_count(), 3);
+        let links = rows.column(1).as_string::<i32>();
+        assert_eq!(links.iter().flatten().collect::<Vec<_>>(), ["[]", "[]"]);
+        assert_eq!(
+            rows.column(0).as_string::<i32>().value(4),
+            format!("{:016x}", 3)
+        );
+        close(store).await;
     }
 
     /// The files and segments of one snapshot hold every stored span of a range once, the

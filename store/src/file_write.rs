@@ -348,9 +348,9 @@ mod tests {
         found.sort();
         let ids = batch.column(0).as_string::<i32>();
         let spans = batch.column(1).as_string::<i32>();
-        let mut want: Vec<(String, String)> = (0..rows)
+        let mut want: Vec<crate::file_read::StoredKey> = (0..rows)
             .filter(|&i| wanted.iter().any(|w| w == ids.value(i)))
-            .map(|i| (ids.value(i).to_owned(), spans.value(i).to_owned()))
+            .map(|i| (ids.value(i).to_owned(), spans.value(i).to_owned(), false))
             .collect();
         want.sort();
         assert_eq!(found.len(), 20);

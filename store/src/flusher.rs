@@ -186,7 +186,7 @@ mod tests {
             .files
             .iter()
             .flat_map(|f| file_read::read_keys(&f.path).unwrap())
-            .map(|(_, span)| span)
+            .map(|(_, span, _)| span)
             .collect();
         stored.sort();
         assert_eq!(stored, expected);

@@ -35,6 +35,8 @@ mod lock;
 mod metrics;
 mod recovery;
 mod retention;
+#[cfg(test)]
+mod schema_upgrade_tests;
 mod state;
 #[cfg(test)]
 mod test_support;

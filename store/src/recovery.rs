@@ -1,10 +1,15 @@
 //! What a store does when it opens: replays the WAL through the duplicate filter into memory,
-//! sealed as the writer would seal it ([`replay`]), and builds the trace indexes of the files
-//! it found, in the background (`dyeline-indexer`, [`index_files`]).
+//! sealed as the writer would seal it ([`replay`]; rows an earlier schema version wrote are
+//! given the columns added since, as nulls: [`upgrade_rows`]), and builds the trace indexes of
+//! the files it found, in the background (`dyeline-indexer`, [`index_files`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+
+use arrow::array::{ArrayRef, RecordBatch, new_null_array};
+use arrow::error::ArrowError;
+use dyeline_model::schema::spans_schema;
 
 use crate::dedupe::{Dedupe, keys_of};
 use crate::file_read;
@@ -107,6 +112,7 @@ pub(crate) fn replay(
             );
         }
         for (_, batch) in r.records {
+            let batch = upgrade_rows(batch).map_err(std::io::Error::other)?;
             let keys = keys_of(&batch);
             let f = dedupe
                 .filter(batch, &keys, &files)
@@ -136,6 +142,40 @@ pub(crate) fn replay(
     Ok(())
 }
 
+/// Rows of the `spans` table as an earlier schema version wrote them (a WAL record of the
+/// previous binary), in the current layout: every column of [`spans_schema`] in its order,
+/// those the rows lack (nullable columns added since, e.g. the lane columns of version 2) as
+/// nulls. Rows that already have the current layout, and rows that are not `spans` rows of any
+/// version (lacking a column that is not nullable), are returned as they are.
+///
+/// # Errors
+/// A column of the rows whose type differs from the current schema's (a bug, or a layout
+/// this version cannot read).
+pub(crate) fn upgrade_rows(batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let schema = spans_schema();
+    let have = batch.schema();
+    if have.fields() == schema.fields() {
+        return Ok(batch);
+    }
+    let lacks_required = schema
+        .fields()
+        .iter()
+        .any(|f| !f.is_nullable() && have.field_with_name(f.name()).is_err());
+    if lacks_required {
+        return Ok(batch);
+    }
+    let rows = batch.num_rows();
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            Some(c) => Arc::clone(c),
+            None => new_null_array(f.data_type(), rows),
+        })
+        .collect();
+    RecordBatch::try_new(schema, columns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +185,53 @@ mod tests {
     use crate::wal::Wal;
     use crate::{FsyncPolicy, Store, StoreConfig};
     use std::time::Duration;
+
+    /// A WAL record written before the `links` column replays into the current schema, its
+    /// links null, and reads through SQL with the rows written since.
+    #[tokio::test]
+    async fn a_wal_record_of_an_earlier_schema_replays_with_the_later_columns_null() {
+        use arrow::array::{Array, AsArray};
+        use dyeline_model::schema::{col, spans_schema};
+        let old = crate::file_read::tests::version_1_rows(4);
+        let converted = upgrade_rows(old.clone()).unwrap();
+        assert_eq!(converted.schema(), spans_schema());
+        assert_eq!(
+            converted.column_by_name(col::LINKS).unwrap().null_count(),
+            4
+        );
+        // Not a spans batch of an earlier schema: as it is.
+        let (keys_only, _) = rows(0, 3);
+        assert_eq!(upgrade_rows(keys_only.clone()).unwrap(), keys_only);
+
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut wal = Wal::open(&dir.path().join("wal")).unwrap();
+            wal.append(&segment::encode_record(&old).unwrap()).unwrap();
+            wal.commit(true).unwrap();
+        }
+        let mut config = StoreConfig::new(dir.path());
+        config.read_only = true;
+        let store = Store::open(config).unwrap();
+        let ctx = datafusion::prelude::SessionContext::new();
+        ctx.register_table("spans", store.table()).unwrap();
+        let out = ctx
+            .sql("SELECT count(*) AS n, count(links) AS l FROM spans")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let n = out[0]
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .value(0);
+        let l = out[0]
+            .column(1)
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .value(0);
+        assert_eq!((n, l), (4, 0));
+        close(store).await;
+    }
 
     #[tokio::test]
     async fn file_trace_indexes_stay_within_the_budget_when_written_and_rebuilt() {

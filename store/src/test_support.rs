@@ -19,6 +19,7 @@ pub(crate) fn rows(first: u64, n: u64) -> (RecordBatch, Vec<SpanKey>) {
         .map(|&i| SpanKey {
             trace_id: TraceId::from_bytes(&u128::from(i / 5 + 1).to_be_bytes()).unwrap(),
             span_id: SpanId::from_bytes(&(i + 1).to_be_bytes()).unwrap(),
+            server: false,
         })
         .collect();
     let batch = file_read::key_batch(

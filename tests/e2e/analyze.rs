@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 
 use crate::util::*;
 
-const TOKEN: &str = "e2e-analyze-token-01";
+pub(crate) const TOKEN: &str = "e2e-analyze-token-01";
 
-fn server(dir: &std::path::Path) -> Server {
+pub(crate) fn server(dir: &std::path::Path) -> Server {
     let cfg = dir.join("dyeline.toml");
     std::fs::write(&cfg, PATTERN_CONFIG).unwrap();
     Server::start_with(
@@ -23,7 +23,7 @@ fn server(dir: &std::path::Path) -> Server {
     )
 }
 
-fn api(s: &Server, method: &str, path: &str, body: &str) {
+pub(crate) fn api(s: &Server, method: &str, path: &str, body: &str) {
     let resp = reqwest::blocking::Client::new()
         .request(method.parse().unwrap(), format!("http://{}{path}", s.api))
         .bearer_auth(TOKEN)
@@ -38,7 +38,7 @@ fn api(s: &Server, method: &str, path: &str, body: &str) {
     );
 }
 
-fn release(s: &Server, ch: &str, apps: &[&str]) {
+pub(crate) fn release(s: &Server, ch: &str, apps: &[&str]) {
     api(
         s,
         "PUT",
@@ -48,14 +48,14 @@ fn release(s: &Server, ch: &str, apps: &[&str]) {
     api(s, "POST", &format!("/api/v1/channels/{ch}/start"), "");
 }
 
-fn now_ns() -> i64 {
+pub(crate) fn now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as i64
 }
 
-fn analyze(dir: &std::path::Path) -> Value {
+pub(crate) fn analyze(dir: &std::path::Path) -> Value {
     let (ok, out, err) = run_cli(&[
         "analyze",
         "--data-dir",

@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 
 use crate::util::{Server, run_cli, shared_dir, temp_dir};
 
-const TOKEN: &str = "e2e-write-token-0123";
+pub(crate) const TOKEN: &str = "e2e-write-token-0123";
 
-fn start(data: &std::path::Path) -> Server {
+pub(crate) fn start(data: &std::path::Path) -> Server {
     Server::start(data, &[("DYELINE_API_TOKEN", TOKEN)])
 }
 
@@ -26,7 +26,7 @@ fn client() -> Client {
 }
 
 /// A request to the API: (status, JSON body, ETag).
-fn call(
+pub(crate) fn call(
     s: &Server,
     method: &str,
     path: &str,
@@ -58,7 +58,7 @@ fn call(
     (status, v, etag)
 }
 
-fn write(s: &Server, method: &str, path: &str, body: Option<&str>) -> Value {
+pub(crate) fn write(s: &Server, method: &str, path: &str, body: Option<&str>) -> Value {
     let (status, v, _) = call(s, method, path, body, Some(TOKEN), None);
     assert!(
         (200..300).contains(&status),
@@ -67,7 +67,7 @@ fn write(s: &Server, method: &str, path: &str, body: Option<&str>) -> Value {
     v
 }
 
-fn get(s: &Server, path: &str) -> Value {
+pub(crate) fn get(s: &Server, path: &str) -> Value {
     let (status, v, _) = call(s, "GET", path, None, None, None);
     assert_eq!(status, 200, "GET {path}: {v}");
     v
@@ -82,7 +82,7 @@ fn ratio(s: &Server, ch: &str, r: i64) -> Value {
     )
 }
 
-fn timeline_seqs(s: &Server) -> Vec<u64> {
+pub(crate) fn timeline_seqs(s: &Server) -> Vec<u64> {
     get(s, "/api/v1/timeline")["events"]
         .as_array()
         .unwrap()
@@ -162,7 +162,7 @@ fn domain_4_test_vector_over_http_gives_the_expected_streams() {
 }
 
 /// method, path, body, token, If-Match, status, code.
-type Case<'a> = (
+pub(crate) type Case<'a> = (
     &'a str,
     String,
     Option<String>,
@@ -356,8 +356,19 @@ fn invalid_input_gets_its_status_and_code_and_changes_nothing() {
             "channel_not_found",
         ),
     ];
+    assert_refused(&s, cases, snapshot, before);
+}
+
+/// Sends each case: it gets its status and code with a message, and `snapshot` stays
+/// `before` (the refusal changed nothing).
+pub(crate) fn assert_refused<T: PartialEq + std::fmt::Debug>(
+    s: &Server,
+    cases: Vec<Case>,
+    snapshot: impl Fn() -> T,
+    before: T,
+) {
     for (method, path, body, token, if_match, status, code) in cases {
-        let (got, v, _) = call(&s, method, &path, body.as_deref(), token, if_match);
+        let (got, v, _) = call(s, method, &path, body.as_deref(), token, if_match);
         assert_eq!(
             (got, v["error"]["code"].as_str()),
             (status, Some(code)),

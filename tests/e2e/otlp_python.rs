@@ -3,6 +3,24 @@
 
 use crate::util::*;
 
+/// Runs the script `tests/python/{name}` with `args`; its standard output.
+pub(crate) fn run_script(name: &str, args: &[&str]) -> String {
+    let script = crate::support::workspace_root()
+        .join("tests/python")
+        .join(name);
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python3 runs (pip install -r tests/requirements.txt)");
+    assert!(
+        out.status.success(),
+        "{name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn run_python(protocol: &str, endpoint: &str) -> Vec<serde_json::Value> {
     python_json_lines(
         "export_spans.py",

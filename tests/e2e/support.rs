@@ -62,6 +62,10 @@ impl Server {
             .arg("--data-dir")
             .arg(data_dir)
             .env("DYELINE_LOG", "warn")
+            // The tests send spans recorded in 2024 and 2025, and the receivers refuse spans
+            // older than the retention (domain §1): the test servers keep ten years unless a
+            // test says otherwise.
+            .env("DYELINE_STORE__RETENTION", "3650days")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

@@ -112,6 +112,15 @@ pub fn count_all(server: &Server) -> i64 {
         .expect("count")
 }
 
+/// Runs the Python script `tests/python/<script>` with `args` (the real OpenTelemetry SDK,
+/// `pip install -r tests/requirements.txt`); its stdout, one JSON object per line.
+pub fn python_json_lines(script: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    crate::otlp_python::run_script(script, args)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
 /// The value of the series `name{labels…}` in the `/metrics` text.
 pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     text.lines()
@@ -217,26 +226,4 @@ pub fn otlp_error(r: &Resp) -> RpcStatus {
             message: v["message"].as_str().unwrap_or_default().to_owned(),
         }
     }
-}
-
-/// Runs the Python script `tests/python/<script>` with `args`; returns its stdout, one JSON
-/// value per line.
-pub fn python_json_lines(script: &str, args: &[&str]) -> Vec<serde_json::Value> {
-    let path = crate::support::workspace_root()
-        .join("tests/python")
-        .join(script);
-    let out = std::process::Command::new("python3")
-        .arg(path)
-        .args(args)
-        .output()
-        .expect("python3 runs (pip install -r tests/requirements.txt)");
-    assert!(
-        out.status.success(),
-        "{script} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON value per line"))
-        .collect()
 }

@@ -6,7 +6,8 @@
 //! the encoding alone); and the flusher thread's part: the rows sealed as in-memory Parquet,
 //! `SEAL_ROWS` at a time (`seal::encode_parts`; its sort, `part::storage_order`, also
 //! alone), then those parts written as files (`file_write::write_segments`, which copies their row
-//! groups), wall time of one thread each. Prints one JSON line. Uses the
+//! groups), wall time of one thread each. Prints one JSON line (`--skip-lanes`: the same
+//! without lane resolution, for its cost). Uses the
 //! server's allocator (mimalloc), so the floor and the full path allocate alike.
 
 // The measurement, as JSON on stdout, is what this benchmark is run for.
@@ -39,6 +40,10 @@ struct Args {
     /// Time only the flusher's part (for profiling it); the other figures are left out.
     #[arg(long)]
     flush_only: bool,
+    /// Convert with lane resolution skipped (`ConvertOptions::skip_lanes_bench_only`; the
+    /// six lane columns null), to compare with a default run: the cost of reading lanes.
+    #[arg(long)]
+    skip_lanes: bool,
 }
 
 /// The wire reader's views of one request body.
@@ -74,7 +79,10 @@ fn main() {
             std::hint::black_box(ExportTraceServiceRequest::decode(&b[..]).expect("decode"));
         }
     });
-    let options = ConvertOptions::default();
+    let options = ConvertOptions {
+        skip_lanes_bench_only: args.skip_lanes,
+        ..ConvertOptions::default()
+    };
     let mut arrow_bytes = 0usize;
     let mut column_bytes: std::collections::BTreeMap<String, usize> = Default::default();
     let full = median_seconds(stage_reps, |first| {
@@ -193,6 +201,7 @@ fn main() {
         "{}",
         serde_json::json!({
             "spans": spans,
+            "lanes_skipped": args.skip_lanes,
             "protobuf_bytes_per_span": bytes as f64 / spans,
             "prost_decode_cpu_s_per_million": decode / spans * 1e6,
             "prost_decode_spans_per_second": spans / decode,

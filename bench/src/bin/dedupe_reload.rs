@@ -105,10 +105,11 @@ fn main() {
         let d = Dedupe::new(Duration::from_secs(3600));
         let mut set = std::collections::HashSet::new();
         for f in &metas {
-            for (t, s) in file_read::read_keys(&f.path).expect("keys") {
+            for (t, s, server) in file_read::read_keys(&f.path).expect("keys") {
                 let key = SpanKey {
                     trace_id: TraceId::from_hex(&t).expect("trace"),
                     span_id: SpanId::from_hex(&s).expect("span"),
+                    server,
                 };
                 set.insert(d.fingerprint(&key));
             }
@@ -118,11 +119,13 @@ fn main() {
     let new_key = SpanKey {
         trace_id: TraceId::from_bytes(&u128::MAX.to_be_bytes()).expect("trace"),
         span_id: SpanId::from_bytes(&7u64.to_be_bytes()).expect("span"),
+        server: false,
     };
-    let (t, s) = file_read::read_keys(&metas[0].path).expect("keys")[0].clone();
+    let (t, s, server) = file_read::read_keys(&metas[0].path).expect("keys")[0].clone();
     let stored_key = SpanKey {
         trace_id: TraceId::from_hex(&t).expect("trace"),
         span_id: SpanId::from_hex(&s).expect("span"),
+        server,
     };
     let filter = |listed: &[FileMeta], key: SpanKey| {
         let listed = listed.to_vec();

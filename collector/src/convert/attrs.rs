@@ -5,8 +5,9 @@
 //! Owns which keys become columns and the fallbacks between them (`service.instance.id`, else
 //! `host.name`, else `k8s.pod.name`; `unknown_service` for a resource with no name). Does not
 //! own the decision grammar (`dyeline_model::decision`), the colour rules nor the lane rules
-//! (`dyeline_model::lane`).
+//! and carriers (`dyeline_model::lane`; `convert/lane.rs` runs them).
 
+use dyeline_model::lane::{BAGGAGE_TAG_KEY, TAG_KEY};
 use dyeline_model::{ColorRules, DecisionSource, InstanceLane, LaneRules};
 
 use super::json_out::write_json_object;
@@ -41,8 +42,13 @@ pub(super) const KEY_MESSAGING_ROCKETMQ_CLIENT_GROUP: &str = "messaging.rocketmq
 const KEY_DECISION_ATTRIBUTE: &str = DecisionSource::Attribute.as_str();
 /// The span attribute of [`DecisionSource::BaggageAttribute`].
 const KEY_DECISION_BAGGAGE_ATTRIBUTE: &str = DecisionSource::BaggageAttribute.as_str();
-/// The span attribute of [`DecisionSource::BaggageHeader`].
+/// The span attribute of [`DecisionSource::BaggageHeader`] (also the third built-in lane
+/// carrier, domain §7.1).
 const KEY_DECISION_BAGGAGE_HEADER: &str = DecisionSource::BaggageHeader.as_str();
+/// Span `x-deploy-lane`, the first built-in lane carrier (domain §7.1).
+const KEY_LANE_TAG: &str = TAG_KEY;
+/// Span `baggage.x-deploy-lane`, the second built-in lane carrier.
+const KEY_LANE_BAGGAGE_TAG: &str = BAGGAGE_TAG_KEY;
 
 /// Resource attribute keys promoted to columns (left out of `resource_attributes`).
 const PROMOTED_RESOURCE: [&str; 4] = [
@@ -52,20 +58,25 @@ const PROMOTED_RESOURCE: [&str; 4] = [
     KEY_HOST_NAME,
 ];
 
-fn str_value<'a>(v: &Val<'a>) -> Option<&'a str> {
+pub(super) fn str_value<'a>(v: &Val<'a>) -> Option<&'a str> {
     match v {
         Val::Str(s) => Some(s),
         _ => None,
     }
 }
 
-pub(super) fn int_value(v: &Val<'_>) -> Option<i64> {
-    match v {
+/// A status code attribute's value as a number (domain §1): an integer, a decimal string
+/// (`"503"`, optional sign, whitespace around it ignored) or a double with no fraction, within
+/// `i32`. Anything else (`"5xx"`, `"503.0"`, a boolean, no value) is `None`: the attribute
+/// counts as absent.
+pub(super) fn status_code_value(v: &Val<'_>) -> Option<i32> {
+    let wide = match v {
         Val::Int(i) => Some(*i),
-        Val::Str(s) => s.trim().parse().ok(),
+        Val::Str(s) => s.trim().parse::<i64>().ok(),
         Val::Double(d) if d.fract() == 0.0 && d.abs() < 1e15 => Some(*d as i64),
         _ => None,
-    }
+    };
+    wide.and_then(|n| i32::try_from(n).ok())
 }
 
 /// The string values of an attribute as [`read_decision`] takes them: one for a string, the
@@ -120,6 +131,12 @@ type Slot<'v, 'a> = Option<&'v Val<'a>>;
 /// instead of one scan per key. Each slot holds the key's first occurrence, as [`find`] would.
 #[derive(Default)]
 pub(super) struct SpanAttrs<'v, 'a> {
+    /// The built-in lane carriers `x-deploy-lane`, `baggage.x-deploy-lane` (the third, the
+    /// baggage header, is `decision[2]`).
+    pub(super) lane: [Slot<'v, 'a>; 2],
+    /// The user lane carriers present, each key's first occurrence, in attribute order
+    /// (empty, and not allocated, on almost every span).
+    pub(super) lane_user: Vec<(&'a str, &'v Val<'a>)>,
     pub(super) job_name: Slot<'v, 'a>,
     pub(super) http_status: Slot<'v, 'a>,
     pub(super) http_status_legacy: Slot<'v, 'a>,
@@ -132,9 +149,17 @@ pub(super) struct SpanAttrs<'v, 'a> {
 }
 
 impl<'v, 'a> SpanAttrs<'v, 'a> {
-    pub(super) fn of(attrs: &'v [Kv<'a>]) -> Self {
+    /// The slots of `attrs`, with the user lane carriers whose keys are `lane_user_keys`
+    /// (with none configured, nothing more is compared).
+    pub(super) fn of(attrs: &'v [Kv<'a>], lane_user_keys: &[&str]) -> Self {
         let mut s = Self::default();
         for kv in attrs {
+            if !lane_user_keys.is_empty()
+                && lane_user_keys.contains(&kv.key)
+                && !s.lane_user.iter().any(|(k, _)| *k == kv.key)
+            {
+                s.lane_user.push((kv.key, &kv.value));
+            }
             let slot = match kv.key {
                 KEY_JOB_NAME => &mut s.job_name,
                 KEY_HTTP_RESPONSE_STATUS_CODE => &mut s.http_status,
@@ -146,6 +171,8 @@ impl<'v, 'a> SpanAttrs<'v, 'a> {
                 KEY_DECISION_ATTRIBUTE => &mut s.decision[0],
                 KEY_DECISION_BAGGAGE_ATTRIBUTE => &mut s.decision[1],
                 KEY_DECISION_BAGGAGE_HEADER => &mut s.decision[2],
+                KEY_LANE_TAG => &mut s.lane[0],
+                KEY_LANE_BAGGAGE_TAG => &mut s.lane[1],
                 _ => continue,
             };
             if slot.is_none() {

@@ -38,11 +38,17 @@ pub(super) struct SpanColumns {
     pub(super) host_name: StringBuilder,
     pub(super) color: StringBuilder,
     pub(super) color_rule: StringBuilder,
+    pub(super) lane: StringBuilder,
+    pub(super) lane_rule: StringBuilder,
+    pub(super) lane_invalid_values: ListBuilder<StringBuilder>,
     pub(super) decisions: MapBuilder<StringBuilder, StringBuilder>,
     pub(super) decision_source: StringBuilder,
     pub(super) decision_text: StringBuilder,
     pub(super) malformed_pairs: UInt32Builder,
     pub(super) conflicting_channels: ListBuilder<StringBuilder>,
+    pub(super) lane_tag: StringBuilder,
+    pub(super) lane_tag_source: StringBuilder,
+    pub(super) malformed_lane_tags: UInt32Builder,
     pub(super) messaging_system: StringBuilder,
     pub(super) consumer_group: StringBuilder,
     pub(super) job_name: StringBuilder,
@@ -53,6 +59,7 @@ pub(super) struct SpanColumns {
     pub(super) resource_attributes: StringBuilder,
     pub(super) attributes: StringBuilder,
     pub(super) events: StringBuilder,
+    pub(super) links: StringBuilder,
 }
 
 /// The key and value fields of map column `name` of `schema`.
@@ -80,6 +87,7 @@ impl SpanColumns {
         let s = || StringBuilder::with_capacity(cap, cap * 8);
         let schema = spans_schema();
         let (key_field, value_field) = map_fields(&schema, col::DECISIONS);
+        let invalid_item = list_item(&schema, col::LANE_INVALID_VALUES);
         let list_item = list_item(&schema, col::CONFLICTING_CHANNELS);
         Self {
             trace_id: StringBuilder::with_capacity(cap, cap * 32),
@@ -101,6 +109,9 @@ impl SpanColumns {
             host_name: s(),
             color: s(),
             color_rule: s(),
+            lane: s(),
+            lane_rule: s(),
+            lane_invalid_values: ListBuilder::new(StringBuilder::new()).with_field(invalid_item),
             decisions: MapBuilder::new(None, StringBuilder::new(), StringBuilder::new())
                 .with_keys_field(key_field)
                 .with_values_field(value_field),
@@ -108,6 +119,9 @@ impl SpanColumns {
             decision_text: s(),
             malformed_pairs: UInt32Builder::with_capacity(cap),
             conflicting_channels: ListBuilder::new(StringBuilder::new()).with_field(list_item),
+            lane_tag: s(),
+            lane_tag_source: s(),
+            malformed_lane_tags: UInt32Builder::with_capacity(cap),
             messaging_system: s(),
             consumer_group: s(),
             job_name: s(),
@@ -118,6 +132,7 @@ impl SpanColumns {
             resource_attributes: s(),
             attributes: s(),
             events: s(),
+            links: s(),
         }
     }
 
@@ -147,11 +162,17 @@ impl SpanColumns {
             mut host_name,
             mut color,
             mut color_rule,
+            mut lane,
+            mut lane_rule,
+            mut lane_invalid_values,
             mut decisions,
             mut decision_source,
             mut decision_text,
             mut malformed_pairs,
             mut conflicting_channels,
+            mut lane_tag,
+            mut lane_tag_source,
+            mut malformed_lane_tags,
             mut messaging_system,
             mut consumer_group,
             mut job_name,
@@ -162,6 +183,7 @@ impl SpanColumns {
             mut resource_attributes,
             mut attributes,
             mut events,
+            mut links,
         } = self;
         let schema = spans_schema();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
@@ -186,11 +208,17 @@ impl SpanColumns {
                 col::HOST_NAME => Arc::new(host_name.finish()),
                 col::COLOR => Arc::new(color.finish()),
                 col::COLOR_RULE => Arc::new(color_rule.finish()),
+                col::LANE => Arc::new(lane.finish()),
+                col::LANE_RULE => Arc::new(lane_rule.finish()),
+                col::LANE_INVALID_VALUES => Arc::new(lane_invalid_values.finish()),
                 col::DECISIONS => Arc::new(decisions.finish()),
                 col::DECISION_SOURCE => Arc::new(decision_source.finish()),
                 col::DECISION_TEXT => Arc::new(decision_text.finish()),
                 col::MALFORMED_PAIRS => Arc::new(malformed_pairs.finish()),
                 col::CONFLICTING_CHANNELS => Arc::new(conflicting_channels.finish()),
+                col::LANE_TAG => Arc::new(lane_tag.finish()),
+                col::LANE_TAG_SOURCE => Arc::new(lane_tag_source.finish()),
+                col::MALFORMED_LANE_TAGS => Arc::new(malformed_lane_tags.finish()),
                 col::MESSAGING_SYSTEM => Arc::new(messaging_system.finish()),
                 col::CONSUMER_GROUP => Arc::new(consumer_group.finish()),
                 col::JOB_NAME => Arc::new(job_name.finish()),
@@ -201,6 +229,7 @@ impl SpanColumns {
                 col::RESOURCE_ATTRIBUTES => Arc::new(resource_attributes.finish()),
                 col::ATTRIBUTES => Arc::new(attributes.finish()),
                 col::EVENTS => Arc::new(events.finish()),
+                col::LINKS => Arc::new(links.finish()),
                 other => {
                     return Err(ArrowError::SchemaError(format!(
                         "spans column {other} has no builder in the collector"

@@ -99,7 +99,7 @@ mod tests {
                 ..Default::default()
             }];
             let attrs = crate::wire::kvs(&attrs);
-            let found = SpanAttrs::of(&attrs);
+            let found = SpanAttrs::of(&attrs, &[]);
             let got = memo.find(&DecisionSource::DEFAULT_ORDER, &found);
             let (_, text, d) = memo.resolve(got.as_ref().unwrap());
             assert_eq!(text, format!("ch{i}=green"));

@@ -1,12 +1,13 @@
-//! The JSON text of the `resource_attributes`, `attributes` and `events` columns: attribute
-//! values and objects written straight into a `String`, with RFC 8259 string escaping.
+//! The JSON text of the `resource_attributes`, `attributes`, `events` and `links` columns:
+//! attribute values and objects written straight into a `String`, with RFC 8259 string
+//! escaping.
 //!
 //! Owns the JSON form of an `AnyValue` (bytes as lower-case hex, non-finite doubles as
 //! strings). Does not own which keys are left out (the callers' `skip`).
 
 use std::fmt::Write as _;
 
-use crate::wire::{Kv, Val};
+use crate::wire::{Kv, LinkView, Val};
 
 /// Writes an AnyValue as JSON: strings, numbers, booleans, arrays, objects (kvlist), and bytes
 /// as lower-case hex. It recurses once per level of nesting, which decoding bounds: the wire
@@ -56,6 +57,30 @@ pub(super) fn write_json_object(out: &mut String, attrs: &[Kv<'_>], skip: impl F
         write_json_value(out, &kv.value);
     }
     out.push('}');
+}
+
+/// Writes span links as the `links` column holds them: a JSON array of `{"trace_id",
+/// "span_id", "trace_state" (left out when empty), "attributes"}`, ids as lower-case hex of the
+/// bytes sent.
+pub(super) fn write_links(out: &mut String, links: &[LinkView<'_>]) {
+    out.push('[');
+    for (i, link) in links.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"trace_id\":");
+        write_json_str(out, &hex::encode(link.trace_id));
+        out.push_str(",\"span_id\":");
+        write_json_str(out, &hex::encode(link.span_id));
+        if !link.trace_state.is_empty() {
+            out.push_str(",\"trace_state\":");
+            write_json_str(out, link.trace_state);
+        }
+        out.push_str(",\"attributes\":");
+        write_json_object(out, &link.attributes, |_| false);
+        out.push('}');
+    }
+    out.push(']');
 }
 
 /// Writes `s` as a JSON string (RFC 8259 escaping: quote, backslash, control characters).

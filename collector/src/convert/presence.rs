@@ -209,25 +209,12 @@ impl Rows {
         self.host_name.append_option(res.host_name.as_deref());
         self.color.append_value(res.color);
         self.color_rule.append_value(&res.color_rule);
-        match &res.lane {
-            Some(l) => {
-                self.lane.append_value(l.lane.as_str());
-                self.lane_rule.append_value(&l.rule);
-                if l.invalid_values.is_empty() {
-                    self.lane_invalid_values.append_null();
-                } else {
-                    for v in &l.invalid_values {
-                        self.lane_invalid_values.values().append_value(v);
-                    }
-                    self.lane_invalid_values.append(true);
-                }
-            }
-            None => {
-                self.lane.append_null();
-                self.lane_rule.append_null();
-                self.lane_invalid_values.append_null();
-            }
-        }
+        super::lane::append_instance_lane(
+            &mut self.lane,
+            &mut self.lane_rule,
+            &mut self.lane_invalid_values,
+            res.lane.as_ref(),
+        );
         self.time_unix_nano.append_value(time);
     }
 

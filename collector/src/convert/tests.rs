@@ -78,7 +78,7 @@ proptest! {
             .prop_shuffle(),
     ) {
         let attrs = crate::wire::kvs(&attrs);
-        let found = SpanAttrs::of(&attrs);
+        let found = SpanAttrs::of(&attrs, &[]);
         let slots = [
             ("job.name", found.job_name),
             ("http.response.status_code", found.http_status),
@@ -130,6 +130,7 @@ fn an_http_status_key_without_a_value_falls_back_to_the_legacy_key() {
                 spans: vec![Span {
                     trace_id: vec![1; 16],
                     span_id: vec![2; 8],
+                    start_time_unix_nano: 1_700_000_000_000_000_000,
                     attributes,
                     ..Default::default()
                 }],
@@ -192,6 +193,7 @@ fn a_huge_decision_value_is_read_up_to_the_limits_and_counted() {
     let span = |id: u8, key: &str, value: String| Span {
         trace_id: vec![1; 16],
         span_id: vec![id; 8],
+        start_time_unix_nano: 1_700_000_000_000_000_000,
         attributes: vec![KeyValue {
             key: key.into(),
             value: Some(AnyValue {
@@ -232,4 +234,315 @@ fn a_huge_decision_value_is_read_up_to_the_limits_and_counted() {
         .unwrap()
         .as_primitive::<arrow::datatypes::UInt32Type>();
     assert_eq!(malformed.values().to_vec(), [0, 0, 0]);
+}
+
+/// A request of `spans` under one resource.
+fn request_of(
+    spans: Vec<opentelemetry_proto::tonic::trace::v1::Span>,
+) -> ExportTraceServiceRequest {
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// A span of trace 1 with span id `[id; 8]` from `start` to `end`.
+fn timed(id: u8, start: u64, end: u64) -> opentelemetry_proto::tonic::trace::v1::Span {
+    opentelemetry_proto::tonic::trace::v1::Span {
+        trace_id: vec![1; 16],
+        span_id: vec![id; 8],
+        start_time_unix_nano: start,
+        end_time_unix_nano: end,
+        ..Default::default()
+    }
+}
+
+fn int64s(batch: &RecordBatch, name: &str) -> Vec<i64> {
+    use arrow::array::AsArray;
+    batch
+        .column_by_name(name)
+        .unwrap()
+        .as_primitive::<arrow::datatypes::Int64Type>()
+        .values()
+        .to_vec()
+}
+
+/// Domain §1: an end before the start, or of 0, is kept with duration 0 (stored end = start);
+/// a start of 0 and times past the year 2262 are refused, counted exactly, with a message.
+#[test]
+fn times_are_kept_with_duration_0_or_refused_by_the_rules_of_domain_1() {
+    use dyeline_model::schema::col;
+    let t = 1_700_000_000_000_000_000u64;
+    let past_2262 = i64::MAX as u64 + 1;
+    let rows = convert_request(
+        &request_of(vec![
+            timed(1, t, t + 5),
+            timed(2, t, t - 7),
+            timed(3, t, 0),
+            timed(4, 0, t),
+            timed(5, 0, 0),
+            timed(6, past_2262, past_2262 + 1),
+            timed(7, t, u64::MAX),
+        ]),
+        &ConvertOptions::default(),
+    )
+    .unwrap();
+    let batch = rows.batch.clone().unwrap();
+    let t = t as i64;
+    assert_eq!(int64s(&batch, col::START_TIME_UNIX_NANO), [t, t, t]);
+    assert_eq!(int64s(&batch, col::END_TIME_UNIX_NANO), [t + 5, t, t]);
+    assert_eq!(int64s(&batch, col::DURATION_NS), [5, 0, 0]);
+    assert_eq!(
+        rows.rejected,
+        [
+            (RejectReason::MissingStartTime, 2),
+            (RejectReason::InvalidTime, 2)
+        ]
+    );
+    assert_eq!(rows.rejected_count(), 4);
+    assert_eq!(
+        rows.first_error.as_deref(),
+        Some("resource_spans[0].scope_spans[0].spans[3]: start_time_unix_nano is 0 (not set)")
+    );
+    let only_late = convert_request(
+        &request_of(vec![timed(7, 1, u64::MAX)]),
+        &ConvertOptions::default(),
+    )
+    .unwrap();
+    let message = only_late.first_error.unwrap();
+    assert!(message.contains("beyond the year 2262"), "{message}");
+    assert!(message.contains(&u64::MAX.to_string()), "{message}");
+}
+
+/// Domain §1: with a retention (the receivers'), a span that ended longer ago is refused with
+/// a message naming the setting; without one (`dyeline import`) it is kept.
+#[test]
+fn spans_older_than_the_retention_are_refused_only_when_a_retention_is_given() {
+    let hour = 3_600_000_000_000u64;
+    let now = dyeline_model::time::now_unix_nano() as u64;
+    let request = request_of(vec![
+        timed(1, now - 3 * hour, now - 2 * hour),
+        timed(2, now - 3 * hour, now - hour / 2),
+        // Started before the cutoff, ended after it: kept.
+        timed(3, now - 2 * hour, now - hour / 2),
+        // An end of 0 is its start: judged by the start.
+        timed(4, now - 2 * hour, 0),
+    ]);
+    let receiver = ConvertOptions {
+        retention: Some(std::time::Duration::from_secs(3600)),
+        ..ConvertOptions::default()
+    };
+    let rows = convert_request(&request, &receiver).unwrap();
+    assert_eq!(rows.keys.len(), 2);
+    assert_eq!(
+        rows.keys
+            .iter()
+            .map(|k| k.span_id.to_bytes()[0])
+            .collect::<Vec<_>>(),
+        [2, 3]
+    );
+    assert_eq!(rows.rejected, [(RejectReason::OlderThanRetention, 2)]);
+    let message = rows.first_error.unwrap();
+    assert!(
+        message.starts_with("resource_spans[0].scope_spans[0].spans[0]: the span ended at "),
+        "{message}"
+    );
+    assert!(message.contains("[store] retention = 1h"), "{message}");
+    let imported = convert_request(&request, &ConvertOptions::default()).unwrap();
+    assert_eq!((imported.keys.len(), imported.rejected_count()), (4, 0));
+}
+
+/// Domain §1: a Zipkin/B3 SERVER half and CLIENT half sharing a span id get two keys; a
+/// resend of one kind gets the same key.
+#[test]
+fn a_server_half_of_a_shared_span_id_has_its_own_key() {
+    let t = 1_700_000_000_000_000_000;
+    let kind = |k: SpanKind, mut s: opentelemetry_proto::tonic::trace::v1::Span| {
+        s.kind = match k {
+            SpanKind::Server => 2,
+            SpanKind::Client => 3,
+            _ => 1,
+        };
+        s
+    };
+    let rows = convert_request(
+        &request_of(vec![
+            kind(SpanKind::Client, timed(9, t, t + 10)),
+            kind(SpanKind::Server, timed(9, t + 1, t + 9)),
+            kind(SpanKind::Server, timed(9, t + 1, t + 9)),
+        ]),
+        &ConvertOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(rows.keys.len(), 3);
+    assert_ne!(rows.keys[0], rows.keys[1]);
+    assert_eq!(rows.keys[1], rows.keys[2]);
+    assert_eq!(
+        rows.keys.iter().map(|k| k.server).collect::<Vec<_>>(),
+        [false, true, true]
+    );
+}
+
+/// The status columns of one span whose attributes are `attrs`: (http, grpc, is_error).
+fn statuses(attrs: Vec<(&str, Value)>) -> (Option<i32>, Option<i32>, bool) {
+    use arrow::array::{Array, AsArray};
+    use dyeline_model::schema::col;
+    let mut span = timed(1, 1_700_000_000_000_000_000, 1_700_000_000_000_000_001);
+    span.attributes = attrs
+        .into_iter()
+        .map(|(k, v)| KeyValue {
+            key: k.into(),
+            value: Some(AnyValue { value: Some(v) }),
+            ..Default::default()
+        })
+        .collect();
+    let batch = convert_request(&request_of(vec![span]), &ConvertOptions::default())
+        .unwrap()
+        .batch
+        .unwrap();
+    let int = |name: &str| {
+        let c = batch
+            .column_by_name(name)
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Int32Type>();
+        c.is_valid(0).then(|| c.value(0))
+    };
+    let is_error = batch
+        .column_by_name(col::IS_ERROR)
+        .unwrap()
+        .as_boolean()
+        .value(0);
+    (
+        int(col::HTTP_STATUS_CODE),
+        int(col::RPC_GRPC_STATUS_CODE),
+        is_error,
+    )
+}
+
+/// Domain §1: a status code sent as a decimal string counts as its number; a string that is
+/// not a decimal integer is absent (the legacy HTTP key is read then).
+#[test]
+fn status_codes_sent_as_decimal_strings_count_as_their_numbers() {
+    let s = |t: &str| Value::StringValue(t.into());
+    assert_eq!(
+        statuses(vec![("http.response.status_code", s("503"))]),
+        (Some(503), None, true)
+    );
+    assert_eq!(
+        statuses(vec![("http.status_code", s(" 404 "))]),
+        (Some(404), None, false)
+    );
+    assert_eq!(
+        statuses(vec![("rpc.grpc.status_code", s("14"))]),
+        (None, Some(14), true)
+    );
+    assert_eq!(
+        statuses(vec![("rpc.grpc.status_code", s("0"))]),
+        (None, Some(0), false)
+    );
+    // Not decimal integers: absent.
+    for bad in ["5xx", "503.0", "", "0x1f7", "five", "99999999999"] {
+        assert_eq!(
+            statuses(vec![
+                ("http.response.status_code", s(bad)),
+                ("rpc.grpc.status_code", s(bad))
+            ]),
+            (None, None, false),
+            "{bad:?}"
+        );
+    }
+    // The current key unusable: the legacy one counts.
+    assert_eq!(
+        statuses(vec![
+            ("http.response.status_code", s("n/a")),
+            ("http.status_code", s("502"))
+        ]),
+        (Some(502), None, true)
+    );
+    assert_eq!(
+        statuses(vec![
+            ("http.response.status_code", Value::IntValue(200)),
+            ("http.status_code", s("502"))
+        ]),
+        (Some(200), None, false)
+    );
+}
+
+proptest! {
+    /// The status code parser: a decimal string is its number, like the integer; text with
+    /// anything else in it is absent.
+    #[test]
+    fn status_code_strings_parse_as_decimal_integers(
+        n in any::<i32>(),
+        pad in prop::sample::select(vec!["", " ", "\t"]),
+        junk in "[a-zA-Z.x_/]{1,3}",
+    ) {
+        use super::attrs::status_code_value;
+        use crate::wire::Val;
+        let text = format!("{pad}{n}{pad}");
+        prop_assert_eq!(status_code_value(&Val::Str(&text)), Some(n));
+        prop_assert_eq!(status_code_value(&Val::Int(i64::from(n))), Some(n));
+        let bad = format!("{n}{junk}");
+        prop_assert_eq!(status_code_value(&Val::Str(&bad)), None);
+        let bad = format!("{junk}{n}");
+        prop_assert_eq!(status_code_value(&Val::Str(&bad)), None);
+        prop_assert_eq!(status_code_value(&Val::Int(i64::from(i32::MAX) + 1)), None);
+    }
+}
+
+/// Span links are kept (domain §1): a JSON array in the `links` column, null without links.
+#[test]
+fn links_are_kept_as_a_json_array() {
+    use arrow::array::{Array, AsArray};
+    use opentelemetry_proto::tonic::trace::v1::span::Link;
+    let t = 1_700_000_000_000_000_000;
+    let mut linked = timed(1, t, t + 1);
+    linked.links = vec![
+        Link {
+            trace_id: vec![0xab; 16],
+            span_id: vec![0xcd; 8],
+            trace_state: "v=1".into(),
+            attributes: vec![KeyValue {
+                key: "messaging.batch.index".into(),
+                value: Some(AnyValue {
+                    value: Some(Value::IntValue(0)),
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+        Link {
+            trace_id: vec![2; 16],
+            span_id: vec![3; 8],
+            ..Default::default()
+        },
+    ];
+    let batch = convert_request(
+        &request_of(vec![linked, timed(2, t, t + 1)]),
+        &ConvertOptions::default(),
+    )
+    .unwrap()
+    .batch
+    .unwrap();
+    let links = batch
+        .column_by_name(dyeline_model::schema::col::LINKS)
+        .unwrap()
+        .as_string::<i32>();
+    let expected = format!(
+        r#"[{{"trace_id":"{}","span_id":"{}","trace_state":"v=1","attributes":{{"messaging.batch.index":0}}}},{{"trace_id":"{}","span_id":"{}","attributes":{{}}}}]"#,
+        "ab".repeat(16),
+        "cd".repeat(8),
+        "02".repeat(16),
+        "03".repeat(8)
+    );
+    assert_eq!(links.value(0), expected);
+    let parsed: serde_json::Value = serde_json::from_str(links.value(0)).unwrap();
+    assert_eq!(parsed[1]["span_id"], "0303030303030303");
+    assert!(links.is_null(1));
 }

@@ -213,6 +213,7 @@ fn span_with(f: impl FnOnce(&mut Span)) -> ExportTraceServiceRequest {
         trace_id: vec![1; 16],
         span_id: vec![2; 8],
         name: "GET /".into(),
+        start_time_unix_nano: 1_700_000_000_000_000_000,
         ..Default::default()
     };
     f(&mut span);
@@ -229,7 +230,7 @@ fn span_with(f: impl FnOnce(&mut Span)) -> ExportTraceServiceRequest {
 
 #[test]
 fn bodies_prost_refuses_are_refused_with_prosts_message() {
-    // Invalid UTF-8 in a field conversion does not read: a link's trace state.
+    // Invalid UTF-8 in a link's trace state.
     let mut body = span_with(|s| {
         s.links = vec![Link {
             trace_state: "\u{e9}t\u{e9}".into(),

@@ -184,6 +184,50 @@ fn baggage_member_rules() {
     );
 }
 
+/// Domain §2: the member given twice in one baggage header, or in two captured header values,
+/// is one value joined with `&` in header order: the first pair wins, a conflict is flagged.
+#[test]
+fn a_repeated_baggage_member_is_joined_in_header_order() {
+    let header = "a=1, x-deploy-channel-type=trade%3Dblue ;p, x-deploy-channel-type = trade=green%26pay=blue";
+    assert_eq!(
+        decision_member(header).as_deref(),
+        Some("trade=blue&trade=green&pay=blue")
+    );
+    assert_eq!(
+        baggage_members(header, BAGGAGE_KEY).collect::<Vec<_>>(),
+        ["trade=blue", "trade=green&pay=blue"]
+    );
+    let r = read(&[("http.request.header.baggage", &[header])]).unwrap();
+    assert_eq!(r.text, "trade=blue&trade=green&pay=blue");
+    assert_eq!(pairs(&r.decisions), [("trade", BLUE), ("pay", BLUE)]);
+    assert_eq!(r.decisions.conflicting(), ["trade"]);
+    // Two captured header values (an array attribute): joined the same way, in their order.
+    let two: &[&str] = &[
+        "x-deploy-channel-type=pay%3Dgreen",
+        "u=1,x-deploy-channel-type=pay%3Dblue%26trade%3Dgreen",
+    ];
+    let r = read(&[("http.request.header.baggage", two)]).unwrap();
+    assert_eq!(r.text, "pay=green&pay=blue&trade=green");
+    assert_eq!(pairs(&r.decisions), [("pay", GREEN), ("trade", GREEN)]);
+    assert_eq!(r.decisions.conflicting(), ["pay"]);
+    // An identical repeat is harmless; an empty member adds an empty piece, ignored.
+    let r = read(&[(
+        "http.request.header.baggage",
+        &["x-deploy-channel-type=pay%3Dblue,x-deploy-channel-type=,x-deploy-channel-type=pay=blue"],
+    )])
+    .unwrap();
+    assert_eq!(pairs(&r.decisions), [("pay", BLUE)]);
+    assert!(r.decisions.conflicting().is_empty());
+    assert_eq!(r.decisions.malformed_pairs(), 0);
+    assert_eq!(decision_member("a=1"), None);
+    // Members past the limit are not joined: the text stays about MAX_VALUE_BYTES long.
+    let big = format!("{BAGGAGE_KEY}={}", "a=blue%26".repeat(1000));
+    let many = vec![big.as_str(); 50].join(",");
+    let text = decision_member(&many).unwrap();
+    assert!(text.len() < 2 * MAX_VALUE_BYTES, "{}", text.len());
+    assert!(Decisions::parse(&text).truncated());
+}
+
 #[test]
 fn read_decision_precedence_and_fall_through() {
     let both: &[(&str, &[&str])] = &[
@@ -286,8 +330,51 @@ proptest! {
     #[test]
     fn baggage_member_never_panics(s in any::<String>(), g in "[a-z0-9=,; %-]{0,60}") {
         let _ = baggage_member(&s, BAGGAGE_KEY);
+
         let _ = baggage_member(&g, "x");
         let _ = read(&[("http.request.header.baggage", &[s.as_str(), g.as_str()])]);
+    }
+
+    /// Headers of members drawn from a few keys and values: the decision text is every
+    /// member's value joined with `&`, the first one first, and it parses as the values
+    /// one after the other would (first pair wins).
+    #[test]
+    fn the_decision_member_joins_every_member_in_header_order(
+        members in prop::collection::vec(
+            (
+                prop::sample::select(vec![BAGGAGE_KEY, " x-deploy-channel-type ", "a", "x"]),
+                prop::sample::select(vec!["t=blue", "t%3Dgreen", "", "p=green;ttl=1", "u=blue%26t=green"]),
+            ),
+            0..6,
+        ),
+    ) {
+        let header = members
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let all: Vec<String> = baggage_members(&header, BAGGAGE_KEY)
+            .map(std::borrow::Cow::into_owned)
+            .collect();
+        let expected: Vec<String> = members
+            .iter()
+            .filter(|(k, _)| k.trim() == BAGGAGE_KEY)
+            .map(|(_, v)| {
+                let v = v.split(';').next().unwrap_or_default();
+                percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned()
+            })
+            .collect();
+        prop_assert_eq!(&all, &expected);
+        prop_assert_eq!(decision_member(&header), (!all.is_empty()).then(|| all.join("&")));
+        prop_assert_eq!(baggage_member(&header, BAGGAGE_KEY), all.first().cloned());
+        // The first colour given for `t` is the one kept.
+        let first_t = all
+            .iter()
+            .flat_map(|v| v.split('&'))
+            .find_map(|p| p.strip_prefix("t="))
+            .and_then(Color::parse);
+        let parsed = decision_member(&header).map(|t| Decisions::parse(&t));
+        prop_assert_eq!(parsed.and_then(|d| d.get("t")), first_t);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Why the release core refuses something: an operation the channel rules of domain §1 and §4
-//! do not allow, an app list or blue_percent out of bounds, a timeline document that does not
-//! parse. Each has a stable `code` and a status [`Category`] (invalid argument, not found or
+//! or the lane group rules of §7.1 do not allow, an app list, blue_percent or lane group out of
+//! bounds, a timeline document that does not parse. Each has a stable `code` and a status [`Category`] (invalid argument, not found or
 //! conflict); `dyeline-control` answers them with the category's HTTP status.
 
 use crate::status::{Category, HasCategory};
@@ -41,6 +41,25 @@ pub enum ReleaseError {
         /// The local channel that holds it.
         channel: String,
     },
+    /// A lane group id outside `[a-z0-9][a-z0-9-]{0,62}`. `invalid_lane_group_id`.
+    #[error("lane group id {0:?} is invalid: it must match [a-z0-9][a-z0-9-]{{0,62}}")]
+    InvalidLaneGroupId(String),
+    /// A lane group that breaks the rules of domain §7.1 (an entry app outside its apps,
+    /// `base` or a bad id as a lane, thresholds out of range, an unknown field).
+    /// `invalid_lane_group`.
+    #[error("{0}")]
+    InvalidLaneGroup(String),
+    /// No such lane group. `lane_group_not_found`.
+    #[error("lane group {0:?} does not exist")]
+    LaneGroupNotFound(String),
+    /// An app already in another lane group (domain §7.1). `app_in_other_lane_group`.
+    #[error("app {app:?} is already in lane group {lane_group:?}")]
+    AppInOtherLaneGroup {
+        /// The app.
+        app: String,
+        /// The lane group that holds it.
+        lane_group: String,
+    },
 }
 
 impl ReleaseError {
@@ -57,6 +76,10 @@ impl ReleaseError {
             NotReleasing(_) => "not_releasing",
             ChannelReleasing(_) => "channel_releasing",
             AppInOtherChannel { .. } => "app_in_other_channel",
+            InvalidLaneGroupId(_) => "invalid_lane_group_id",
+            InvalidLaneGroup(_) => "invalid_lane_group",
+            LaneGroupNotFound(_) => "lane_group_not_found",
+            AppInOtherLaneGroup { .. } => "app_in_other_lane_group",
         }
     }
 }
@@ -65,14 +88,18 @@ impl HasCategory for ReleaseError {
     fn category(&self) -> Category {
         use ReleaseError::*;
         match self {
-            InvalidBluePercent(_) | InvalidApps(_) | GlobalChannel(_) | InvalidTimeline(_) => {
-                Category::InvalidArgument
-            }
-            ChannelNotFound(_) => Category::NotFound,
+            InvalidBluePercent(_)
+            | InvalidApps(_)
+            | GlobalChannel(_)
+            | InvalidTimeline(_)
+            | InvalidLaneGroupId(_)
+            | InvalidLaneGroup(_) => Category::InvalidArgument,
+            ChannelNotFound(_) | LaneGroupNotFound(_) => Category::NotFound,
             AlreadyReleasing(_)
             | NotReleasing(_)
             | ChannelReleasing(_)
-            | AppInOtherChannel { .. } => Category::Conflict,
+            | AppInOtherChannel { .. }
+            | AppInOtherLaneGroup { .. } => Category::Conflict,
         }
     }
 }

@@ -159,6 +159,12 @@ impl DecisionRec {
     }
 }
 
+/// The span links of batch consumers (domain §3): for each CONSUMER span with no parent that
+/// names its producers by links, keyed by its (trace, span id), the (trace, span id) of each
+/// linked span in link order. Few spans have them, so they are kept beside the records.
+pub type ConsumerLinks =
+    HashMap<(u128, u64), SmallVec<[(u128, u64); 2]>, foldhash::fast::RandomState>;
+
 /// Every span of the analysed range.
 #[derive(Clone, Debug, Default)]
 pub struct Spans {
@@ -174,6 +180,8 @@ pub struct Spans {
     len: usize,
     /// Spans that carry a decision source.
     pub decision_recs: Vec<DecisionRec>,
+    /// The links of parentless CONSUMER spans ([`ConsumerLinks`]).
+    pub consumer_links: ConsumerLinks,
     /// App names.
     pub apps: Interner,
     /// Instance ids.

@@ -144,6 +144,14 @@ impl B {
         self
     }
 
+    /// Span `(trace, span)` (a parentless CONSUMER span) links to the spans `to`.
+    pub(crate) fn links(&mut self, consumer: (u128, u64), to: &[(u128, u64)]) -> &mut Self {
+        self.spans
+            .consumer_links
+            .insert(consumer, to.iter().copied().collect());
+        self
+    }
+
     /// The spans added, resolved against the timeline of the channels and operations.
     pub(crate) fn resolved(&mut self) -> Spans {
         let mut ops = self.ops.clone();

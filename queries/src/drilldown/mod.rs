@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Int64Type};
 use datafusion::prelude::SessionContext;
+use dyeline_model::SpanKind;
 use dyeline_model::release::Timeline;
 use futures::StreamExt;
 use serde::Serialize;
@@ -280,8 +281,9 @@ struct Shaped {
     next_offset: Option<usize>,
     /// The page's spans (depth, waiting for parent), in order.
     placed: Vec<tree::Placed>,
-    /// Page positions not yet filled, by (span id, start), each list taken from the back.
-    wanted: HashMap<(u64, i64), Vec<usize>>,
+    /// Page positions not yet filled, by (span id, start, a SERVER span), each list taken
+    /// from the back.
+    wanted: HashMap<RowKey, Vec<usize>>,
     rows: Vec<Option<SpanNode>>,
     /// The findings of the page's span ids, in time order.
     hops: Vec<CrossColorHop>,
@@ -292,6 +294,10 @@ struct Shaped {
     hops_of: HashMap<u64, Vec<usize>>,
     missing_of: HashMap<u64, Vec<usize>>,
 }
+
+/// What a page row is matched by: (span id, start, is a SERVER span): the two halves of a
+/// Zipkin/B3 shared span id may start together.
+type RowKey = (u64, i64, bool);
 
 /// A finding's span id as a number (0 when not hex, which no stored span id is).
 fn span_number(hex: &str) -> u64 {
@@ -312,6 +318,7 @@ impl Shaped {
                 span: s.span,
                 parent: s.parent.map(std::num::NonZeroU64::get),
                 start: s.start,
+                server: s.kind == crate::analyze::spans::Kind::Server,
             })
             .collect();
         let shape = tree_order(&tree_spans);
@@ -319,10 +326,13 @@ impl Shaped {
         let from = page.offset.min(n);
         let to = page.offset.saturating_add(page.limit).min(n);
         let placed = shape.placed[from..to].to_vec();
-        let mut wanted: HashMap<(u64, i64), Vec<usize>> = HashMap::with_capacity(placed.len());
+        let mut wanted: HashMap<RowKey, Vec<usize>> = HashMap::with_capacity(placed.len());
         for (pos, p) in placed.iter().enumerate().rev() {
             let s = &tree_spans[p.index];
-            wanted.entry((s.span, s.start)).or_default().push(pos);
+            wanted
+                .entry((s.span, s.start, s.server))
+                .or_default()
+                .push(pos);
         }
         // The findings of the page's spans only (a trace of 200,000 hops would otherwise
         // hold 200,000 of them in strings); all are counted.
@@ -381,6 +391,15 @@ impl Shaped {
         let mut page_missing = Vec::new();
         let mut nodes: Vec<SpanNode> = Vec::with_capacity(self.rows.len());
         for mut node in std::mem::take(&mut self.rows).into_iter().flatten() {
+            // Findings are of SERVER and CONSUMER spans only: the CLIENT half of a shared
+            // span id takes none of its SERVER half's.
+            let judged = [SpanKind::Server, SpanKind::Consumer]
+                .iter()
+                .any(|k| k.as_str() == node.span_kind);
+            if !judged {
+                nodes.push(node);
+                continue;
+            }
             let id = span_number(&node.span_id);
             if let Some(ks) = self.hops_of.get(&id) {
                 node.hops = ks.iter().map(|&k| self.hops[k].clone()).collect();
@@ -438,10 +457,11 @@ fn strings(b: &RecordBatch, name: &str) -> Result<ArrayRef, SqlError> {
     }
 }
 
-/// Fills the page's rows found in `b` (matched by span id and start) from its columns.
+/// Fills the page's rows found in `b` (matched by span id, start and SERVER or not) from its
+/// columns.
 fn fill_rows(
     b: &RecordBatch,
-    wanted: &mut HashMap<(u64, i64), Vec<usize>>,
+    wanted: &mut HashMap<RowKey, Vec<usize>>,
     rows: &mut [Option<SpanNode>],
     placed: &[tree::Placed],
 ) -> Result<(), SqlError> {
@@ -454,6 +474,8 @@ fn fill_rows(
     let span_ids = strings(b, "span_id")?;
     let span_ids = span_ids.as_string::<i32>();
     let start = ints("start_time_unix_nano")?;
+    let kinds = strings(b, "span_kind")?;
+    let kinds = kinds.as_string::<i32>();
     // The rows of this batch on the page, and where they go.
     let mut hits: Vec<(usize, usize, u64)> = Vec::new();
     for r in 0..b.num_rows() {
@@ -464,7 +486,8 @@ fn fill_rows(
         if const_hex::decode_to_slice(span_ids.value(r), &mut id).is_err() {
             continue;
         }
-        let key = (u64::from_be_bytes(id), start.value(r));
+        let server = !kinds.is_null(r) && dyeline_model::SpanKey::is_server_text(kinds.value(r));
+        let key = (u64::from_be_bytes(id), start.value(r), server);
         if let Some(positions) = wanted.get_mut(&key) {
             if let Some(pos) = positions.pop() {
                 hits.push((r, pos, key.0));

@@ -19,8 +19,17 @@ const TRACE: &str = "0123456789abcdef0123456789abcdef";
 type Row = (u64, u64, i64);
 
 /// A session whose `spans` holds `rows` of [`TRACE`] (plus one span of another trace), in
-/// batches of `batch` rows.
+/// batches of `batch` rows, all SERVER spans.
 fn session(rows: &[Row], batch: usize) -> SessionContext {
+    session_of_kinds(rows, batch, &|_| "SERVER")
+}
+
+/// [`session`], each row's span kind `kind(row index)`.
+fn session_of_kinds(
+    rows: &[Row],
+    batch: usize,
+    kind: &dyn Fn(usize) -> &'static str,
+) -> SessionContext {
     let names = [
         "trace_id",
         "span_id",
@@ -38,6 +47,7 @@ fn session(rows: &[Row], batch: usize) -> SessionContext {
         "malformed_pairs",
         "conflicting_channels",
         "end_time_unix_nano",
+        "links",
         "name",
         "host_name",
         "duration_ns",
@@ -52,6 +62,7 @@ fn session(rows: &[Row], batch: usize) -> SessionContext {
         .chunks(batch.max(1))
         .enumerate()
         .map(|(c, chunk)| {
+            let first = c * batch.max(1);
             let n = chunk.len();
             let text = |f: &dyn Fn(usize, &Row) -> Option<String>| -> ArrayRef {
                 Arc::new(
@@ -86,7 +97,7 @@ fn session(rows: &[Row], batch: usize) -> SessionContext {
                     )
                 }),
                 text(&|_, _| Some("none".into())),
-                text(&|_, _| Some("SERVER".into())),
+                text(&|i, _| Some(kind(first + i).into())),
                 text(&|_, _| Some("RPC".into())),
                 Arc::new(chunk.iter().map(|r| r.2).collect::<Int64Array>()),
                 Arc::new(BooleanArray::from(vec![false; n])),
@@ -95,6 +106,7 @@ fn session(rows: &[Row], batch: usize) -> SessionContext {
                 Arc::new(UInt32Array::from(vec![0; n])),
                 arrow::array::new_null_array(schema.field(14).data_type(), n),
                 Arc::new(chunk.iter().map(|r| r.2 + 10).collect::<Int64Array>()),
+                text(&|_, _| None),
                 text(&|i, r| Some(format!("span {:x} of batch {c} row {i}", r.0))),
                 text(&|_, _| Some("host-blue-1".into())),
                 Arc::new(Int64Array::from(vec![10; n])),
@@ -248,19 +260,24 @@ async fn a_chain_100_000_deep_is_viewed_a_flat_page_at_a_time() {
     }
 }
 
-/// In a releasing channel, the green children of a blue root are hops: a page carries the
-/// marks of its own spans, and the counts are the whole trace's.
-#[tokio::test]
-async fn a_page_marks_its_own_spans_and_counts_the_whole_traces() {
+/// Channel `trade` holding `order`, releasing at 50 since time 0.
+fn trade_releasing() -> Timeline {
     use dyeline_model::ChannelId;
     use dyeline_model::release::{Channels, Op};
     let id = ChannelId::new("trade").unwrap();
     let mut initial = Channels::new();
     initial.apply(&id, &Op::Apps(vec!["order".into()]));
-    let timeline = Timeline::from_ops(
+    Timeline::from_ops(
         initial,
         vec![(0, id.clone(), Op::Start), (0, id, Op::Ratio(50))],
-    );
+    )
+}
+
+/// In a releasing channel, the green children of a blue root are hops: a page carries the
+/// marks of its own spans, and the counts are the whole trace's.
+#[tokio::test]
+async fn a_page_marks_its_own_spans_and_counts_the_whole_traces() {
+    let timeline = trade_releasing();
     // Root 1 (blue), children 1000..1005 (green), by start.
     let mut rows: Vec<Row> = vec![(1, 0, 10)];
     rows.extend((1000..1005).map(|i| (i, 1, i as i64)));
@@ -290,4 +307,52 @@ async fn a_page_marks_its_own_spans_and_counts_the_whole_traces() {
         .collect();
     assert_eq!(listed, ids);
     assert_eq!(v.missing_decisions.len(), 2);
+}
+
+/// Zipkin/B3: the SERVER half of a shared span id sits under its CLIENT half, the callee's
+/// spans under the SERVER half; both halves start together here and each keeps its own row,
+/// and only the SERVER half carries its findings.
+#[tokio::test]
+async fn the_halves_of_a_shared_span_id_are_two_rows_the_server_one_under_the_client_one() {
+    let timeline = trade_releasing();
+    // 1 root SERVER; 2 CLIENT and 2 SERVER (no parent recorded), same start; 3 under id 2.
+    let rows: Vec<Row> = vec![(1, 0, 10), (2, 1, 20), (2, 0, 20), (3, 2, 30)];
+    let kinds = ["SERVER", "CLIENT", "SERVER", "SERVER"];
+    for batch in [1, 10] {
+        let ctx = session_of_kinds(&rows, batch, &|i| kinds.get(i).copied().unwrap_or("SERVER"));
+        // Whole, and a page of two filled by a second scan.
+        for (offset, limit) in [(0, 10), (1, 2)] {
+            let v = view_in(&ctx, &timeline, offset, limit).await;
+            let got: Vec<(String, usize, &str, bool)> = v
+                .spans
+                .iter()
+                .map(|s| {
+                    (
+                        s.span_id.clone(),
+                        s.depth,
+                        s.span_kind.as_str(),
+                        s.waiting_for_parent,
+                    )
+                })
+                .collect();
+            let id = |n: u64| format!("{n:016x}");
+            let all = [
+                (id(1), 0, "SERVER", false),
+                (id(2), 1, "CLIENT", false),
+                (id(2), 2, "SERVER", false),
+                (id(3), 3, "SERVER", false),
+            ];
+            assert_eq!(got, all[offset..(offset + limit).min(4)], "batch {batch}");
+            // No SERVER span carries a decision (the root, the SERVER half of 2, span 3).
+            assert_eq!(v.missing_decision_count, 3);
+            for s in &v.spans {
+                let expected: &[&str] = if s.span_kind == "CLIENT" {
+                    &[]
+                } else {
+                    &["trade"]
+                };
+                assert_eq!(s.missing_decision_channels, expected, "{}", s.span_id);
+            }
+        }
+    }
 }

@@ -9,8 +9,12 @@
 //! back to itself, including a span that is its own parent) is a root, and the spans that
 //! hang from the cycle keep their parents. A span id stored twice is placed twice; children
 //! hang from its first copy (by start, then span id).
+//!
+//! Parents follow [`crate::analyze::parents`]: the SERVER half of a Zipkin/B3 shared span id
+//! hangs under the CLIENT half, and the spans whose parent is the shared id under the SERVER
+//! half.
 
-use std::collections::HashMap;
+use crate::analyze::parents::SpanIds;
 
 /// One span as the tree sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +23,8 @@ pub struct TreeSpan {
     pub span: u64,
     /// Parent span id (none for a root).
     pub parent: Option<u64>,
+    /// A SERVER span (the child half of a shared span id).
+    pub server: bool,
     /// Start, Unix ns (siblings are ordered by start, then span id).
     pub start: i64,
 }
@@ -49,23 +55,22 @@ pub fn tree_order(spans: &[TreeSpan]) -> TreeOrder {
     // Sibling order: by start, span id, then input index (a total order).
     let mut sorted: Vec<usize> = (0..n).collect();
     sorted.sort_unstable_by_key(|&i| (spans[i].start, spans[i].span, i));
-    // First copy (in sibling order) of each span id.
-    let mut first: HashMap<u64, usize, foldhash::fast::RandomState> =
-        HashMap::with_capacity_and_hasher(n, Default::default());
+    // First copy (in sibling order) of each span id, SERVER halves apart.
+    let mut ids = SpanIds::default();
     for &i in &sorted {
-        first.entry(spans[i].span).or_insert(i);
+        ids.insert(spans[i].span, spans[i].server, i);
     }
     let mut waiting = vec![false; n];
     let mut parent: Vec<Option<usize>> = spans
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let p = s.parent.and_then(|p| first.get(&p).copied());
+            let p = ids.parent(s.span, s.server, s.parent);
             waiting[i] = s.parent.is_some() && p.is_none();
             p
         })
         .collect();
-    drop(first);
+    drop(ids);
     break_cycles(&mut parent);
     // Children lists in sibling order, as one array cut by offsets (no vector per span).
     let mut offsets = vec![0usize; n + 1];
@@ -157,6 +162,15 @@ mod tests {
             span,
             parent,
             start,
+            server: false,
+        }
+    }
+
+    /// A SERVER span.
+    fn sv(span: u64, parent: Option<u64>, start: i64) -> TreeSpan {
+        TreeSpan {
+            server: true,
+            ..s(span, parent, start)
         }
     }
 
@@ -229,6 +243,35 @@ mod tests {
         );
     }
 
+    /// Zipkin/B3: the SERVER half of a shared id under its CLIENT half (whatever parent it
+    /// names), the callee's spans under the SERVER half.
+    #[test]
+    fn a_server_half_hangs_under_its_client_half_and_the_callees_spans_under_it() {
+        let spans = [
+            sv(1, None, 0),
+            // Client half of 2, and its SERVER half naming the client's parent (as B3 does).
+            s(2, Some(1), 1),
+            sv(2, Some(1), 2),
+            // The callee's call out, under the shared id.
+            s(3, Some(2), 3),
+            // A SERVER half whose client half is not stored: a root waiting for its parent.
+            sv(7, Some(6), 4),
+        ];
+        assert_eq!(
+            shape(&spans),
+            vec![
+                (1, 0, false),
+                (2, 1, false),
+                (2, 2, false),
+                (3, 3, false),
+                (7, 0, true),
+            ]
+        );
+        let t = tree_order(&spans);
+        assert_eq!(t.placed[2].index, 2, "the SERVER half is the deeper copy");
+        assert_eq!(t.max_depth, 3);
+    }
+
     /// A chain 100,000 spans deep (more than any stack would take recursively), fed leaf
     /// first: depths 0..100,000 in order, in well under a second.
     #[test]
@@ -276,9 +319,22 @@ mod tests {
         let n = spans.len();
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by_key(|&i| (spans[i].start, spans[i].span, i));
-        let first = |id: u64| order.iter().copied().find(|&i| spans[i].span == id);
-        let mut parent: Vec<Option<usize>> =
-            spans.iter().map(|s| s.parent.and_then(first)).collect();
+        let first = |id: u64, server: bool| {
+            order
+                .iter()
+                .copied()
+                .find(|&i| spans[i].span == id && spans[i].server == server)
+        };
+        let mut parent: Vec<Option<usize>> = spans
+            .iter()
+            .map(|s| {
+                let client = s.server.then(|| first(s.span, false)).flatten();
+                client.or_else(|| {
+                    let p = s.parent?;
+                    first(p, true).or_else(|| first(p, false))
+                })
+            })
+            .collect();
         // On a cycle: following parents from i comes back to i.
         let on_cycle: Vec<bool> = (0..n)
             .map(|i| {
@@ -310,9 +366,15 @@ mod tests {
     proptest! {
         #[test]
         fn the_flat_tree_is_the_recursive_one(
-            raw in prop::collection::vec((0u64..12, prop::option::of(0u64..14), 0i64..5), 0..40)
+            raw in prop::collection::vec(
+                (0u64..12, prop::option::of(0u64..14), 0i64..5, any::<bool>()),
+                0..40,
+            )
         ) {
-            let spans: Vec<TreeSpan> = raw.iter().map(|&(a, b, c)| s(a, b, c)).collect();
+            let spans: Vec<TreeSpan> = raw
+                .iter()
+                .map(|&(a, b, c, server)| TreeSpan { server, ..s(a, b, c) })
+                .collect();
             let got: Vec<(usize, usize)> =
                 tree_order(&spans).placed.iter().map(|p| (p.index, p.depth)).collect();
             prop_assert_eq!(got, reference(&spans));

@@ -1,6 +1,8 @@
 //! `dyeline channel …`: a command-line client of the control API (list, show, put, delete,
 //! start, ratio, finish, weights, events) for release owners and scripts. Prints the API's
 //! JSON (a table for `list`); an API error prints its code and message and exits non-zero.
+//! Owns the connection options and the request/answer handling ([`ApiClient`]) that
+//! `dyeline lane-group` shares.
 
 use std::time::Duration;
 
@@ -8,7 +10,7 @@ use clap::Subcommand;
 use reqwest::blocking::{Client, RequestBuilder};
 use serde_json::{Value, json};
 
-/// Connection options shared by every `channel` command.
+/// Connection options shared by every `channel` and `lane-group` command.
 #[derive(clap::Args, Clone)]
 pub struct ClientArgs {
     /// Base URL of the API.
@@ -17,7 +19,8 @@ pub struct ClientArgs {
     /// Bearer token for writes (and reads when the server requires it).
     #[arg(long, env = "DYELINE_API_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Write only if the channel is at this version (sent as `If-Match: "<version>"`).
+    /// Write only if the channel (lane group) is at this version (sent as
+    /// `If-Match: "<version>"`).
     #[arg(long)]
     pub if_match: Option<u64>,
 }
@@ -86,27 +89,74 @@ pub enum ChannelCommand {
     },
 }
 
+/// A client of the API at `--server`, sending `--token` and `--if-match` with each request.
+pub struct ApiClient<'a> {
+    /// The HTTP client.
+    pub http: Client,
+    base: &'a str,
+    args: &'a ClientArgs,
+}
+
+impl<'a> ApiClient<'a> {
+    /// A client for `args`.
+    ///
+    /// # Errors
+    /// The HTTP client cannot be built.
+    pub fn new(args: &'a ClientArgs) -> Result<Self, String> {
+        let http = Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(ApiClient {
+            http,
+            base: args.server.trim_end_matches('/'),
+            args,
+        })
+    }
+
+    /// The URL of `/api/v1/<path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/api/v1/{path}", self.base)
+    }
+
+    /// Sends `rb` with the token and `If-Match`; the answer's JSON.
+    ///
+    /// # Errors
+    /// The server cannot be reached or answers something other than JSON; the API refused
+    /// the request: `<status> <code>: <message>`.
+    pub fn send(&self, rb: RequestBuilder) -> Result<Value, String> {
+        let rb = match &self.args.token {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        };
+        let rb = match self.args.if_match {
+            Some(v) => rb.header("If-Match", format!("\"{v}\"")),
+            None => rb,
+        };
+        let resp = rb
+            .send()
+            .map_err(|e| format!("cannot reach {}: {e}", self.base))?;
+        let status = resp.status();
+        let body: Value = resp
+            .json()
+            .map_err(|e| format!("{status}: the answer is not JSON: {e}"))?;
+        if !status.is_success() {
+            let code = body["error"]["code"].as_str().unwrap_or("error");
+            let message = body["error"]["message"].as_str().unwrap_or("");
+            return Err(format!("{} {code}: {message}", status.as_u16()));
+        }
+        Ok(body)
+    }
+}
+
 /// Runs one command; returns the text to print.
 ///
 /// # Errors
 /// The server cannot be reached; the API refused the request (its code and message).
 pub fn run(args: &ClientArgs, cmd: &ChannelCommand) -> Result<String, String> {
-    let client = Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .map_err(|e| e.to_string())?;
-    let base = args.server.trim_end_matches('/');
-    let url = |path: String| format!("{base}/api/v1/{path}");
-    let with_auth = |rb: RequestBuilder| {
-        let rb = match &args.token {
-            Some(t) => rb.bearer_auth(t),
-            None => rb,
-        };
-        match args.if_match {
-            Some(v) => rb.header("If-Match", format!("\"{v}\"")),
-            None => rb,
-        }
-    };
+    let api = ApiClient::new(args)?;
+    let client = &api.http;
+    let url = |path: String| api.url(&path);
     let rb = match cmd {
         ChannelCommand::List => client.get(url("channels".into())),
         ChannelCommand::Show { id } => client.get(url(format!("channels/{id}"))),
@@ -147,18 +197,7 @@ pub fn run(args: &ClientArgs, cmd: &ChannelCommand) -> Result<String, String> {
             client.get(with_query(&url(format!("channels/{id}/events")), &q)?)
         }
     };
-    let resp = with_auth(rb)
-        .send()
-        .map_err(|e| format!("cannot reach {base}: {e}"))?;
-    let status = resp.status();
-    let body: Value = resp
-        .json()
-        .map_err(|e| format!("{status}: the answer is not JSON: {e}"))?;
-    if !status.is_success() {
-        let code = body["error"]["code"].as_str().unwrap_or("error");
-        let message = body["error"]["message"].as_str().unwrap_or("");
-        return Err(format!("{} {code}: {message}", status.as_u16()));
-    }
+    let body = api.send(rb)?;
     if matches!(cmd, ChannelCommand::List) {
         return Ok(table(&body));
     }
@@ -169,22 +208,27 @@ fn with_query(url: &str, q: &[(&str, String)]) -> Result<reqwest::Url, String> {
     reqwest::Url::parse_with_params(url, q).map_err(|e| format!("{url}: {e}"))
 }
 
+/// The strings of a JSON array, comma-separated (`""` for anything else).
+pub fn joined(list: &Value) -> String {
+    let items: Vec<&str> = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    items.join(",")
+}
+
 fn table(body: &Value) -> String {
     let mut out = format!(
         "{:<24} {:<10} {:>12} {:>8}  apps\n",
         "id", "state", "blue_percent", "version"
     );
     for c in body["channels"].as_array().into_iter().flatten() {
-        let apps: Vec<&str> = c["apps"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
         let apps = if c["id"] == "global" {
             "(every app not in a releasing local channel)".to_owned()
         } else {
-            apps.join(",")
+            joined(&c["apps"])
         };
         out.push_str(&format!(
             "{:<24} {:<10} {:>12} {:>8}  {}\n",

@@ -4,8 +4,8 @@
 //! Parquet. Traces, metrics and logs files are taken alike, each line told apart by its
 //! top-level key (`resourceSpans`, `resourceMetrics`, `resourceLogs`): spans are stored,
 //! metrics and logs record presence as the receivers do (`dyeline_collector::convert::presence`).
-//! Progress goes to stderr. `--timeline FILE` records a channel timeline into the data dir's
-//! control database as history (`ControlPlane::import`).
+//! Progress goes to stderr. `--timeline FILE` records a timeline (channel and lane group
+//! operations) into the data dir's control database as history (`ControlPlane::import`).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -26,8 +26,8 @@ pub struct ImportArgs {
     /// Data directory.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// A timeline (`{"channels": [...], "events": [...]}`, the format of GET /api/v1/timeline)
-    /// to record as the control plane's history.
+    /// A timeline (`{"channels": [...], "events": [...]}`, the format of GET /api/v1/timeline:
+    /// channel ops and lane group ops) to record as the control plane's history.
     #[arg(long)]
     pub timeline: Option<PathBuf>,
     /// Files to load: one OTLP/JSON export request per line (traces, metrics or logs, told
@@ -71,8 +71,9 @@ pub async fn run(
             .map_err(|e| format!("{}: {e}", path.display()))?;
         plane.close().await;
         eprintln!(
-            "recorded {} channel operations from {} ({} already present)",
+            "recorded {} channel operations and {} lane group operations from {} ({} already present)",
             report.recorded,
+            report.lane_group_recorded,
             path.display(),
             report.skipped
         );

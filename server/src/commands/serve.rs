@@ -10,7 +10,7 @@ use dyeline_collector::{ConvertOptions, Limits, Receiver};
 use dyeline_control::api::ControlApi;
 use dyeline_control::auth::{GENERATED_TOKEN_NAME, ensure_token_file};
 use dyeline_control::{ApiToken, Auth, ControlPlane, Role};
-use dyeline_model::{ColorRules, LaneRules};
+use dyeline_model::{ColorRules, LaneCarriers, LaneRules};
 use dyeline_queries::SqlEngine;
 use dyeline_queries::http::{AnalysisApi, ApiError};
 use dyeline_store::{Store, StoreConfig};
@@ -133,15 +133,31 @@ fn api_refusal(_: &axum::http::HeaderMap, e: &ListenError) -> axum::response::Re
     response
 }
 
-/// The conversion settings of `config`.
+/// The conversion settings of `config`, keeping spans whatever their age (`dyeline import`;
+/// the receivers add the store's retention: [`receiver_convert_options`]).
 ///
 /// # Errors
-/// Invalid colour rules or lane rules.
+/// Invalid colour rules, lane rules or lane carriers.
 pub fn convert_options(config: &Config) -> Result<ConvertOptions, BoxError> {
     Ok(ConvertOptions {
         color_rules: Arc::new(ColorRules::with_user_rules(config.color_rules.clone())?),
         decision_sources: Vec::new(),
         lane_rules: Arc::new(LaneRules::new(&config.lane_rules)?),
+        lane_carriers: Arc::new(LaneCarriers::new(&config.lane_carriers)?),
+        skip_lanes_bench_only: false,
+        retention: None,
+    })
+}
+
+/// The receivers' conversion settings: [`convert_options`], refusing spans older than
+/// `[store] retention` (domain §1: refused through partial success, never dropped silently).
+///
+/// # Errors
+/// Invalid colour or lane rules.
+pub fn receiver_convert_options(config: &Config) -> Result<ConvertOptions, BoxError> {
+    Ok(ConvertOptions {
+        retention: Some(config.store.retention),
+        ..convert_options(config)?
     })
 }
 
@@ -312,7 +328,7 @@ pub async fn serve(
     let receiver = Arc::new(Receiver::new(
         sink,
         presence,
-        convert_options(&config)?,
+        receiver_convert_options(&config)?,
         receiver_metrics,
         Limits {
             max_body_bytes: bytes(config.receiver.max_body_size),

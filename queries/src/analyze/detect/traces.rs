@@ -1,7 +1,9 @@
 //! Per-trace detections (domain §6.1–2): cross-colour hops and missing decisions. Each trace is
 //! judged as a whole (its spans may have arrived in any batch and order); the root-most span
 //! of a channel is chosen by ancestor count, then start, then span id, so clock skew cannot
-//! reorder it.
+//! reorder it. Parents follow [`crate::analyze::parents`] (a Zipkin/B3 SERVER half is the
+//! child of the CLIENT half sharing its span id), and a batch consumer's CONSUMER span with no
+//! parent has the app of the span it links to as its caller (domain §3, §6.2).
 
 use std::collections::HashMap;
 
@@ -13,6 +15,7 @@ use crate::analyze::findings::{
     AlertCounts, CrossColorHop, Detection, MissingDecision, Observation, alert_labels, hex64,
     hex128, time_text,
 };
+use crate::analyze::parents::SpanIds;
 use crate::analyze::spans::{Kind, SpanRec, Spans};
 
 /// App name used when no ancestor (or parent) exists.
@@ -20,9 +23,12 @@ pub const NONE_APP: &str = "(none)";
 /// Caller app when the parent span is referenced but not in the data.
 pub const UNKNOWN_APP: &str = "(unknown)";
 
-/// Span id → its place in the trace (foldhash: the map is filled and read for every span of
-/// every trace in a channel, and SipHash showed in the pass's time).
-type SpanIndex = HashMap<u64, usize, foldhash::fast::RandomState>;
+/// Span id → its place in the trace, SERVER halves apart (foldhash: the map is filled and
+/// read for every span of every trace in a channel, and SipHash showed in the pass's time).
+type SpanIndex = SpanIds;
+
+/// (trace, span id) → the app of that span, for the spans that parentless consumers link to.
+type LinkedApps = HashMap<(u128, u64), u32, foldhash::fast::RandomState>;
 
 /// Apps between a hop's span and its nearest ancestor in the channel that `via` names at most:
 /// the apps of the nearest this-many spans above the hop span. A longer path (a hostile
@@ -103,24 +109,76 @@ struct Sink<'a> {
 
 fn find_into(spans: &Spans, sink: &mut Sink<'_>) {
     let mut index = SpanIndex::default();
+    let linked = linked_apps(spans);
     for trace in spans.traces() {
         if trace
             .iter()
             .any(|s| s.channel.is_some() && s.kind != Kind::Other)
         {
-            one_trace(spans, trace, &mut index, sink);
+            one_trace(spans, trace, &mut index, &linked, sink);
         }
     }
 }
 
-fn one_trace(spans: &Spans, ss: &[SpanRec], index: &mut SpanIndex, sink: &mut Sink<'_>) {
+/// The apps of the spans that parentless consumers link to ([`Spans::consumer_links`]), found
+/// among the loaded spans (a linked span may be in another trace): one look-up per trace of a
+/// linked span, none at all without links. Where a linked id is shared by a Zipkin/B3 pair,
+/// the non-SERVER half (the one that sent) is taken.
+fn linked_apps(spans: &Spans) -> LinkedApps {
+    type Set<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+    if spans.consumer_links.is_empty() {
+        return LinkedApps::default();
+    }
+    let wanted: Set<(u128, u64)> = spans.consumer_links.values().flatten().copied().collect();
+    let traces: Set<u128> = wanted.iter().map(|&(t, _)| t).collect();
+    // (app, is the SERVER half) of each linked span found.
+    let mut found: HashMap<(u128, u64), (u32, bool), foldhash::fast::RandomState> =
+        HashMap::default();
+    for trace in spans.traces() {
+        if !traces.contains(&trace[0].trace) {
+            continue;
+        }
+        for s in trace.iter().filter(|s| wanted.contains(&(s.trace, s.span))) {
+            let server = s.kind == Kind::Server;
+            let key = (s.trace, s.span);
+            if found.get(&key).is_none_or(|&(_, held)| held && !server) {
+                found.insert(key, (s.app, server));
+            }
+        }
+    }
+    found.into_iter().map(|(k, (app, _))| (k, app)).collect()
+}
+
+/// The caller of the parentless span `s` (§6.2): for a batch consumer's CONSUMER span, the
+/// app of the first of its linked spans found ([`linked_apps`]); else [`NONE_APP`].
+fn link_caller(spans: &Spans, s: &SpanRec, linked: &LinkedApps) -> String {
+    let app = (s.kind == Kind::Consumer)
+        .then(|| spans.consumer_links.get(&(s.trace, s.span)))
+        .flatten()
+        .and_then(|links| links.iter().find_map(|l| linked.get(l)));
+    app.map_or(NONE_APP, |&a| spans.apps.name(a)).to_owned()
+}
+
+fn one_trace(
+    spans: &Spans,
+    ss: &[SpanRec],
+    index: &mut SpanIndex,
+    linked: &LinkedApps,
+    sink: &mut Sink<'_>,
+) {
     index.clear();
     for (k, s) in ss.iter().enumerate() {
-        index.entry(s.span).or_insert(k);
+        index.insert(s.span, s.kind == Kind::Server, k);
     }
     let parent: Vec<Option<usize>> = ss
         .iter()
-        .map(|s| s.parent.and_then(|p| index.get(&p.get()).copied()))
+        .map(|s| {
+            index.parent(
+                s.span,
+                s.kind == Kind::Server,
+                s.parent.map(std::num::NonZeroU64::get),
+            )
+        })
         .collect();
     // Ancestors present in the trace (a span reaching a parent cycle counts as deepest).
     let depth = depths(&parent);
@@ -163,8 +221,8 @@ fn one_trace(spans: &Spans, ss: &[SpanRec], index: &mut SpanIndex, sink: &mut Si
             }
             if dec.is_none() && kept {
                 let caller = match (s.parent, parent[k]) {
-                    (None, _) => NONE_APP.to_owned(),
-                    (Some(_), Some(p)) => spans.apps.name(ss[p].app).to_owned(),
+                    (_, Some(p)) => spans.apps.name(ss[p].app).to_owned(),
+                    (None, None) => link_caller(spans, s, linked),
                     (Some(_), None) => UNKNOWN_APP.to_owned(),
                 };
                 sink.missing.push(MissingDecision {
@@ -464,6 +522,10 @@ impl MissingDecision {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "traces/ingest_tests.rs"]
+mod ingest_tests;
 
 #[cfg(test)]
 mod tests {

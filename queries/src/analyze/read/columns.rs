@@ -65,6 +65,22 @@ pub(super) fn hex_u64(s: &str) -> Option<u64> {
     Some(u64::from_be_bytes(b))
 }
 
+/// The (trace, span id) of each link of a `links` column value (a JSON array of
+/// `{trace_id, span_id, …}`), in order; links whose ids are not hex of their length are left
+/// out, and text that is not such an array gives none.
+pub(super) fn link_ids(json: &str) -> smallvec::SmallVec<[(u128, u64); 2]> {
+    #[derive(serde::Deserialize)]
+    struct Link {
+        trace_id: String,
+        span_id: String,
+    }
+    serde_json::from_str::<Vec<Link>>(json)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|l| Some((hex_u128(&l.trace_id)?, hex_u64(&l.span_id)?)))
+        .collect()
+}
+
 pub(super) fn parse_color(s: &str) -> Color {
     Color::parse(s).unwrap_or(Color::Unknown)
 }
@@ -74,10 +90,12 @@ pub(super) fn sql_err(e: impl std::fmt::Display) -> SqlError {
 }
 
 /// The columns of `spans` the analyzer reads ([`Loader::push`] finds them by name). The
-/// drilldown selects them in this order and reads its own columns after them.
+/// drilldown selects them in this order and reads its own columns after them. `links` is
+/// null on nearly every row (a string column of nulls costs little to read) and parsed only
+/// for parentless CONSUMER spans.
 ///
 /// [`Loader::push`]: super::loader::Loader::push
-pub const LOAD_COLUMN_NAMES: [&str; 16] = [
+pub const LOAD_COLUMN_NAMES: [&str; 17] = [
     col::TRACE_ID,
     col::SPAN_ID,
     col::PARENT_SPAN_ID,
@@ -94,6 +112,7 @@ pub const LOAD_COLUMN_NAMES: [&str; 16] = [
     col::MALFORMED_PAIRS,
     col::CONFLICTING_CHANNELS,
     col::END_TIME_UNIX_NANO,
+    col::LINKS,
 ];
 
 /// The columns the windowed detections read (domain §6.3–6): the spans' apps, instances,
@@ -166,5 +185,53 @@ mod tests {
             assert_eq!(hex_u64(bad), None, "{bad}");
         }
         assert_eq!(hex_u128("0123456789abcdef"), None);
+    }
+
+    #[test]
+    fn link_ids_are_read_from_the_links_json_in_order() {
+        let a = "ab".repeat(16);
+        let json = format!(
+            r#"[{{"trace_id":"{a}","span_id":"00000000000000ff","trace_state":"x","attributes":{{"k":[1]}}}},{{"trace_id":"zz","span_id":"01","attributes":{{}}}},{{"trace_id":"{}","span_id":"0000000000000001","attributes":{{}}}}]"#,
+            "0".repeat(31) + "7"
+        );
+        assert_eq!(
+            link_ids(&json).to_vec(),
+            [(u128::from_be_bytes([0xab; 16]), 255), (7, 1)]
+        );
+        for bad in ["", "null", "{}", "[1]", "[{\"trace_id\":1}]"] {
+            assert!(link_ids(bad).is_empty(), "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any links written as the collector writes them (ids as hex, attributes of any
+        /// shape) read back in order.
+        #[test]
+        fn link_ids_read_back_what_the_links_column_holds(
+            links in proptest::collection::vec(
+                (proptest::num::u128::ANY, proptest::num::u64::ANY, "[a-z=,]{0,8}", "[a-z\\\\\"]{0,6}"),
+                0..5,
+            )
+        ) {
+            let json = serde_json::Value::Array(
+                links
+                    .iter()
+                    .map(|(t, s, state, attr)| {
+                        let mut l = serde_json::json!({
+                            "trace_id": format!("{t:032x}"),
+                            "span_id": format!("{s:016x}"),
+                            "attributes": {"k": attr, "n": [1, {"x": null}]}
+                        });
+                        if !state.is_empty() {
+                            l["trace_state"] = serde_json::json!(state);
+                        }
+                        l
+                    })
+                    .collect(),
+            )
+            .to_string();
+            let expected: Vec<(u128, u64)> = links.iter().map(|(t, s, _, _)| (*t, *s)).collect();
+            proptest::prop_assert_eq!(link_ids(&json).to_vec(), expected);
+        }
     }
 }

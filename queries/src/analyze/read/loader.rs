@@ -11,7 +11,7 @@ use dyeline_model::schema::col;
 use dyeline_model::{Color, TrafficKind};
 use smallvec::SmallVec;
 
-use super::columns::{hex_u64, hex_u128, parse_color, per_row, sql_err};
+use super::columns::{hex_u64, hex_u128, link_ids, parse_color, per_row, sql_err};
 use super::resolve::{apply_order, reindex, resolve, trace_order};
 use crate::analyze::intern::Interner;
 use crate::analyze::spans::{
@@ -56,8 +56,10 @@ impl Loader {
     /// `start_time_unix_nano` and `is_error` must be there ([`WINDOW_COLUMN_NAMES`]); the
     /// others may be left out of a read for the windowed detections only
     /// ([`LoadColumns::Windows`]), and their fields are then empty: span id 0, no parent, no
-    /// decisions, no decision source or faults, the end equal to the start. Rows with a
-    /// trace or span id that is not hex are skipped.
+    /// decisions, no decision source or faults, the end equal to the start, no links (also
+    /// for files written before the `links` column). Rows with a trace or span id that is not
+    /// hex are skipped. The `links` JSON is parsed only for CONSUMER spans with no parent
+    /// ([`Spans::consumer_links`]): other rows never touch it.
     ///
     /// # Errors
     /// [`SqlError::Internal`] when a required column is missing or a column has an
@@ -80,6 +82,7 @@ impl Loader {
         let trace = strings(col::TRACE_ID)?.ok_or_else(|| sql_err("no column trace_id"))?;
         let span = strings(col::SPAN_ID)?;
         let parent = strings(col::PARENT_SPAN_ID)?;
+        let links = strings(col::LINKS)?;
         // The low-cardinality columns, plain or dictionary-encoded (a Parquet file read with
         // dictionaries kept): each distinct value is interned or parsed once per dictionary.
         let apps = per_row(required(col::SERVICE_NAME)?, |v| {
@@ -258,6 +261,15 @@ impl Loader {
                     },
                 });
             }
+            if kinds[i] == Kind::Consumer
+                && parent_id.is_none()
+                && let Some(links) = links.filter(|l| !l.is_null(i))
+            {
+                let linked = link_ids(links.value(i));
+                if !linked.is_empty() {
+                    self.out.consumer_links.insert((t, sp), linked);
+                }
+            }
             let start = start.value(i);
             self.spans.push(SpanRec {
                 trace: t,
@@ -410,4 +422,118 @@ pub struct Drained<'a> {
     pub names: &'a mut Spans,
     /// The spans, each with its colour rule id.
     pub spans: std::iter::Zip<std::vec::Drain<'a, SpanRec>, std::vec::Drain<'a, u32>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{BooleanArray, Int64Array, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    /// Rows of (span id, parent, kind, links) in trace 1, with the columns a load requires.
+    fn batch(rows: &[(u64, Option<u64>, &str, Option<&str>)], with_links: bool) -> RecordBatch {
+        let n = rows.len();
+        let text =
+            |v: Vec<Option<String>>| Arc::new(StringArray::from(v)) as arrow::array::ArrayRef;
+        let same = |v: &str| text(vec![Some(v.to_owned()); n]);
+        let mut columns: Vec<(&str, arrow::array::ArrayRef)> = vec![
+            (col::TRACE_ID, same(&format!("{:032x}", 1))),
+            (
+                col::SPAN_ID,
+                text(rows.iter().map(|r| Some(format!("{:016x}", r.0))).collect()),
+            ),
+            (
+                col::PARENT_SPAN_ID,
+                text(
+                    rows.iter()
+                        .map(|r| r.1.map(|p| format!("{p:016x}")))
+                        .collect(),
+                ),
+            ),
+            (col::SERVICE_NAME, same("notify")),
+            (col::INSTANCE_ID, same("notify-1")),
+            (col::COLOR, same("blue")),
+            (col::COLOR_RULE, same("deploy.color")),
+            (
+                col::SPAN_KIND,
+                text(rows.iter().map(|r| Some(r.2.to_owned())).collect()),
+            ),
+            (col::TRAFFIC_KIND, text(vec![None; n])),
+            (
+                col::START_TIME_UNIX_NANO,
+                Arc::new(Int64Array::from_iter_values((0..n).map(|i| i as i64 + 1))),
+            ),
+            (col::IS_ERROR, Arc::new(BooleanArray::from(vec![false; n]))),
+        ];
+        if with_links {
+            columns.push((
+                col::LINKS,
+                text(rows.iter().map(|r| r.3.map(str::to_owned)).collect()),
+            ));
+        }
+        let schema = Schema::new(
+            columns
+                .iter()
+                .map(|(name, c)| Field::new(*name, c.data_type().clone(), true))
+                .collect::<Vec<_>>(),
+        );
+        assert!(
+            columns
+                .iter()
+                .all(|(_, c)| c.data_type() != &DataType::Null)
+        );
+        RecordBatch::try_new(
+            Arc::new(schema),
+            columns.into_iter().map(|(_, c)| c).collect(),
+        )
+        .unwrap()
+    }
+
+    /// Links are kept for parentless CONSUMER spans only, through a merge too; a batch without
+    /// the column (a file of schema version 1) loads with none.
+    #[test]
+    fn links_are_kept_for_parentless_consumers_only() {
+        let link = |span: u64| {
+            format!(
+                r#"[{{"trace_id":"{:032x}","span_id":"{span:016x}","attributes":{{}}}}]"#,
+                2
+            )
+        };
+        let (l3, l4, l5) = (link(3), link(4), link(5));
+        let rows = [
+            (1, None, "CONSUMER", Some(l3.as_str())),
+            (2, Some(1), "CONSUMER", Some(l4.as_str())),
+            (3, None, "SERVER", Some(l5.as_str())),
+            (4, None, "CONSUMER", None),
+            (5, None, "CONSUMER", Some("not json")),
+        ];
+        let mut loader = Loader::default();
+        loader.push(&batch(&rows, true)).unwrap();
+        assert_eq!(loader.len(), 5);
+        let links: Vec<_> = loader
+            .out
+            .consumer_links
+            .iter()
+            .map(|(k, v)| (*k, v.to_vec()))
+            .collect();
+        assert_eq!(links, [((1, 1), vec![(2, 3)])]);
+        let mut old = Loader::default();
+        old.push(&batch(&rows, false)).unwrap();
+        assert_eq!(old.len(), 5);
+        assert!(old.out.consumer_links.is_empty());
+        // A merge of both parts keeps the link.
+        loader.seal();
+        old.seal();
+        let timeline = Timeline::from_ops(dyeline_model::release::Channels::new(), Vec::new());
+        let merged = Loader::merge_finish(&[&loader, &old], i64::MIN, i64::MAX, &timeline);
+        assert_eq!(merged.len(), 10);
+        assert_eq!(
+            merged.consumer_links.get(&(1, 1)).map(|v| v.to_vec()),
+            Some(vec![(2, 3)])
+        );
+        assert_eq!(loader.finish(&timeline).consumer_links.len(), 1);
+    }
 }

@@ -1,8 +1,9 @@
 //! Merging loaders (parts: one per Parquet file, and the memory segments) into one
 //! [`Spans`] over a time range: names re-interned per part ([`IdMaps`]), each part's spans
 //! copied or taken, resolved as they go, and the traces split between parts gathered
-//! ([`split_traces`]). [`Loader::merge_finish`] copies shared parts (the cache's);
-//! [`Loader::merge_owned`] takes parts no one else holds.
+//! ([`split_traces`]); the parts' consumer links ([`Spans::consumer_links`]) are gathered whole.
+//! [`Loader::merge_finish`] copies shared parts (the cache's); [`Loader::merge_owned`] takes
+//! parts no one else holds.
 
 use dyeline_model::Color;
 use dyeline_model::release::Timeline;
@@ -168,6 +169,12 @@ impl MergePlan {
                 }
             })
             .collect();
+        // The consumers' links are keyed by span, not by index: gathered whole.
+        for p in parts {
+            all.out
+                .consumer_links
+                .extend(p.out.consumer_links.iter().map(|(k, v)| (*k, v.clone())));
+        }
         let changes = Changes::new(&mut all.out, timeline);
         let whole: Vec<bool> = parts
             .iter()
