@@ -26,13 +26,15 @@
 //!   `ResourceInfo`;
 //! - `convert/decision.rs`: `DecisionMemo`, the decision on each span;
 //! - `convert/lane.rs`: the lane tag of each span and the lane columns;
-//! - `convert/json_out.rs`: the JSON text of the attribute, event and link columns.
+//! - `convert/json_out.rs`: the JSON text of the attribute, event and link columns;
+//! - [`presence`]: metrics and logs exports → `presence` rows, reading resources as spans do.
 
 mod attrs;
 mod columns;
 mod decision;
 mod json_out;
 mod lane;
+pub mod presence;
 
 use std::sync::Arc;
 
@@ -359,7 +361,12 @@ pub fn convert_view(
                 b.host_name.append_option(res.host_name.as_deref());
                 b.color.append_value(res.color);
                 b.color_rule.append_value(&res.color_rule);
-                lane::append_instance_lane(&mut b, res.lane.as_ref());
+                lane::append_instance_lane(
+                    &mut b.lane,
+                    &mut b.lane_rule,
+                    &mut b.lane_invalid_values,
+                    res.lane.as_ref(),
+                );
                 let decision = memo.find(sources, &found);
                 let decision = decision.as_ref().map(|f| memo.resolve(f));
                 match decision {

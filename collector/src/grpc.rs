@@ -1,4 +1,6 @@
-//! OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+//! OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`, and
+//! `…metrics.v1.MetricsService/Export` and `…logs.v1.LogsService/Export` ([`Signal`]), one
+//! service ([`ExportServer`]) taking the same path for each.
 //!
 //! The request message is taken as raw bytes (a pass-through codec) and decoded here, by the
 //! wire reader of [`crate::wire`] (prost when it refuses), so an undecodable message answers
@@ -13,25 +15,24 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
+use bytes::BufMut;
 use bytes::{Buf, Bytes};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceResponse,
-};
-use prost::Message;
 use tonic::codec::{
     Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder,
 };
 use tonic::codegen::{BoxFuture, Service, StdError};
-use tonic::server::{Grpc, NamedService, UnaryService};
+use tonic::server::{Grpc, UnaryService};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::error::IngestError;
 use crate::receiver::Receiver;
+use crate::signal::Signal;
 
-/// The full method path.
-pub const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+/// The full method path of traces.
+pub const EXPORT_PATH: &str = Signal::Traces.grpc_path();
 
-/// A codec that hands the request message over undecoded and encodes the response with prost.
+/// A codec that hands the request message over undecoded and writes the response as encoded
+/// ([`Signal::response_protobuf`]).
 #[derive(Debug, Default, Clone, Copy)]
 struct PassThroughCodec;
 
@@ -42,7 +43,7 @@ struct RawDecoder;
 struct ResponseEncoder;
 
 impl Codec for PassThroughCodec {
-    type Encode = ExportTraceServiceResponse;
+    type Encode = Vec<u8>;
     type Decode = Bytes;
     type Encoder = ResponseEncoder;
     type Decoder = RawDecoder;
@@ -64,11 +65,11 @@ impl Decoder for RawDecoder {
 }
 
 impl Encoder for ResponseEncoder {
-    type Item = ExportTraceServiceResponse;
+    type Item = Vec<u8>;
     type Error = tonic::Status;
     fn encode(&mut self, item: Self::Item, buf: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
-        item.encode(buf)
-            .map_err(|e| tonic::Status::internal(format!("encoding the response: {e}")))
+        buf.put_slice(&item);
+        Ok(())
     }
 }
 
@@ -84,35 +85,30 @@ pub fn to_status(err: &IngestError) -> tonic::Status {
     }
 }
 
-/// The Export method. `reached` is set when tonic hands it a message, so that a refusal
-/// answered without it is known to be tonic's ([`refusal_before_the_service`]).
+/// The Export method of one signal. `reached` is set when tonic hands it a message, so that a
+/// refusal answered without it is known to be tonic's ([`refusal_before_the_service`]).
 struct ExportSvc {
     receiver: Arc<Receiver>,
+    signal: Signal,
     reached: Arc<AtomicBool>,
 }
 
 impl UnaryService<Bytes> for ExportSvc {
-    type Response = ExportTraceServiceResponse;
+    type Response = Vec<u8>;
     type Future = BoxFuture<tonic::Response<Self::Response>, tonic::Status>;
 
     fn call(&mut self, request: tonic::Request<Bytes>) -> Self::Future {
         self.reached.store(true, Ordering::Relaxed);
         let receiver = Arc::clone(&self.receiver);
+        let signal = self.signal;
         Box::pin(async move {
             let body = request.into_inner();
-            let result = receiver.export_protobuf(body, "grpc").await;
+            let result = receiver.export_protobuf(signal, body, "grpc").await;
             if let Err(e @ IngestError::BadData(_)) = &result {
-                receiver.refused(e);
+                receiver.refused(signal, e);
             }
             match result {
-                Ok(accepted) => Ok(tonic::Response::new(ExportTraceServiceResponse {
-                    partial_success: (accepted.rejected_spans > 0).then_some(
-                        ExportTracePartialSuccess {
-                            rejected_spans: accepted.rejected_spans as i64,
-                            error_message: accepted.error_message,
-                        },
-                    ),
-                })),
+                Ok(accepted) => Ok(tonic::Response::new(signal.response_protobuf(&accepted))),
                 Err(e) => Err(to_status(&e)),
             }
         })
@@ -140,6 +136,7 @@ impl UnaryService<Bytes> for ExportSvc {
 /// `bad_data`.
 fn refusal_before_the_service(
     receiver: &Receiver,
+    signal: Signal,
     response: http::Response<tonic::body::Body>,
 ) -> http::Response<tonic::body::Body> {
     let Some(code) = response
@@ -154,39 +151,36 @@ fn refusal_before_the_service(
             let err = IngestError::TooLarge {
                 limit: receiver.limits().max_body_bytes,
             };
-            receiver.refused(&err);
+            receiver.refused(signal, &err);
             tracing::debug!(error = %err, tonic = ?code, "otlp/grpc export refused");
             to_status(&err).into_http()
         }
         tonic::Code::Unimplemented => {
-            receiver.refused(&IngestError::UnsupportedMediaType(String::new()));
+            receiver.refused(signal, &IngestError::UnsupportedMediaType(String::new()));
             response
         }
         _ => {
-            receiver.refused(&IngestError::BadData(String::new()));
+            receiver.refused(signal, &IngestError::BadData(String::new()));
             response
         }
     }
 }
 
-/// The TraceService as a tower service, to add to a `tonic::transport::Server`.
+/// The OTLP services (`TraceService`, `MetricsService`, `LogsService`, each its `Export`) as
+/// one tower service, routing by method path; another path answers UNIMPLEMENTED.
 #[derive(Clone)]
-pub struct TraceServiceServer {
+pub struct ExportServer {
     receiver: Arc<Receiver>,
 }
 
-impl TraceServiceServer {
+impl ExportServer {
     /// A server exporting through `receiver`.
     pub fn new(receiver: Arc<Receiver>) -> Self {
         Self { receiver }
     }
 }
 
-impl NamedService for TraceServiceServer {
-    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
-}
-
-impl<B> Service<http::Request<B>> for TraceServiceServer
+impl<B> Service<http::Request<B>> for ExportServer
 where
     B: http_body::Body + Send + 'static,
     B::Data: Send,
@@ -201,11 +195,14 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if req.uri().path() != EXPORT_PATH {
+        let Some(signal) = Signal::of_grpc_path(req.uri().path()) else {
             return Box::pin(async move {
-                Ok(tonic::Status::unimplemented("only TraceService/Export is served").into_http())
+                Ok(tonic::Status::unimplemented(
+                    "only TraceService/Export, MetricsService/Export and LogsService/Export are served",
+                )
+                .into_http())
             });
-        }
+        };
         let receiver = Arc::clone(&self.receiver);
         Box::pin(async move {
             let limit = receiver.limits().max_body_bytes;
@@ -217,13 +214,14 @@ where
             let reached = Arc::new(AtomicBool::new(false));
             let method = ExportSvc {
                 receiver: Arc::clone(&receiver),
+                signal,
                 reached: Arc::clone(&reached),
             };
             let response = grpc.unary(method, req).await;
             if reached.load(Ordering::Relaxed) {
                 Ok(response)
             } else {
-                Ok(refusal_before_the_service(&receiver, response))
+                Ok(refusal_before_the_service(&receiver, signal, response))
             }
         })
     }
@@ -246,44 +244,28 @@ pub async fn serve(
         metrics,
         refuse: Arc::new(|_, e| e.to_status().into_http::<axum::body::Body>()),
     };
-    crate::listen::serve(tcp, listener, TraceServiceServer::new(receiver), shutdown).await;
+    crate::listen::serve(tcp, listener, ExportServer::new(receiver), shutdown).await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::{ConvertOptions, SpanRows};
+    use crate::convert::ConvertOptions;
     use crate::metrics::{ReasonLabel, ReceiverMetrics};
     use crate::receiver::Limits;
-    use crate::sink::{SinkError, SpanSink, WriteReport};
+    use crate::sink::DiscardSink;
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
     use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
     use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
     use tonic_types::StatusExt;
 
-    struct Stored;
-
-    impl SpanSink for Stored {
-        fn write(
-            &self,
-            rows: SpanRows,
-        ) -> futures::future::BoxFuture<'static, Result<WriteReport, SinkError>> {
-            let stored = rows.keys.len() as u64;
-            Box::pin(async move {
-                Ok(WriteReport {
-                    stored,
-                    duplicates: 0,
-                })
-            })
-        }
-    }
-
     const LIMIT: usize = 64 * 1024;
 
     fn receiver() -> Arc<Receiver> {
         Arc::new(Receiver::new(
-            Arc::new(Stored),
+            Arc::new(DiscardSink),
+            Arc::new(DiscardSink),
             ConvertOptions::default(),
             ReceiverMetrics::default(),
             Limits {
@@ -307,7 +289,7 @@ mod tests {
             tonic::Status::out_of_range("Error, decoded message length too large"),
             tonic::Status::resource_exhausted("Error decompressing: size limit"),
         ] {
-            let response = refusal_before_the_service(&r, status.into_http());
+            let response = refusal_before_the_service(&r, Signal::Traces, status.into_http());
             let status = response.extensions().get::<tonic::Status>().unwrap();
             assert_eq!(status.code(), tonic::Code::ResourceExhausted);
             assert!(
@@ -324,12 +306,14 @@ mod tests {
         assert_eq!(refused(&r, "too_large"), 2);
         let response = refusal_before_the_service(
             &r,
+            Signal::Traces,
             tonic::Status::unimplemented("Content is compressed with `zstd`").into_http(),
         );
         let code = response.extensions().get::<tonic::Status>().unwrap().code();
         assert_eq!(code, tonic::Code::Unimplemented, "tonic's status is kept");
         refusal_before_the_service(
             &r,
+            Signal::Traces,
             tonic::Status::internal("Missing request message.").into_http(),
         );
         assert_eq!(refused(&r, "unsupported_media_type"), 1);
@@ -361,19 +345,27 @@ mod tests {
         }
     }
 
+    /// Serves `r` on a free port with the listener of [`serve`].
+    async fn start(r: &Arc<Receiver>) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(serve(
+            listener,
+            Arc::clone(r),
+            crate::listen::ListenerLimits::default(),
+            crate::listen::ListenerMetrics::default(),
+            std::future::pending(),
+        ));
+        (addr, server)
+    }
+
     /// A real tonic client against the service: a message past the limit, plain or gzip (a
     /// small compressed message inflating past it), answers RESOURCE_EXHAUSTED without
     /// `RetryInfo`, naming the setting, counted; one under it is stored.
     #[tokio::test]
     async fn oversized_messages_answer_resource_exhausted() {
         let r = receiver();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(TraceServiceServer::new(Arc::clone(&r)))
-                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-        );
+        let (addr, server) = start(&r).await;
         let client = TraceServiceClient::connect(format!("http://{addr}"))
             .await
             .unwrap();
@@ -403,6 +395,131 @@ mod tests {
             .get_or_create(&crate::metrics::TransportLabel { transport: "grpc" })
             .get();
         assert_eq!(accepted, 2);
+        server.abort();
+    }
+
+    /// Real tonic clients of MetricsService and LogsService: partial success counts the data
+    /// points and log records without a time; a message past the limit answers as for traces,
+    /// counted for its signal; another service is unimplemented.
+    #[tokio::test]
+    async fn metrics_and_logs_exports_share_the_trace_path() {
+        use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+        use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
+        use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+        use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
+        use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+        use opentelemetry_proto::tonic::metrics::v1::{
+            Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum, metric::Data,
+        };
+        let r = receiver();
+        let (addr, server) = start(&r).await;
+        let url = format!("http://{addr}");
+        let metrics = |times: Vec<u64>, name: String| ExportMetricsServiceRequest {
+            resource_metrics: vec![ResourceMetrics {
+                scope_metrics: vec![ScopeMetrics {
+                    metrics: vec![Metric {
+                        name,
+                        data: Some(Data::Sum(Sum {
+                            data_points: times
+                                .into_iter()
+                                .map(|t| NumberDataPoint {
+                                    start_time_unix_nano: 1,
+                                    time_unix_nano: t,
+                                    ..Default::default()
+                                })
+                                .collect(),
+                            ..Default::default()
+                        })),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let mut m = MetricsServiceClient::connect(url.clone()).await.unwrap();
+        let ok = m
+            .export(metrics(vec![7, 0, 8], "up".into()))
+            .await
+            .unwrap()
+            .into_inner();
+        let partial = ok.partial_success.unwrap();
+        assert_eq!(
+            (partial.rejected_data_points, partial.error_message.as_str()),
+            (
+                1,
+                "resource_metrics[0].scope_metrics[0].metrics[0] (\"up\").data_points[1]: \
+                 time_unix_nano: no time (0)"
+            )
+        );
+        let big = m
+            .export(metrics(vec![9], "x".repeat(LIMIT * 2)))
+            .await
+            .unwrap_err();
+        assert_eq!(big.code(), tonic::Code::ResourceExhausted, "{big:?}");
+        assert!(big.get_details_retry_info().is_none());
+        let presence_refused = |signal, reason| {
+            r.metrics()
+                .presence_refused
+                .get_or_create(&crate::metrics::SignalReasonLabel { signal, reason })
+                .get()
+        };
+        assert_eq!(presence_refused("metrics", "too_large"), 1);
+        assert_eq!(
+            refused(&r, "too_large"),
+            0,
+            "not counted as a trace refusal"
+        );
+
+        let mut l = LogsServiceClient::connect(url.clone()).await.unwrap();
+        let logs = ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                scope_logs: vec![ScopeLogs {
+                    log_records: vec![
+                        LogRecord {
+                            observed_time_unix_nano: 5,
+                            ..Default::default()
+                        },
+                        LogRecord::default(),
+                    ],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let ok = l.export(logs).await.unwrap().into_inner();
+        assert_eq!(ok.partial_success.unwrap().rejected_log_records, 1);
+        let stored = |signal| {
+            r.metrics()
+                .presence_accepted
+                .get_or_create(&crate::metrics::SignalTransportLabel {
+                    signal,
+                    transport: "grpc",
+                })
+                .get()
+        };
+        assert_eq!((stored("metrics"), stored("logs")), (2, 1));
+
+        // A path of no OTLP signal.
+        let mut grpc = tonic::client::Grpc::new(
+            tonic::transport::Endpoint::from_shared(url)
+                .unwrap()
+                .connect()
+                .await
+                .unwrap(),
+        );
+        grpc.ready().await.unwrap();
+        let e = grpc
+            .unary(
+                tonic::Request::new(Vec::<u8>::new()),
+                http::uri::PathAndQuery::from_static(
+                    "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export",
+                ),
+                PassThroughCodec,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unimplemented, "{e:?}");
         server.abort();
     }
 }

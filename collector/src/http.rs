@@ -1,8 +1,10 @@
-//! OTLP/HTTP receiver: `POST /v1/traces` with `application/x-protobuf` or `application/json`
-//! bodies, optionally `Content-Encoding: gzip` (also `x-gzip`, multi-member) or `deflate`.
+//! OTLP/HTTP receiver: `POST /v1/traces`, `/v1/metrics` and `/v1/logs` with
+//! `application/x-protobuf` or `application/json` bodies, optionally `Content-Encoding: gzip`
+//! (also `x-gzip`, multi-member) or `deflate`. Every signal takes the same path (body limit,
+//! decompression, refusals); only decoding and what is stored differ ([`Signal`]).
 //!
 //! Per the OTLP specification (OTLP/HTTP): the response uses the request's encoding; success is
-//! 200 with an `ExportTraceServiceResponse` (`partial_success` when spans were rejected); errors
+//! 200 with the signal's `Export*ServiceResponse` (`partial_success` when items were rejected); errors
 //! carry a `google.rpc.Status` body (protobuf or JSON, like the request) with status 400 (bad
 //! data), 413 (too large), 415 (unsupported type), 429 / 503 with `Retry-After` (retryable).
 
@@ -15,38 +17,16 @@ use axum::extract::{DefaultBodyLimit, Extension, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
 
+use crate::convert::presence::PresenceRows;
 use crate::error::IngestError;
 use crate::listen::{BodyBudget, ListenError};
-use crate::receiver::{Accepted, Receiver};
-
-/// Body encodings of OTLP/HTTP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// `application/x-protobuf` (also `application/protobuf`).
-    Protobuf,
-    /// `application/json`.
-    Json,
-}
-
-impl Format {
-    fn content_type(self) -> &'static str {
-        match self {
-            Self::Protobuf => "application/x-protobuf",
-            Self::Json => "application/json",
-        }
-    }
-    fn transport(self) -> &'static str {
-        match self {
-            Self::Protobuf => "http_protobuf",
-            Self::Json => "http_json",
-        }
-    }
-}
+use crate::receiver::{Accepted, Receiver, presence_rows};
+pub use crate::signal::Format;
+use crate::signal::Signal;
+use dyeline_model::PresenceSignal;
 
 /// `google.rpc.Status`, the error body of OTLP/HTTP.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -120,11 +100,22 @@ fn decode_json(body: &[u8]) -> Result<ExportTraceServiceRequest, IngestError> {
         .map_err(|e| IngestError::BadData(format!("invalid OTLP/JSON: {e}")))
 }
 
-/// The OTLP/HTTP router: `POST /v1/traces`. Body size is enforced by the handler, so axum's own
-/// default limit is lifted.
+/// The OTLP/HTTP router: `POST /v1/traces`, `/v1/metrics`, `/v1/logs`. Body size is enforced
+/// by the handler, so axum's own default limit is lifted.
 pub fn router(receiver: Arc<Receiver>) -> Router {
-    Router::new()
-        .route("/v1/traces", post(export))
+    let mut router = Router::new();
+    for signal in Signal::ALL {
+        router = router.route(
+            signal.http_path(),
+            post(
+                move |state: State<Arc<Receiver>>,
+                      headers: HeaderMap,
+                      budget: Option<Extension<BodyBudget>>,
+                      body: Body| export(state, signal, headers, budget, body),
+            ),
+        );
+    }
+    router
         .layer(DefaultBodyLimit::disable())
         .with_state(receiver)
 }
@@ -168,6 +159,7 @@ fn listen_refusal(err: &ListenError) -> IngestError {
 
 async fn export(
     State(receiver): State<Arc<Receiver>>,
+    signal: Signal,
     headers: HeaderMap,
     budget: Option<Extension<BodyBudget>>,
     body: Body,
@@ -180,12 +172,13 @@ async fn export(
     let format = match parse_content_type(header(header::CONTENT_TYPE)) {
         Ok(f) => f,
         Err(e) => {
-            receiver.refused(&e);
+            receiver.refused(signal, &e);
             return error_response(Format::Json, &e);
         }
     };
     match handle(
         &receiver,
+        signal,
         format,
         header(header::CONTENT_LENGTH),
         header(header::CONTENT_ENCODING),
@@ -194,13 +187,13 @@ async fn export(
     )
     .await
     {
-        Ok(accepted) => success_response(format, &accepted),
+        Ok(accepted) => success_response(signal, format, &accepted),
         Err(e) => {
             if !matches!(
                 e,
                 IngestError::Saturated { .. } | IngestError::Unavailable(_)
             ) {
-                receiver.refused(&e);
+                receiver.refused(signal, &e);
             }
             tracing::debug!(error = %e, status = e.http_status().as_u16(), "otlp/http export refused");
             error_response(format, &e)
@@ -210,6 +203,7 @@ async fn export(
 
 async fn handle(
     receiver: &Receiver,
+    signal: Signal,
     format: Format,
     content_length: Option<&str>,
     encoding: Option<&str>,
@@ -220,29 +214,44 @@ async fn handle(
     let declared = content_length.and_then(|l| l.trim().parse::<u64>().ok());
     let raw = read_limited(body, declared, limit, budget).await?;
     let encoding = encoding.map(str::to_owned);
+    let options = receiver.options();
     let decode = move || {
         let body = decompress(encoding.as_deref(), raw, limit)?;
-        match format {
+        if format == Format::Json && body.is_empty() {
+            return Err(IngestError::BadData(
+                "empty body: an OTLP/JSON request is a JSON object (send {} for an empty request)"
+                    .into(),
+            ));
+        }
+        match (signal.presence(), format) {
+            (Some(p), _) => {
+                presence_rows(p, format, &body, &options).map(|r| Payload::Presence(p, r))
+            }
             // Read by the wire reader below, without a prost message.
-            Format::Protobuf => Ok(Payload::Protobuf(body)),
-            Format::Json if body.is_empty() => Err(IngestError::BadData(
-                "empty body: an OTLP/JSON request is a JSON object (send {} for no spans)".into(),
-            )),
-            Format::Json => decode_json(&body).map(Payload::Request),
+            (None, Format::Protobuf) => Ok(Payload::Protobuf(body)),
+            (None, Format::Json) => decode_json(&body).map(Payload::Request),
         }
     };
     // CPU-bound: on the blocking pool, within the receiver's slots.
     let decoded = receiver.blocking(decode).await??;
+    let transport = format.transport();
     match decoded {
-        Payload::Request(request) => receiver.export(request, format.transport()).await,
-        Payload::Protobuf(body) => receiver.export_protobuf(body, format.transport()).await,
+        Payload::Request(request) => receiver.export(request, transport).await,
+        Payload::Protobuf(body) => {
+            receiver
+                .export_protobuf(Signal::Traces, body, transport)
+                .await
+        }
+        Payload::Presence(p, rows) => receiver.store_presence(p, rows, transport).await,
     }
 }
 
-/// A request body after decompression: decoded (OTLP/JSON) or protobuf bytes still to read.
+/// A request body after decompression: a decoded trace request (OTLP/JSON), trace protobuf
+/// bytes still to read, or the presence rows of a metrics or logs export.
 enum Payload {
     Request(ExportTraceServiceRequest),
     Protobuf(Bytes),
+    Presence(PresenceSignal, PresenceRows),
 }
 
 /// Reads a request body of at most `limit` bytes. A body past the limit (declared by
@@ -357,36 +366,11 @@ impl Chunks {
     }
 }
 
-/// The success body in the request's encoding.
-pub fn success_body(format: Format, accepted: &Accepted) -> Vec<u8> {
-    match format {
-        Format::Protobuf => ExportTraceServiceResponse {
-            partial_success: (accepted.rejected_spans > 0).then(|| ExportTracePartialSuccess {
-                rejected_spans: accepted.rejected_spans as i64,
-                error_message: accepted.error_message.clone(),
-            }),
-        }
-        .encode_to_vec(),
-        Format::Json => {
-            if accepted.rejected_spans == 0 {
-                b"{}".to_vec()
-            } else {
-                serde_json::json!({"partialSuccess": {
-                    "rejectedSpans": accepted.rejected_spans.to_string(),
-                    "errorMessage": accepted.error_message,
-                }})
-                .to_string()
-                .into_bytes()
-            }
-        }
-    }
-}
-
-fn success_response(format: Format, accepted: &Accepted) -> Response {
+fn success_response(signal: Signal, format: Format, accepted: &Accepted) -> Response {
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, format.content_type())],
-        success_body(format, accepted),
+        signal.response(format, accepted),
     )
         .into_response()
 }
@@ -500,21 +484,5 @@ mod tests {
         one.push(Bytes::from_static(b"whole"));
         assert_eq!(&one.join()[..], b"whole");
         assert!(Chunks::default().join().is_empty());
-    }
-
-    #[test]
-    fn partial_success_is_encoded_like_the_request() {
-        let a = Accepted {
-            rejected_spans: 2,
-            error_message: "bad id".into(),
-        };
-        let json: serde_json::Value =
-            serde_json::from_slice(&success_body(Format::Json, &a)).unwrap();
-        assert_eq!(json["partialSuccess"]["rejectedSpans"], "2");
-        assert_eq!(success_body(Format::Json, &Accepted::default()), b"{}");
-        let pb =
-            ExportTraceServiceResponse::decode(&success_body(Format::Protobuf, &a)[..]).unwrap();
-        assert_eq!(pb.partial_success.unwrap().rejected_spans, 2);
-        assert!(success_body(Format::Protobuf, &Accepted::default()).is_empty());
     }
 }

@@ -1,5 +1,5 @@
-//! Lenient OTLP/JSON decoding of trace export requests (`POST /v1/traces` with
-//! `Content-Type: application/json`) straight into the prost types of `opentelemetry-proto`.
+//! Lenient OTLP/JSON decoding of export requests (`POST /v1/traces`, and in `json/signals.rs`
+//! `/v1/metrics`, `/v1/logs` and import lines of any signal) into the `opentelemetry-proto` types.
 //!
 //! This module owns the JSON body → [`ExportTraceServiceRequest`] step of the HTTP receiver and
 //! nothing else: validating ids for emptiness, masking flags and turning spans into rows happen
@@ -104,6 +104,12 @@ fn render_invalid(path: &str, message: &str, line: usize, column: usize) -> Stri
 /// text such as an RFC 3339 time), an unknown or short enum name (`"SERVER"`), bad base64 in
 /// `bytesValue`, or a value of the wrong JSON type.
 pub fn decode_export_request(body: &[u8]) -> Result<ExportTraceServiceRequest, JsonDecodeError> {
+    decode::<Request>(body).map(|r| r.0)
+}
+
+/// Decodes a whole body as the message `T` (a top-level `null` gives `T`'s default): the UTF-8
+/// check, the error path and the end-of-input check every request decoder shares.
+fn decode<T: Message>(body: &[u8]) -> Result<T, JsonDecodeError> {
     if body.is_empty() {
         return Err(JsonDecodeError::EmptyBody);
     }
@@ -126,11 +132,10 @@ pub fn decode_export_request(body: &[u8]) -> Result<ExportTraceServiceRequest, J
     PATH.with(|p| p.borrow_mut().clear());
     let mut de = serde_json::Deserializer::from_str(text);
     let result = de
-        .deserialize_map(MsgV::<Request>(PhantomData))
+        .deserialize_map(MsgV::<T>(PhantomData))
         .and_then(|r| de.end().map(|()| r));
     match result {
-        Ok(Some(Request(req))) => Ok(req),
-        Ok(None) => Ok(ExportTraceServiceRequest::default()),
+        Ok(message) => Ok(message.unwrap_or_default()),
         Err(e) => Err(invalid(e)),
     }
 }
@@ -763,9 +768,10 @@ message!(KeyValueList, "a KeyValueList object", |m, map| {
     "values" => m.values = list(map)?,
 });
 
-/// Sets the `AnyValue` oneof when the field was not null (the last non-null field wins).
+/// Sets a oneof (`AnyValue`'s value, `Metric`'s data) when the field was not null (the last
+/// non-null field wins).
 #[inline]
-fn one_of<T>(slot: &mut Option<Value>, v: Option<T>, f: fn(T) -> Value) {
+fn one_of<T, U>(slot: &mut Option<U>, v: Option<T>, f: fn(T) -> U) {
     if let Some(v) = v {
         *slot = Some(f(v));
     }
@@ -780,6 +786,9 @@ message!(AnyValue, "an AnyValue object", |m, map| {
     "kvlistValue" | "kvlist_value" => one_of(&mut m.value, msg(map)?, Value::KvlistValue),
     "bytesValue" | "bytes_value" => one_of(&mut m.value, map.next_value_seed(Any(BytesV))?, Value::BytesValue),
 });
+
+mod signals;
+pub use signals::{AnyExport, decode_any_export, decode_logs_request, decode_metrics_request};
 
 #[cfg(test)]
 mod tests;

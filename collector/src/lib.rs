@@ -1,15 +1,18 @@
-//! OTLP trace receivers and the OTLP → Arrow conversion.
+//! OTLP receivers (traces, and metrics and logs for presence) and the OTLP → Arrow conversion.
 //!
 //! ```text
 //!  gRPC :4317 ─ grpc ─┐                    ┌─ convert (pure: validate, colour, decision) ─┐
 //!                     ├─ receiver::export ─┤                                               ├─ SpanSink (store)
 //!  HTTP :4318 ─ http ─┘   (json | prost)   └─ metrics (accepted / discarded by reason) ───┘
+//!        metrics, logs ─▶ receiver::store_presence ─ convert::presence ─────────────────▶ PresenceSink (store)
 //! ```
 //!
 //! Owns decoding (protobuf via prost, OTLP/JSON via [`json`]), limits at the edge (the
 //! listeners' connections, timeouts and buffered bytes in [`listen`]; body sizes), the OTLP
-//! status mapping ([`error`]), the conversion into `spans` rows ([`convert`]) and the
-//! [`sink::SpanSink`] port. Does not own storage: the server wires the store in as the sink.
+//! status mapping ([`error`]), the three signals' paths and responses ([`signal`]), the
+//! conversion into `spans` and `presence` rows ([`convert`], [`convert::presence`]) and the
+//! [`sink::SpanSink`] and [`sink::PresenceSink`] ports. Does not own storage: the server wires
+//! the store in as both sinks.
 //!
 //! # Adding an OTLP field
 //!
@@ -36,10 +39,13 @@ pub mod json;
 pub mod listen;
 pub mod metrics;
 pub mod receiver;
+pub mod signal;
 pub mod sink;
 pub mod wire;
 
+pub use convert::presence::{PresenceRows, logs_presence, metrics_presence};
 pub use convert::{ConvertOptions, RejectReason, SpanRows, convert_request, convert_view};
 pub use error::IngestError;
 pub use receiver::{Accepted, Limits, Receiver};
-pub use sink::{SinkError, SpanSink, WriteReport};
+pub use signal::{Format, Signal};
+pub use sink::{DiscardSink, PresenceSink, SinkError, SpanSink, WriteReport};

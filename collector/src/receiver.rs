@@ -1,6 +1,7 @@
-//! The transport-independent part of an export: convert, count, write to the sink.
+//! The transport-independent part of an export: decode, convert, count, write to a sink.
 //! Both receivers ([`crate::http`], [`crate::grpc`]) call [`Receiver::export`] or
-//! [`Receiver::export_protobuf`].
+//! [`Receiver::export_protobuf`] for spans and [`Receiver::store_presence`] (after
+//! [`presence_rows`]) for metrics and logs, which record presence only.
 //!
 //! Decoding and conversion are CPU-bound and take time in proportion to the request (up to the
 //! body limit): they run on tokio's blocking pool ([`Receiver::blocking`]), never on the async
@@ -11,13 +12,21 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use dyeline_model::PresenceSignal;
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use prost::Message;
 use tokio::sync::Semaphore;
 
+use crate::convert::presence::{PresenceRows, logs_presence, metrics_presence};
 use crate::convert::{ConvertOptions, convert_request, convert_view};
 use crate::error::IngestError;
-use crate::metrics::{ReceiverMetrics, TransportLabel};
-use crate::sink::SpanSink;
+use crate::metrics::{
+    PRESENCE_INVALID_TIME, ReceiverMetrics, SignalTransportLabel, TransportLabel,
+};
+use crate::signal::{Format, Signal};
+use crate::sink::{PresenceSink, SpanSink};
 
 /// Limits at the edge.
 #[derive(Debug, Clone, Copy)]
@@ -35,18 +44,20 @@ impl Default for Limits {
     }
 }
 
-/// The outcome of an accepted export (OTLP `ExportTracePartialSuccess`).
+/// The outcome of an accepted export (OTLP `Export*PartialSuccess`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Accepted {
-    /// Spans rejected as invalid; 0 for full success.
-    pub rejected_spans: u64,
-    /// Why (the first rejected span), empty when none.
+    /// Items rejected as invalid (spans, data points or log records, by the request's
+    /// signal); 0 for full success.
+    pub rejected: u64,
+    /// Why (the first rejected item), empty when none.
     pub error_message: String,
 }
 
 /// Shared state of both receivers.
 pub struct Receiver {
     sink: Arc<dyn SpanSink>,
+    presence: Arc<dyn PresenceSink>,
     options: Arc<ConvertOptions>,
     metrics: ReceiverMetrics,
     limits: Limits,
@@ -54,11 +65,55 @@ pub struct Receiver {
     cpu_slots: Arc<Semaphore>,
 }
 
+/// Decodes a metrics or logs export body in `format` and converts it to presence rows
+/// (CPU-bound: run it on the blocking pool, [`Receiver::blocking`]).
+///
+/// # Errors
+/// [`IngestError::BadData`] when the body is not a valid request, naming the problem;
+/// [`IngestError::Unavailable`] for an internal conversion error (a bug).
+pub fn presence_rows(
+    signal: PresenceSignal,
+    format: Format,
+    body: &[u8],
+    options: &ConvertOptions,
+) -> Result<PresenceRows, IngestError> {
+    let bad = |e: &dyn std::fmt::Display| {
+        let what = match format {
+            Format::Protobuf => match signal {
+                PresenceSignal::Metrics => "invalid protobuf ExportMetricsServiceRequest",
+                PresenceSignal::Logs => "invalid protobuf ExportLogsServiceRequest",
+            },
+            Format::Json => "invalid OTLP/JSON",
+        };
+        IngestError::BadData(format!("{what}: {e}"))
+    };
+    let rows = match (signal, format) {
+        (PresenceSignal::Metrics, Format::Protobuf) => {
+            let r = ExportMetricsServiceRequest::decode(body).map_err(|e| bad(&e))?;
+            metrics_presence(&r, options)
+        }
+        (PresenceSignal::Metrics, Format::Json) => {
+            let r = crate::json::decode_metrics_request(body).map_err(|e| bad(&e))?;
+            metrics_presence(&r, options)
+        }
+        (PresenceSignal::Logs, Format::Protobuf) => {
+            let r = ExportLogsServiceRequest::decode(body).map_err(|e| bad(&e))?;
+            logs_presence(&r, options)
+        }
+        (PresenceSignal::Logs, Format::Json) => {
+            let r = crate::json::decode_logs_request(body).map_err(|e| bad(&e))?;
+            logs_presence(&r, options)
+        }
+    };
+    rows.map_err(|e| IngestError::Unavailable(format!("internal conversion error: {e}")))
+}
+
 impl Receiver {
-    /// A receiver writing to `sink`, with one decode/conversion slot per core
-    /// ([`std::thread::available_parallelism`]).
+    /// A receiver writing spans to `sink` and presence rows to `presence`, with one
+    /// decode/conversion slot per core ([`std::thread::available_parallelism`]).
     pub fn new(
         sink: Arc<dyn SpanSink>,
+        presence: Arc<dyn PresenceSink>,
         options: ConvertOptions,
         metrics: ReceiverMetrics,
         limits: Limits,
@@ -66,6 +121,7 @@ impl Receiver {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         Self {
             sink,
+            presence,
             options: Arc::new(options),
             metrics,
             limits,
@@ -103,19 +159,19 @@ impl Receiver {
         self.limits
     }
 
+    /// The conversion settings (colour rules, decision sources).
+    pub fn options(&self) -> Arc<ConvertOptions> {
+        Arc::clone(&self.options)
+    }
+
     /// The counters.
     pub fn metrics(&self) -> &ReceiverMetrics {
         &self.metrics
     }
 
-    /// Counts a request refused before it reached [`Receiver::export`].
-    pub fn refused(&self, err: &IngestError) {
-        self.metrics
-            .requests_refused
-            .get_or_create(&crate::metrics::ReasonLabel {
-                reason: err.reason(),
-            })
-            .inc();
+    /// Counts a request of `signal` refused before it reached the sink.
+    pub fn refused(&self, signal: Signal, err: &IngestError) {
+        self.metrics.refuse(signal, err.reason());
     }
 
     /// Exports one decoded request: invalid spans are rejected one by one (partial success), the
@@ -137,20 +193,28 @@ impl Receiver {
         self.export_rows(converted, transport).await
     }
 
-    /// Converts a protobuf `ExportTraceServiceRequest` body and stores its rows, as
-    /// [`Receiver::export`] does. The body is read by the wire reader of [`crate::wire`]
-    /// (prost decides when the wire reader refuses it), on the blocking pool, borrowing from
-    /// `body` (no copy).
+    /// Converts a protobuf export body of `signal` and stores what it gives, as
+    /// [`Receiver::export`] (spans) or [`Receiver::store_presence`] (metrics, logs) do. A trace
+    /// body is read by the wire reader of [`crate::wire`] (prost decides when the wire reader
+    /// refuses it), borrowing from `body` (no copy); metrics and logs bodies by prost. Either
+    /// on the blocking pool.
     ///
     /// # Errors
     /// [`IngestError::BadData`] when the body is not a valid message (not counted here: the
     /// transport counts what it refuses, [`Receiver::refused`]); else as [`Receiver::export`].
     pub async fn export_protobuf(
         &self,
+        signal: Signal,
         body: Bytes,
         transport: &'static str,
     ) -> Result<Accepted, IngestError> {
         let options = Arc::clone(&self.options);
+        if let Some(p) = signal.presence() {
+            let rows = self
+                .blocking(move || presence_rows(p, Format::Protobuf, &body, &options))
+                .await??;
+            return self.store_presence(p, rows, transport).await;
+        }
         let converted = self
             .blocking(move || match crate::wire::decode_request(&body) {
                 Ok(crate::wire::Decoded::View(view)) => Ok(convert_view(&view, &options)),
@@ -163,6 +227,52 @@ impl Receiver {
         self.export_rows(converted, transport).await
     }
 
+    /// Stores the presence rows of one metrics or logs export: counts the items rejected for
+    /// their time, writes the rows to the presence sink and resolves once they are durable.
+    ///
+    /// # Errors
+    /// [`IngestError::Saturated`] / [`IngestError::Unavailable`] from the sink (nothing of the
+    /// request is acknowledged then; counted here).
+    pub async fn store_presence(
+        &self,
+        signal: PresenceSignal,
+        rows: PresenceRows,
+        transport: &'static str,
+    ) -> Result<Accepted, IngestError> {
+        let as_signal = match signal {
+            PresenceSignal::Metrics => Signal::Metrics,
+            PresenceSignal::Logs => Signal::Logs,
+        };
+        self.metrics
+            .discard(as_signal, PRESENCE_INVALID_TIME, rows.rejected);
+        let accepted = Accepted {
+            rejected: rows.rejected,
+            error_message: rows.first_error.unwrap_or_default(),
+        };
+        let Some(batch) = rows.batch else {
+            return Ok(accepted);
+        };
+        let n = batch.num_rows() as u64;
+        match self.presence.write_presence(batch).await {
+            Ok(report) => {
+                self.metrics
+                    .presence_accepted
+                    .get_or_create(&SignalTransportLabel {
+                        signal: signal.as_str(),
+                        transport,
+                    })
+                    .inc_by(report.stored);
+                Ok(accepted)
+            }
+            Err(e) => {
+                let err = IngestError::from(e);
+                self.metrics.discard(as_signal, err.reason(), n);
+                self.refused(as_signal, &err);
+                Err(err)
+            }
+        }
+    }
+
     /// Stores converted rows: counts the rejected spans, writes the rest to the sink and
     /// resolves once they are durable. A conversion error (a bug) answers unavailable.
     async fn export_rows(
@@ -173,10 +283,10 @@ impl Receiver {
         let rows = converted
             .map_err(|e| IngestError::Unavailable(format!("internal conversion error: {e}")))?;
         for (reason, n) in &rows.rejected {
-            self.metrics.discard(reason.as_str(), *n);
+            self.metrics.discard(Signal::Traces, reason.as_str(), *n);
         }
         let accepted = Accepted {
-            rejected_spans: rows.rejected_count(),
+            rejected: rows.rejected_count(),
             error_message: rows.first_error.clone().unwrap_or_default(),
         };
         if rows.batch.is_none() {
@@ -200,14 +310,15 @@ impl Receiver {
                 }
                 self.metrics.malformed_lane_tags.inc_by(malformed_lane_tags);
                 if report.duplicates > 0 {
-                    self.metrics.discard("duplicate", report.duplicates);
+                    self.metrics
+                        .discard(Signal::Traces, "duplicate", report.duplicates);
                 }
                 Ok(accepted)
             }
             Err(e) => {
                 let err = IngestError::from(e);
-                self.metrics.discard(err.reason(), n);
-                self.refused(&err);
+                self.metrics.discard(Signal::Traces, err.reason(), n);
+                self.refused(Signal::Traces, &err);
                 Err(err)
             }
         }
@@ -224,28 +335,32 @@ mod tests {
     use prost::Message;
 
     use super::*;
-    use crate::sink::{SinkError, WriteReport};
+    use crate::sink::{DiscardSink, SinkError, WriteReport};
 
-    struct Stored;
+    /// A presence sink whose write path is full.
+    struct Full;
 
-    impl SpanSink for Stored {
-        fn write(
+    impl PresenceSink for Full {
+        fn write_presence(
             &self,
-            rows: crate::SpanRows,
+            _: arrow::array::RecordBatch,
         ) -> futures::future::BoxFuture<'static, Result<WriteReport, SinkError>> {
-            let stored = rows.keys.len() as u64;
-            Box::pin(async move {
-                Ok(WriteReport {
-                    stored,
-                    duplicates: 0,
+            Box::pin(async {
+                Err(SinkError::Saturated {
+                    retry_after: Duration::from_secs(3),
                 })
             })
         }
     }
 
     fn receiver() -> Arc<Receiver> {
+        receiver_with(Arc::new(DiscardSink))
+    }
+
+    fn receiver_with(presence: Arc<dyn PresenceSink>) -> Arc<Receiver> {
         Arc::new(Receiver::new(
-            Arc::new(Stored),
+            Arc::new(DiscardSink),
+            presence,
             ConvertOptions::default(),
             ReceiverMetrics::default(),
             Limits::default(),
@@ -321,15 +436,135 @@ mod tests {
         }
         .encode_to_vec();
         let accepted = r
-            .export_protobuf(Bytes::from(body), "http_protobuf")
+            .export_protobuf(Signal::Traces, Bytes::from(body), "http_protobuf")
             .await
             .unwrap();
         assert_eq!(accepted, Accepted::default());
         assert_eq!(r.metrics().decisions_truncated.get(), 2);
         let e = r
-            .export_protobuf(Bytes::from_static(&[0x0a, 0x05]), "grpc")
+            .export_protobuf(Signal::Traces, Bytes::from_static(&[0x0a, 0x05]), "grpc")
             .await
             .unwrap_err();
         assert!(matches!(e, IngestError::BadData(_)), "{e:?}");
+    }
+
+    fn metrics_body(times: &[u64]) -> Bytes {
+        use opentelemetry_proto::tonic::metrics::v1::{
+            Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, metric::Data,
+        };
+        use opentelemetry_proto::tonic::resource::v1::Resource;
+        let points = times
+            .iter()
+            .map(|&t| NumberDataPoint {
+                time_unix_nano: t,
+                ..Default::default()
+            })
+            .collect();
+        Bytes::from(
+            ExportMetricsServiceRequest {
+                resource_metrics: vec![ResourceMetrics {
+                    resource: Some(Resource {
+                        attributes: vec![KeyValue {
+                            key: "host.name".into(),
+                            value: Some(AnyValue {
+                                value: Some(Value::StringValue("pay-gray-1".into())),
+                            }),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }),
+                    scope_metrics: vec![ScopeMetrics {
+                        metrics: vec![Metric {
+                            name: "up".into(),
+                            data: Some(Data::Gauge(Gauge {
+                                data_points: points,
+                            })),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+            }
+            .encode_to_vec(),
+        )
+    }
+
+    fn discarded(r: &Receiver, signal: &'static str, reason: &'static str) -> u64 {
+        r.metrics()
+            .presence_discarded
+            .get_or_create(&crate::metrics::SignalReasonLabel { signal, reason })
+            .get()
+    }
+
+    #[tokio::test]
+    async fn metrics_exports_store_presence_with_exact_partial_success() {
+        let r = receiver();
+        let accepted = r
+            .export_protobuf(Signal::Metrics, metrics_body(&[10, 0, 10, 20, 0]), "grpc")
+            .await
+            .unwrap();
+        assert_eq!(accepted.rejected, 2);
+        assert!(
+            accepted.error_message.contains("data_points[1]"),
+            "{}",
+            accepted.error_message
+        );
+        let stored = r
+            .metrics()
+            .presence_accepted
+            .get_or_create(&SignalTransportLabel {
+                signal: "metrics",
+                transport: "grpc",
+            })
+            .get();
+        assert_eq!(stored, 2, "10 and 20, the repeated 10 once");
+        assert_eq!(discarded(&r, "metrics", PRESENCE_INVALID_TIME), 2);
+        // Spans are not touched by a metrics export.
+        let spans = r
+            .metrics()
+            .spans_accepted
+            .get_or_create(&TransportLabel { transport: "grpc" })
+            .get();
+        assert_eq!(spans, 0);
+        // A body that is not a metrics request is bad data naming the message.
+        let e = r
+            .export_protobuf(Signal::Logs, Bytes::from_static(&[0x0a, 0x05]), "grpc")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, IngestError::BadData(m) if m.contains("ExportLogsServiceRequest")),
+            "{e:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_full_presence_store_refuses_the_export_as_retryable_and_counts_it() {
+        let r = receiver_with(Arc::new(Full));
+        let e = r
+            .export_protobuf(Signal::Metrics, metrics_body(&[5, 6, 7]), "http_protobuf")
+            .await
+            .unwrap_err();
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
+        assert_eq!(discarded(&r, "metrics", "saturated"), 3);
+        let refused = r
+            .metrics()
+            .presence_refused
+            .get_or_create(&crate::metrics::SignalReasonLabel {
+                signal: "metrics",
+                reason: "saturated",
+            })
+            .get();
+        assert_eq!(refused, 1);
+        assert_eq!(
+            r.metrics()
+                .requests_refused
+                .get_or_create(&crate::metrics::ReasonLabel {
+                    reason: "saturated"
+                })
+                .get(),
+            0,
+            "not a trace refusal"
+        );
     }
 }

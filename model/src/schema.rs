@@ -132,7 +132,7 @@ pub fn spans_schema() -> SchemaRef {
         .get_or_init(|| {
             use DataType::*;
             let s = |n: &str, null: bool| Field::new(n, Utf8, null);
-            Arc::new(Schema::new(vec![
+            let fields = [
                 s(col::TRACE_ID, false),
                 s(col::SPAN_ID, false),
                 s(col::PARENT_SPAN_ID, true),
@@ -150,16 +150,10 @@ pub fn spans_schema() -> SchemaRef {
                 s(col::SERVICE_VERSION, true),
                 s(col::INSTANCE_ID, false),
                 s(col::HOST_NAME, true),
-                s(col::COLOR, false),
-                s(col::COLOR_RULE, false),
-                // The lane columns are nullable: files of schema version 1 lack them.
-                s(col::LANE, true),
-                s(col::LANE_RULE, true),
-                Field::new(
-                    col::LANE_INVALID_VALUES,
-                    List(Arc::new(Field::new("item", Utf8, true))),
-                    true,
-                ),
+            ]
+            .into_iter()
+            .chain(instance_resolution_fields())
+            .chain([
                 Field::new_map(
                     col::DECISIONS,
                     "entries",
@@ -190,9 +184,30 @@ pub fn spans_schema() -> SchemaRef {
                 s(col::ATTRIBUTES, false),
                 s(col::EVENTS, true),
                 s(col::LINKS, true),
-            ]))
+            ])
+            .collect::<Vec<_>>();
+            Arc::new(Schema::new(fields))
         })
         .clone()
+}
+
+/// What ingest resolves of an instance, in this order: `color`, `color_rule`, `lane`,
+/// `lane_rule`, `lane_invalid_values`; `spans` and `presence`
+/// ([`crate::presence::presence_schema`]) hold them alike. The lane columns are nullable:
+/// files of `spans` schema version 1 lack them.
+pub fn instance_resolution_fields() -> [Field; 5] {
+    let s = |n: &str, null: bool| Field::new(n, DataType::Utf8, null);
+    [
+        s(col::COLOR, false),
+        s(col::COLOR_RULE, false),
+        s(col::LANE, true),
+        s(col::LANE_RULE, true),
+        Field::new(
+            col::LANE_INVALID_VALUES,
+            DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+            true,
+        ),
+    ]
 }
 
 #[cfg(test)]

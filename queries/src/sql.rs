@@ -1,5 +1,6 @@
-//! Read-only SQL over `spans` for callers (`POST /api/v1/sql`, `dyeline sql`): only `SELECT`,
-//! `WITH … SELECT` and `EXPLAIN [ANALYZE | VERBOSE]` run. Every other statement (DDL, DML,
+//! Read-only SQL over `spans` (and the tables registered beside it: `presence`) for callers
+//! (`POST /api/v1/sql`, `dyeline sql`): only `SELECT`, `WITH … SELECT` and
+//! `EXPLAIN [ANALYZE | VERBOSE]` run. Every other statement (DDL, DML,
 //! `COPY`, `SET`, `SELECT … INTO`, several statements) is refused before planning, and the plan
 //! is checked again with DataFusion's [`SQLOptions`] (no DDL, DML or statements), so a
 //! caller's query can never give the engine's sessions a table.
@@ -379,6 +380,29 @@ impl SqlEngine {
             runtime: Arc::new(QueryRuntime::start()?),
             pool: result_pool,
         })
+    }
+
+    /// Registers `table` as `name` beside `spans` in both sessions (the `presence` table).
+    ///
+    /// # Errors
+    /// [`SqlError::Internal`] if the name is taken.
+    pub fn register_table(
+        &self,
+        name: &str,
+        table: Arc<dyn TableProvider>,
+    ) -> Result<(), SqlError> {
+        let internal = |e: DataFusionError| SqlError::Internal(e.to_string());
+        // DataFusion would replace a table of the same name (`spans` itself) silently.
+        if self.ctx.table_exist(name).map_err(internal)? {
+            return Err(SqlError::Internal(format!(
+                "a table named {name} is registered already"
+            )));
+        }
+        self.ctx
+            .register_table(name, Arc::clone(&table))
+            .map_err(internal)?;
+        self.callers.register_table(name, table).map_err(internal)?;
+        Ok(())
     }
 
     /// The DataFusion session for the analyzer's own plans (not callers' queries).

@@ -83,11 +83,6 @@ fn write_file(
         return Err(io::Error::other("no rows to write"));
     };
     *seq += 1;
-    let dir = spans_dir.join(hour_dir_name(hour));
-    fs::create_dir_all(&dir)?;
-    let name = format!("part-{written_unix_ms}-{seq:06}.parquet");
-    let path = dir.join(&name);
-    let tmp = dir.join(format!("{name}.tmp"));
     let traces = if let [one] = parts {
         Arc::clone(&one.traces)
     } else {
@@ -98,13 +93,40 @@ fn write_file(
         .schema()
         .clone();
     let props = writer_properties(zstd_level, traces.len() as u64);
-    let (mut writer, _) = ArrowWriter::try_new(File::create(&tmp)?, schema, Some(props))
-        .and_then(ArrowWriter::into_serialized_writer)
-        .map_err(io::Error::other)?;
-    for part in parts {
-        copy_row_groups(&part.bytes, &mut writer).map_err(io::Error::other)?;
-    }
-    let f = writer.into_inner().map_err(io::Error::other)?;
+    let mut meta = write_hour_file(spans_dir, hour, written_unix_ms, *seq, |file| {
+        let (mut writer, _) = ArrowWriter::try_new(file, schema, Some(props))
+            .and_then(ArrowWriter::into_serialized_writer)
+            .map_err(io::Error::other)?;
+        for part in parts {
+            copy_row_groups(&part.bytes, &mut writer).map_err(io::Error::other)?;
+        }
+        writer.into_inner().map_err(io::Error::other)
+    })?;
+    meta.traces = Some(traces);
+    Ok(meta)
+}
+
+/// Writes a new file of hour `hour` under `table_dir` (`hour=…/part-<written_unix_ms>-<seq>
+/// .parquet`, [`crate::layout`]) with `write`, which is given the file and returns it written:
+/// to a temporary name first, fsynced, then renamed into place and the directory fsynced, so a
+/// crash leaves the whole file or a `.tmp` that [`list_files`](crate::layout::list_files)
+/// removes. The returned metadata has no trace index.
+///
+/// # Errors
+/// I/O errors, and `write`'s.
+pub(crate) fn write_hour_file(
+    table_dir: &Path,
+    hour: i64,
+    written_unix_ms: i64,
+    seq: u64,
+    write: impl FnOnce(File) -> io::Result<File>,
+) -> io::Result<FileMeta> {
+    let dir = table_dir.join(hour_dir_name(hour));
+    fs::create_dir_all(&dir)?;
+    let name = format!("part-{written_unix_ms}-{seq:06}.parquet");
+    let path = dir.join(&name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    let f = write(File::create(&tmp)?)?;
     f.sync_all()?;
     drop(f);
     fs::rename(&tmp, &path)?;
@@ -114,7 +136,7 @@ fn write_file(
         path,
         hour_start_unix_nano: hour,
         written_unix_ms,
-        traces: Some(traces),
+        traces: None,
     })
 }
 

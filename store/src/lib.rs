@@ -18,7 +18,8 @@
 //! ```
 //!
 //! Owns durability, the one-row-per-span rule (domain §1), retention and the table provider.
-//! Does not own decoding or analysis.
+//! Does not own decoding or analysis. Beside the spans, the `presence` rows of metrics and logs
+//! exports (domain §7.1) take a simpler durable path of their own ([`presence`]).
 //!
 //! One file per thread: the writer (`writer.rs`), the flusher (`flusher.rs`, which also runs
 //! `retention.rs`), and at open `recovery.rs` (WAL replay, the background trace indexer); what
@@ -46,6 +47,7 @@ pub mod file_read;
 pub mod file_write;
 pub mod layout;
 pub mod part;
+pub mod presence;
 pub mod seal;
 pub mod segment;
 pub mod table;
@@ -58,6 +60,7 @@ pub use error::StoreError;
 pub use jobs::WriteReport;
 pub use lock::LOCK_FILE;
 pub use metrics::StoreMetrics;
+pub use presence::{InstancePresence, PresenceLog, PresenceSnapshot, PresenceWrite};
 pub use state::{Snapshot, trim_trace_indexes};
 
 use std::sync::Arc;
@@ -92,6 +95,8 @@ pub struct Store {
     /// The data directory's lock ([`LOCK_FILE`]) when the store writes to disk; the writer
     /// and flusher threads hold clones, so it is released once the store and both are gone.
     lock: Mutex<Option<Arc<std::fs::File>>>,
+    /// The `presence` rows of the same data directory.
+    presence: Arc<PresenceLog>,
 }
 
 impl Store {
@@ -140,6 +145,7 @@ impl Store {
             wal_dir: wal_dir.clone(),
             trace_index_max_bytes: config.trace_index_max_bytes,
         });
+        let presence = PresenceLog::open(&config, shared.metrics.clone(), lock.clone())?;
         let mut dedupe = Dedupe::new(DUPLICATE_FILTER_QUIET.max(config.flush_interval * 4));
         if config.read_only {
             replay(&shared, &wal_dir, &mut dedupe, config.zstd_level).map_err(io)?;
@@ -150,6 +156,7 @@ impl Store {
                 threads: Mutex::new(Vec::new()),
                 max_memory_bytes: config.max_memory_bytes,
                 lock: Mutex::new(None),
+                presence,
             });
         }
         let wal_records = config.persist;
@@ -204,6 +211,7 @@ impl Store {
             threads: Mutex::new(threads),
             max_memory_bytes,
             lock: Mutex::new(lock),
+            presence,
         };
         Ok(store)
     }
@@ -216,6 +224,18 @@ impl Store {
     /// The DataFusion table over this store.
     pub fn table(&self) -> Arc<table::SpansTable> {
         Arc::new(table::SpansTable::new(Arc::clone(&self.shared)))
+    }
+
+    /// The `presence` rows (write, read, [`PresenceLog::instances_in`]).
+    pub fn presence(&self) -> &Arc<PresenceLog> {
+        &self.presence
+    }
+
+    /// The DataFusion table `presence` over this store.
+    pub fn presence_table(&self) -> Arc<presence::table::PresenceTable> {
+        Arc::new(presence::table::PresenceTable::new(Arc::clone(
+            &self.presence,
+        )))
     }
 
     /// A consistent view of memory and files.
@@ -311,17 +331,21 @@ impl Store {
             .map_err(|e| StoreError::Io(e.to_string()))
     }
 
-    /// Flushes memory to Parquet now and waits for it.
+    /// Flushes memory (spans and presence) to Parquet now and waits for it.
     ///
     /// # Errors
     /// [`StoreError::Closed`], or the flush's I/O error.
     pub async fn flush(&self) -> Result<(), StoreError> {
         let (ack, rx) = oneshot::channel();
         let tx = self.tx.lock().clone().ok_or(StoreError::Closed)?;
-        tokio::task::spawn_blocking(move || tx.send(WriteJob::Flush { ack }).map_err(|_| ()))
-            .await
-            .map_err(|e| StoreError::Io(e.to_string()))?
-            .map_err(|_| StoreError::Closed)?;
+        let presence = Arc::clone(&self.presence);
+        tokio::task::spawn_blocking(move || {
+            tx.send(WriteJob::Flush { ack })
+                .map_err(|_| StoreError::Closed)?;
+            presence.flush()
+        })
+        .await
+        .map_err(|e| StoreError::Io(e.to_string()))??;
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -339,6 +363,7 @@ impl Store {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
+        self.presence.close();
         self.lock.lock().take();
     }
 }
@@ -348,5 +373,6 @@ impl Drop for Store {
         // Without close(), the WAL still holds everything acknowledged; just stop the threads.
         // The lock is released when they have stopped (they hold clones of it).
         self.tx.lock().take();
+        self.presence.stop();
     }
 }

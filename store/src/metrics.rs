@@ -44,8 +44,16 @@ pub struct StoreMetrics {
     pub wal_replayed_rows: Counter,
     /// `dyeline_store_wal_torn_tails_total`.
     pub wal_torn_tails: Counter,
-    /// `dyeline_store_flush_errors_total`.
+    /// `dyeline_store_flush_errors_total` (span and presence flushes).
     pub flush_errors: Counter,
+    /// `dyeline_store_presence_rows_written_total`: presence rows stored ([`crate::presence`]).
+    pub presence_rows_written: Counter,
+    /// `dyeline_store_presence_duplicate_rows_total`: presence rows dropped as sent again.
+    pub presence_duplicate_rows: Counter,
+    /// `dyeline_store_presence_memory_rows`: presence rows not yet in files.
+    pub presence_memory_rows: Gauge,
+    /// `dyeline_store_presence_replayed_rows_total`: presence rows recovered from the WAL.
+    pub presence_replayed_rows: Counter,
 }
 
 impl Default for StoreMetrics {
@@ -64,6 +72,10 @@ impl Default for StoreMetrics {
             wal_replayed_rows: Counter::default(),
             wal_torn_tails: Counter::default(),
             flush_errors: Counter::default(),
+            presence_rows_written: Counter::default(),
+            presence_duplicate_rows: Counter::default(),
+            presence_memory_rows: Gauge::default(),
+            presence_replayed_rows: Counter::default(),
         }
     }
 }
@@ -135,6 +147,26 @@ impl StoreMetrics {
             "dyeline_store_flush_errors",
             "Failed flushes (retried)",
             self.flush_errors.clone(),
+        );
+        r.register(
+            "dyeline_store_presence_rows_written",
+            "Presence rows stored (one per instance and signal time of a metrics or logs export)",
+            self.presence_rows_written.clone(),
+        );
+        r.register(
+            "dyeline_store_presence_duplicate_rows",
+            "Presence rows dropped as sent again",
+            self.presence_duplicate_rows.clone(),
+        );
+        r.register(
+            "dyeline_store_presence_memory_rows",
+            "Presence rows not yet in Parquet files",
+            self.presence_memory_rows.clone(),
+        );
+        r.register(
+            "dyeline_store_presence_replayed_rows",
+            "Presence rows recovered from the WAL at start",
+            self.presence_replayed_rows.clone(),
         );
     }
 }

@@ -1,5 +1,6 @@
-//! Retention: a file is deleted `retention` after it was written (its write time, not its spans':
-//! [`crate::layout`]), checked on the flusher thread once a minute.
+//! Retention: a file is deleted `retention` after it was written (its write time, not its rows':
+//! [`crate::layout`]), checked on the flusher thread once a minute; the same rule for the
+//! `spans` files and the `presence` files ([`crate::presence`]).
 
 use std::time::Duration;
 
@@ -7,15 +8,25 @@ use crate::layout::{FileMeta, now_unix_ms};
 use crate::state::Shared;
 
 pub(crate) fn apply_retention(shared: &Shared, retention: Duration) {
-    let cutoff = now_unix_ms() - retention.as_millis() as i64;
-    let expired: Vec<FileMeta> = {
+    let expired = {
         let mut s = shared.state.write();
-        let (old, keep): (Vec<_>, Vec<_>) =
-            s.files.drain(..).partition(|f| f.written_unix_ms < cutoff);
-        s.files = keep;
+        let old = take_expired(&mut s.files, retention);
         shared.files_changed(&mut s);
         old
     };
+    delete_files(expired);
+}
+
+/// Removes from `files` those written more than `retention` ago and returns them.
+pub(crate) fn take_expired(files: &mut Vec<FileMeta>, retention: Duration) -> Vec<FileMeta> {
+    let cutoff = now_unix_ms() - retention.as_millis() as i64;
+    let (old, keep): (Vec<_>, Vec<_>) = files.drain(..).partition(|f| f.written_unix_ms < cutoff);
+    *files = keep;
+    old
+}
+
+/// Deletes `expired` files, and their hour directories once empty.
+pub(crate) fn delete_files(expired: Vec<FileMeta>) {
     for f in expired {
         tracing::info!(path = %f.path.display(), "retention: deleting partition file");
         if let Err(e) = std::fs::remove_file(&f.path) {

@@ -13,11 +13,8 @@
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use async_trait::async_trait;
 use datafusion::catalog::Session;
-use datafusion::catalog::TableProvider;
 use datafusion::common::{DFSchema, ScalarValue};
-use datafusion::datasource::TableType;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
@@ -26,7 +23,7 @@ use datafusion::error::Result;
 use datafusion::execution::TaskContext;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::utils::conjunction;
-use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::physical_plan::empty::EmptyExec;
@@ -94,10 +91,15 @@ impl SpansTable {
 
 /// Inclusive bounds on `start_time_unix_nano` implied by `filters` (a conjunction).
 pub fn start_time_bounds(filters: &[Expr]) -> (i64, i64) {
+    time_bounds(filters, col::START_TIME_UNIX_NANO)
+}
+
+/// Inclusive bounds on the Int64 time column `column` implied by `filters` (a conjunction).
+pub fn time_bounds(filters: &[Expr], column: &str) -> (i64, i64) {
     let mut lo = i64::MIN;
     let mut hi = i64::MAX;
     for f in filters {
-        bound(f, &mut lo, &mut hi);
+        bound(f, column, &mut lo, &mut hi);
     }
     (lo, hi)
 }
@@ -121,24 +123,21 @@ fn is_column(e: &Expr, name: &str) -> bool {
     }
 }
 
-fn is_start_col(e: &Expr) -> bool {
-    is_column(e, col::START_TIME_UNIX_NANO)
-}
-
-fn bound(e: &Expr, lo: &mut i64, hi: &mut i64) {
+fn bound(e: &Expr, column: &str, lo: &mut i64, hi: &mut i64) {
+    let is_time = |e: &Expr| is_column(e, column);
     match e {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             if *op == Operator::And {
-                bound(left, lo, hi);
-                bound(right, lo, hi);
+                bound(left, column, lo, hi);
+                bound(right, column, lo, hi);
                 return;
             }
-            let (op, v) = if is_start_col(left) {
+            let (op, v) = if is_time(left) {
                 match literal_i64(right) {
                     Some(v) => (*op, v),
                     None => return,
                 }
-            } else if is_start_col(right) {
+            } else if is_time(right) {
                 match (literal_i64(left), op.swap()) {
                     (Some(v), Some(op)) => (op, v),
                     _ => return,
@@ -163,7 +162,7 @@ fn bound(e: &Expr, lo: &mut i64, hi: &mut i64) {
             negated: false,
             low,
             high,
-        }) if is_start_col(expr) => {
+        }) if is_time(expr) => {
             if let (Some(l), Some(h)) = (literal_i64(low), literal_i64(high)) {
                 *lo = (*lo).max(l);
                 *hi = (*hi).min(h);
@@ -211,30 +210,74 @@ fn trace_ids_in(e: &Expr) -> Option<Vec<String>> {
     }
 }
 
-#[async_trait]
-impl TableProvider for SpansTable {
-    fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
-    }
+/// What DataFusion asks of a scan of a store table (`TableProvider::scan`'s arguments).
+#[derive(Clone, Copy)]
+pub(crate) struct Scan<'a> {
+    pub(crate) state: &'a dyn Session,
+    pub(crate) projection: Option<&'a Vec<usize>>,
+    pub(crate) filters: &'a [Expr],
+    pub(crate) limit: Option<usize>,
+}
 
-    fn table_type(&self) -> TableType {
-        TableType::Base
-    }
+/// Implements `TableProvider` for a store table `$ty` (a `schema: SchemaRef` field and a
+/// `fn plan(&self, &Scan) -> Result<Arc<dyn ExecutionPlan>>`): a base table whose filters are
+/// all pushed down as inexact (the files prune by them, and DataFusion applies each again to
+/// every row). The one provider skeleton of `spans` and `presence`.
+macro_rules! store_table_provider {
+    ($ty:ty) => {
+        #[async_trait::async_trait]
+        impl datafusion::catalog::TableProvider for $ty {
+            fn schema(&self) -> arrow::datatypes::SchemaRef {
+                std::sync::Arc::clone(&self.schema)
+            }
 
-    fn supports_filters_pushdown(
-        &self,
-        filters: &[&Expr],
-    ) -> Result<Vec<TableProviderFilterPushDown>> {
-        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
-    }
+            fn table_type(&self) -> datafusion::datasource::TableType {
+                datafusion::datasource::TableType::Base
+            }
 
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        filters: &[Expr],
-        limit: Option<usize>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
+            fn supports_filters_pushdown(
+                &self,
+                filters: &[&datafusion::logical_expr::Expr],
+            ) -> datafusion::error::Result<Vec<datafusion::logical_expr::TableProviderFilterPushDown>>
+            {
+                Ok(vec![
+                    datafusion::logical_expr::TableProviderFilterPushDown::Inexact;
+                    filters.len()
+                ])
+            }
+
+            async fn scan(
+                &self,
+                state: &dyn datafusion::catalog::Session,
+                projection: Option<&Vec<usize>>,
+                filters: &[datafusion::logical_expr::Expr],
+                limit: Option<usize>,
+            ) -> datafusion::error::Result<std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>>
+            {
+                self.plan(&$crate::table::Scan {
+                    state,
+                    projection,
+                    filters,
+                    limit,
+                })
+            }
+        }
+    };
+}
+pub(crate) use store_table_provider;
+
+store_table_provider!(SpansTable);
+
+impl SpansTable {
+    /// The plan of a scan: memory segments and Parquet files, pruned by the start-time and
+    /// trace-id filters.
+    fn plan(&self, scan: &Scan<'_>) -> Result<Arc<dyn ExecutionPlan>> {
+        let Scan {
+            state,
+            projection,
+            filters,
+            limit,
+        } = *scan;
         let snap = self.shared.snapshot();
         let (lo, hi) = start_time_bounds(filters);
         let traces = trace_ids_of(filters);
@@ -276,50 +319,77 @@ impl TableProvider for SpansTable {
             .filter(|f| f.overlaps(lo, hi) && may_hold_any(f.traces.as_deref(), traces))
             .collect();
         if !files.is_empty() {
-            // Footers, page indexes and bloom filters are read once per file and kept in the
-            // session's metadata cache (store files are immutable and never reuse a name), so a
-            // trace lookup over many files does not re-read and re-decode every footer.
-            let runtime = state.runtime_env();
-            let store = runtime.object_store(ObjectStoreUrl::local_filesystem())?;
-            let factory = CachedParquetFileReaderFactory::new(
-                store,
-                runtime.cache_manager.get_file_metadata_cache(),
-            );
-            let mut source = ParquetSource::new(Arc::clone(&self.schema))
-                .with_parquet_file_reader_factory(Arc::new(factory));
-            if let Some(pred) = conjunction(filters.to_vec()) {
-                let df_schema = DFSchema::try_from(Arc::clone(&self.schema))?;
-                if let Ok(p) = state.create_physical_expr(pred, &df_schema) {
-                    source = source.with_predicate(p);
-                }
-            }
-            let n = state.config().target_partitions().max(1);
-            let mut groups: Vec<Vec<PartitionedFile>> = vec![Vec::new(); n.min(files.len())];
-            let groups_len = groups.len();
-            for (i, f) in files.iter().enumerate() {
-                let path = f.path.to_string_lossy();
-                groups[i % groups_len]
-                    .push(PartitionedFile::new(path.trim_start_matches('/'), f.size));
-            }
-            let config =
-                FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
-                    .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
-                    .with_projection_indices(projection.cloned())?
-                    .with_limit(limit)
-                    .build();
-            inputs.push(DataSourceExec::from_data_source(config));
+            inputs.push(parquet_scan(
+                state,
+                &self.schema,
+                &files,
+                projection,
+                filters,
+                limit,
+            )?);
         }
-        match inputs.len() {
-            0 => {
-                let schema = match projection {
-                    Some(p) => Arc::new(self.schema.project(p)?),
-                    None => Arc::clone(&self.schema),
-                };
-                Ok(Arc::new(EmptyExec::new(schema)))
-            }
-            _ => UnionExec::try_new(inputs),
+        union_or_empty(inputs, &self.schema, projection)
+    }
+}
+
+/// The union of `inputs`, or an empty plan of the projected `schema` when there is none.
+pub(crate) fn union_or_empty(
+    inputs: Vec<Arc<dyn ExecutionPlan>>,
+    schema: &SchemaRef,
+    projection: Option<&Vec<usize>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    match inputs.len() {
+        0 => {
+            let schema = match projection {
+                Some(p) => Arc::new(schema.project(p)?),
+                None => Arc::clone(schema),
+            };
+            Ok(Arc::new(EmptyExec::new(schema)))
+        }
+        _ => UnionExec::try_new(inputs),
+    }
+}
+
+/// A scan of the store's Parquet `files` of table `schema`: the filters handed to the Parquet
+/// reader for row-group (and page) pruning, the files spread over the session's partitions.
+/// A file written before a nullable column existed reads it as null (DataFusion adapts each
+/// file to the table schema).
+pub(crate) fn parquet_scan(
+    state: &dyn Session,
+    schema: &SchemaRef,
+    files: &[FileMeta],
+    projection: Option<&Vec<usize>>,
+    filters: &[Expr],
+    limit: Option<usize>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    // Footers, page indexes and bloom filters are read once per file and kept in the
+    // session's metadata cache (store files are immutable and never reuse a name), so a
+    // trace lookup over many files does not re-read and re-decode every footer.
+    let runtime = state.runtime_env();
+    let store = runtime.object_store(ObjectStoreUrl::local_filesystem())?;
+    let factory =
+        CachedParquetFileReaderFactory::new(store, runtime.cache_manager.get_file_metadata_cache());
+    let mut source =
+        ParquetSource::new(Arc::clone(schema)).with_parquet_file_reader_factory(Arc::new(factory));
+    if let Some(pred) = conjunction(filters.to_vec()) {
+        let df_schema = DFSchema::try_from(Arc::clone(schema))?;
+        if let Ok(p) = state.create_physical_expr(pred, &df_schema) {
+            source = source.with_predicate(p);
         }
     }
+    let n = state.config().target_partitions().max(1);
+    let mut groups: Vec<Vec<PartitionedFile>> = vec![Vec::new(); n.min(files.len()).max(1)];
+    let groups_len = groups.len();
+    for (i, f) in files.iter().enumerate() {
+        let path = f.path.to_string_lossy();
+        groups[i % groups_len].push(PartitionedFile::new(path.trim_start_matches('/'), f.size));
+    }
+    let config = FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
+        .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
+        .with_projection_indices(projection.cloned())?
+        .with_limit(limit)
+        .build();
+    Ok(DataSourceExec::from_data_source(config))
 }
 
 #[cfg(test)]

@@ -105,8 +105,17 @@ impl Wal {
     /// # Errors
     /// I/O errors.
     pub fn open(dir: &Path) -> io::Result<Self> {
+        Self::open_after(dir, 0)
+    }
+
+    /// Opens `dir` as [`Wal::open`] does, its new segment numbered after `after` too (a
+    /// segment id its owner has recorded elsewhere, so ids never go back to one that was).
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn open_after(dir: &Path, after: u64) -> io::Result<Self> {
         fs::create_dir_all(dir)?;
-        let next = list_segments(dir)?.last().map_or(1, |id| id + 1);
+        let next = list_segments(dir)?.last().copied().unwrap_or(0).max(after) + 1;
         let active = Self::create_segment(dir, next)?;
         Ok(Self {
             dir: dir.to_owned(),

@@ -1,28 +1,16 @@
 //! Bad input: each gets its documented status and message, the server keeps serving, and the
 //! valid requests sent around them are all stored.
 
-use prost::Message;
-
 use crate::util::*;
 
-/// `google.rpc.Status`, the OTLP/HTTP error body when the request was protobuf.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RpcStatus {
-    #[prost(int32, tag = "1")]
-    code: i32,
-    #[prost(string, tag = "2")]
-    message: String,
-}
-
-/// The error message, decoded in the response's encoding (the request's).
+/// The error message, decoded in the response's encoding (the request's); a protobuf one
+/// says INVALID_ARGUMENT.
 fn error_message(r: &Resp) -> String {
+    let st = otlp_error(r);
     if r.content_type == "application/x-protobuf" {
-        let st = RpcStatus::decode(&r.body[..]).expect("a protobuf google.rpc.Status body");
         assert_eq!(st.code, 3, "INVALID_ARGUMENT");
-        st.message
-    } else {
-        r.json()["message"].as_str().unwrap_or_default().to_owned()
     }
+    st.message
 }
 
 fn valid(i: usize) -> String {

@@ -1,5 +1,5 @@
 //! End-to-end tests against the real `dyeline` binary: real OpenTelemetry exporters (Rust and
-//! Python), the field cases of `../shared/cases`, bad input, durability, the fixtures, SQL,
+//! Python; spans, and metrics and logs for presence), the field cases of `../shared/cases`, bad input, durability, the fixtures, SQL,
 //! and the dashboard in headless Chromium.
 
 // The tests' measured figures and the demo's log go to stderr, which libtest shows on failure
@@ -22,6 +22,7 @@ mod lane_groups;
 mod lanes_ingest;
 mod otlp_python;
 mod otlp_rust;
+mod presence;
 mod sql;
 mod support;
 mod util;

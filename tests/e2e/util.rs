@@ -2,6 +2,8 @@
 
 use std::io::Write;
 
+use prost::Message;
+
 pub use crate::support::{EPHEMERAL_PORTS, Server, run_cli, run_cli_in, shared_dir};
 
 /// Host names like `order-b1` / `stock-g1` (the cases' convention) through a user pattern
@@ -41,12 +43,18 @@ impl Resp {
 
 /// POSTs `body` to `/v1/traces` with the given headers.
 pub fn post_traces(server: &Server, headers: &[(&str, &str)], body: Vec<u8>) -> Resp {
+    post_otlp(server, "/v1/traces", headers, body)
+}
+
+/// POSTs `body` to the OTLP/HTTP `path` (`/v1/traces`, `/v1/metrics`, `/v1/logs`) with the
+/// given headers.
+pub fn post_otlp(server: &Server, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Resp {
     let client = reqwest::blocking::Client::builder()
         .timeout(std::time::Duration::from_secs(60))
         .build()
         .expect("client");
     let mut req = client
-        .post(format!("http://{}/v1/traces", server.http))
+        .post(format!("http://{}{path}", server.http))
         .body(body);
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -111,4 +119,111 @@ pub fn python_json_lines(script: &str, args: &[&str]) -> Vec<serde_json::Value> 
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect()
+}
+
+/// The value of the series `name{labels…}` in the `/metrics` text.
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .find(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} {labels:?} in /metrics"))
+}
+
+/// One gRPC unary call of `path` with the message bytes `message` as sent (not checked: any
+/// bytes) over a fresh HTTP/2 connection (the `h2` client); returns the `grpc-status` and the
+/// `SETTINGS_MAX_CONCURRENT_STREAMS` the server advertised.
+pub fn grpc_unary_raw(
+    addr: std::net::SocketAddr,
+    path: &str,
+    message: &[u8],
+) -> Result<(String, usize), String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let tcp = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let (client, conn) = h2::client::handshake(tcp)
+            .await
+            .map_err(|e| format!("handshake: {e}"))?;
+        tokio::spawn(conn);
+        let mut client = client.ready().await.map_err(|e| format!("ready: {e}"))?;
+        let request = axum::http::Request::builder()
+            .method("POST")
+            .uri(format!("http://{addr}{path}"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .map_err(|e| e.to_string())?;
+        let (response, mut send) = client
+            .send_request(request, false)
+            .map_err(|e| format!("send: {e}"))?;
+        let mut framed = vec![0u8];
+        framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+        framed.extend_from_slice(message);
+        send.send_data(framed.into(), true)
+            .map_err(|e| format!("data: {e}"))?;
+        let response = tokio::time::timeout(std::time::Duration::from_secs(5), response)
+            .await
+            .map_err(|_| "no response within 5 s".to_string())?
+            .map_err(|e| format!("response: {e}"))?;
+        let advertised = client.current_max_send_streams();
+        // A trailers-only response (a refusal) carries the status in its head.
+        if let Some(status) = response.headers().get("grpc-status") {
+            let status = status.to_str().unwrap_or("?").to_owned();
+            return Ok((status, advertised));
+        }
+        let mut body = response.into_body();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.map_err(|e| format!("body: {e}"))?;
+            let _ = body.flow_control().release_capacity(chunk.len());
+        }
+        let trailers = body
+            .trailers()
+            .await
+            .map_err(|e| format!("trailers: {e}"))?
+            .ok_or("no trailers")?;
+        let status = trailers
+            .get("grpc-status")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("?")
+            .to_owned();
+        Ok((status, advertised))
+    })
+}
+
+/// `google.rpc.Status`, the OTLP/HTTP error body.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RpcStatus {
+    /// The gRPC code.
+    #[prost(int32, tag = "1")]
+    pub code: i32,
+    /// The message.
+    #[prost(string, tag = "2")]
+    pub message: String,
+}
+
+/// The error body of an OTLP/HTTP refusal, decoded in the response's encoding (the request's:
+/// protobuf, else JSON).
+pub fn otlp_error(r: &Resp) -> RpcStatus {
+    if r.content_type == "application/x-protobuf" {
+        RpcStatus::decode(&r.body[..]).expect("a protobuf google.rpc.Status body")
+    } else {
+        let v = r.json();
+        RpcStatus {
+            code: v["code"]
+                .as_i64()
+                .and_then(|c| i32::try_from(c).ok())
+                .unwrap_or(-1),
+            message: v["message"].as_str().unwrap_or_default().to_owned(),
+        }
+    }
 }

@@ -9,6 +9,7 @@
 //! A span with no carrier (almost every span) costs one check of four empty slots: the chain
 //! runs only when a carrier's attribute is present.
 
+use arrow::array::{ListBuilder, StringBuilder};
 use dyeline_model::lane::{BAGGAGE_HEADER_KEY, BAGGAGE_TAG_KEY, TAG_KEY};
 use dyeline_model::{InstanceLane, LaneCarriers, LaneTag};
 
@@ -53,26 +54,31 @@ pub(super) fn lane_tag<'c>(found: &SpanAttrs<'_, '_>, carriers: &'c LaneCarriers
     })
 }
 
-/// Appends the instance lane columns (`lane`, `lane_rule`, `lane_invalid_values`); all null
-/// when lane resolution is skipped (`None`).
-pub(super) fn append_instance_lane(b: &mut SpanColumns, lane: Option<&InstanceLane>) {
+/// Appends the instance lane columns (`lane`, `lane_rule`, `lane_invalid_values`, of `spans`
+/// and `presence` alike); all null when lane resolution is skipped (`None`).
+pub(super) fn append_instance_lane(
+    lane_col: &mut StringBuilder,
+    rule_col: &mut StringBuilder,
+    invalid_col: &mut ListBuilder<StringBuilder>,
+    lane: Option<&InstanceLane>,
+) {
     match lane {
         Some(l) => {
-            b.lane.append_value(l.lane.as_str());
-            b.lane_rule.append_value(&l.rule);
+            lane_col.append_value(l.lane.as_str());
+            rule_col.append_value(&l.rule);
             if l.invalid_values.is_empty() {
-                b.lane_invalid_values.append(false);
+                invalid_col.append(false);
             } else {
                 for v in &l.invalid_values {
-                    b.lane_invalid_values.values().append_value(v);
+                    invalid_col.values().append_value(v);
                 }
-                b.lane_invalid_values.append(true);
+                invalid_col.append(true);
             }
         }
         None => {
-            b.lane.append_null();
-            b.lane_rule.append_null();
-            b.lane_invalid_values.append(false);
+            lane_col.append_null();
+            rule_col.append_null();
+            invalid_col.append(false);
         }
     }
 }

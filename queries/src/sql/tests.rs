@@ -344,3 +344,56 @@ fn every_error_has_its_category_and_status() {
         assert_eq!(e.category().http_status(), http, "{e:?}");
     }
 }
+
+/// A table registered beside `spans` (the `presence` table) is read by callers' queries and
+/// by the analyzer's session alike; a second table of the same name is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_registered_beside_spans_is_queried_in_both_sessions() {
+    use arrow::array::{AsArray, Int64Array, RecordBatch};
+    let schema = dyeline_model::presence::presence_schema();
+    let rows = RecordBatch::try_new(
+        Arc::clone(&schema),
+        schema
+            .fields()
+            .iter()
+            .map(|f| match f.name().as_str() {
+                "time_unix_nano" => Arc::new(Int64Array::from(vec![5, 9])) as _,
+                _ if f.is_nullable() => arrow::array::new_null_array(f.data_type(), 2),
+                _ => Arc::new(arrow::array::StringArray::from(vec!["a", "b"])) as _,
+            })
+            .collect(),
+    )
+    .unwrap();
+    let presence: Arc<dyn TableProvider> =
+        Arc::new(MemTable::try_new(schema, vec![vec![rows]]).unwrap());
+    let e = engine(SqlBounds::default());
+    e.register_table("presence", Arc::clone(&presence)).unwrap();
+    let r = e
+        .query("SELECT max(time_unix_nano) FROM presence", limits())
+        .await
+        .unwrap();
+    assert_eq!(
+        r.batches[0]
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .value(0),
+        9
+    );
+    let own = e
+        .context()
+        .sql("SELECT count(*) FROM presence WHERE instance_id = 'b'")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        own[0]
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .value(0),
+        1
+    );
+    let again = e.register_table("presence", presence).unwrap_err();
+    assert_eq!(again.code(), "internal");
+}

@@ -1,16 +1,18 @@
 //! `dyeline import`: loads OTLP/JSON Lines files (the OpenTelemetry Collector file exporter's
-//! format: one `ExportTraceServiceRequest` per line; `.gz` files are inflated) into a data
-//! directory through the same conversion and duplicate filter as the receivers, then flushes
-//! them to Parquet. Progress goes to stderr. `--timeline FILE` records a timeline (channel and
-//! lane group operations) into the data dir's control database as history
-//! (`ControlPlane::import`).
+//! format: one export request per line; `.gz` files are inflated) into a data directory
+//! through the same conversion and duplicate filters as the receivers, then flushes them to
+//! Parquet. Traces, metrics and logs files are taken alike, each line told apart by its
+//! top-level key (`resourceSpans`, `resourceMetrics`, `resourceLogs`): spans are stored,
+//! metrics and logs record presence as the receivers do (`dyeline_collector::convert::presence`).
+//! Progress goes to stderr. `--timeline FILE` records a timeline (channel and lane group
+//! operations) into the data dir's control database as history (`ControlPlane::import`).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dyeline_collector::convert_request;
+use dyeline_collector::{PresenceRows, convert_request, logs_presence, metrics_presence};
 use dyeline_control::ControlPlane;
 use dyeline_model::release::TimelineDoc;
 use dyeline_store::{FsyncPolicy, Store};
@@ -28,9 +30,24 @@ pub struct ImportArgs {
     /// channel ops and lane group ops) to record as the control plane's history.
     #[arg(long)]
     pub timeline: Option<PathBuf>,
-    /// Files to load: one OTLP/JSON ExportTraceServiceRequest per line; `.gz` is inflated.
+    /// Files to load: one OTLP/JSON export request per line (traces, metrics or logs, told
+    /// apart by content: spans are stored, metrics and logs record presence); `.gz` is inflated.
     #[arg(required_unless_present = "timeline")]
     pub files: Vec<PathBuf>,
+}
+
+/// What an import stored and skipped.
+#[derive(Debug, Default)]
+struct Counts {
+    spans: u64,
+    duplicates: u64,
+    rejected: u64,
+    /// Presence rows stored from metrics lines, from logs lines.
+    metrics: u64,
+    logs: u64,
+    presence_duplicates: u64,
+    /// Data points and log records without a usable time.
+    presence_rejected: u64,
 }
 
 /// Imports `files` into `config.data_dir`.
@@ -82,7 +99,7 @@ pub async fn run(
         ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} ({eta})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let (mut stored, mut duplicates, mut rejected) = (0u64, 0u64, 0u64);
+    let mut n = Counts::default();
     for path in files {
         bar.set_message(path.display().to_string());
         let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -100,14 +117,24 @@ pub async fn run(
             if line.trim().is_empty() {
                 continue;
             }
-            let request = dyeline_collector::json::decode_export_request(line.as_bytes())
+            let export = dyeline_collector::json::decode_any_export(line.as_bytes())
                 .map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
-            let rows = convert_request(&request, &options)?;
-            rejected += rows.rejected_count();
-            if let Some(batch) = rows.batch {
-                let r = store.write_waiting(batch, rows.keys).await?;
-                stored += r.stored;
-                duplicates += r.duplicates;
+            if !export.traces.resource_spans.is_empty() {
+                let rows = convert_request(&export.traces, &options)?;
+                n.rejected += rows.rejected_count();
+                if let Some(batch) = rows.batch {
+                    let r = store.write_waiting(batch, rows.keys).await?;
+                    n.spans += r.stored;
+                    n.duplicates += r.duplicates;
+                }
+            }
+            if !export.metrics.resource_metrics.is_empty() {
+                let rows = metrics_presence(&export.metrics, &options)?;
+                n.metrics += record_presence(&store, rows, &mut n).await?;
+            }
+            if !export.logs.resource_logs.is_empty() {
+                let rows = logs_presence(&export.logs, &options)?;
+                n.logs += record_presence(&store, rows, &mut n).await?;
             }
         }
     }
@@ -116,8 +143,37 @@ pub async fn run(
     let s = Arc::clone(&store);
     tokio::task::spawn_blocking(move || s.close()).await?;
     eprintln!(
-        "imported {stored} spans into {} ({duplicates} duplicates skipped, {rejected} invalid spans rejected)",
-        config.data_dir.display()
+        "imported {} spans into {} ({} duplicates skipped, {} invalid spans rejected)",
+        n.spans,
+        config.data_dir.display(),
+        n.duplicates,
+        n.rejected
     );
+    if n.metrics + n.logs + n.presence_duplicates + n.presence_rejected > 0 {
+        eprintln!(
+            "recorded {} presence signals ({} from metrics, {} from logs; {} duplicates skipped, \
+             {} data points or log records without a usable time rejected)",
+            n.metrics + n.logs,
+            n.metrics,
+            n.logs,
+            n.presence_duplicates,
+            n.presence_rejected
+        );
+    }
     Ok(())
+}
+
+/// Writes the presence rows of one line, counting what was skipped; returns the rows stored.
+async fn record_presence(
+    store: &Store,
+    rows: PresenceRows,
+    n: &mut Counts,
+) -> Result<u64, BoxError> {
+    n.presence_rejected += rows.rejected;
+    let Some(batch) = rows.batch else {
+        return Ok(0);
+    };
+    let w = store.presence().write_waiting(batch).await?;
+    n.presence_duplicates += w.duplicates;
+    Ok(w.stored)
 }

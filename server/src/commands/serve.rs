@@ -300,9 +300,13 @@ pub async fn serve(
         )))
     });
     span_metrics.register(&mut registry);
-    let sink: Arc<dyn dyeline_collector::SpanSink> = if config.store.discard {
+    let (sink, presence): (
+        Arc<dyn dyeline_collector::SpanSink>,
+        Arc<dyn dyeline_collector::PresenceSink>,
+    ) = if config.store.discard {
         tracing::warn!("store.discard is on: spans are acknowledged and dropped, nothing is kept");
-        Arc::new(crate::wiring::sink::DiscardSink)
+        let discard = Arc::new(dyeline_collector::DiscardSink);
+        (discard.clone(), discard)
     } else {
         let releases: Arc<dyn Releases> = Arc::new(PlaneReleases(Arc::clone(&plane)));
         let mut observers: Vec<Arc<dyn KeptRowsObserver>> = vec![Arc::new(SpanMetricsObserver {
@@ -315,13 +319,15 @@ pub async fn serve(
                 releases,
             }));
         }
-        Arc::new(StoreSink {
+        let store_sink = Arc::new(StoreSink {
             store: Arc::clone(&store),
             observers: observers.into(),
-        })
+        });
+        (store_sink.clone(), store_sink)
     };
     let receiver = Arc::new(Receiver::new(
         sink,
+        presence,
         receiver_convert_options(&config)?,
         receiver_metrics,
         Limits {
@@ -329,8 +335,10 @@ pub async fn serve(
         },
     ));
     let sql = SqlEngine::bounded(store.table(), config.sql.bounds())?;
+    sql.register_table("presence", store.presence_table())?;
     sql.metrics().register(&mut registry);
     let live_engine = Arc::new(SqlEngine::new(store.table())?);
+    live_engine.register_table("presence", store.presence_table())?;
     let auth = Arc::new(Auth::new(
         api_tokens(&config)?,
         config.api.read_requires_token,

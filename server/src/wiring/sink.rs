@@ -1,10 +1,12 @@
-//! The adapters that make the store the collector's [`SpanSink`] ([`StoreSink`]), or nothing
-//! ([`DiscardSink`], `store.discard`, for benchmarks).
+//! The adapter that makes the store the collector's [`SpanSink`] and [`PresenceSink`]
+//! ([`StoreSink`]); with `store.discard` (benchmarks) the collector's own
+//! [`dyeline_collector::DiscardSink`] takes its place.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use dyeline_collector::{SinkError, SpanRows, SpanSink, WriteReport};
+use arrow::array::RecordBatch;
+use dyeline_collector::{PresenceSink, SinkError, SpanRows, SpanSink, WriteReport};
 use dyeline_store::{Store, StoreError};
 use futures::future::BoxFuture;
 
@@ -57,19 +59,21 @@ impl SpanSink for StoreSink {
     }
 }
 
-/// A sink that keeps nothing (`store.discard`): every write is acknowledged at once as stored,
-/// and its rows dropped. For measuring the receivers alone, as a collector exporting to a
-/// blackhole does (`bench/ingest.py`).
-pub struct DiscardSink;
-
-impl SpanSink for DiscardSink {
-    fn write(&self, rows: SpanRows) -> BoxFuture<'static, Result<WriteReport, SinkError>> {
-        let stored = rows.keys.len() as u64;
+impl PresenceSink for StoreSink {
+    fn write_presence(
+        &self,
+        batch: RecordBatch,
+    ) -> BoxFuture<'static, Result<WriteReport, SinkError>> {
+        let presence = Arc::clone(self.store.presence());
         Box::pin(async move {
-            Ok(WriteReport {
-                stored,
-                duplicates: 0,
-            })
+            presence
+                .write(batch)
+                .await
+                .map(|w| WriteReport {
+                    stored: w.stored,
+                    duplicates: w.duplicates,
+                })
+                .map_err(map)
         })
     }
 }

@@ -36,20 +36,6 @@ fn start(env: &[(String, String)]) -> (tempfile::TempDir, Server) {
     (dir, server)
 }
 
-/// The value of the series `name{labels…}` in the `/metrics` text.
-fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")))
-        .find(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
-        })
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} {labels:?} in /metrics"))
-}
-
 /// Raises this process's soft open-files limit to its hard limit; returns it.
 fn raise_nofile() -> u64 {
     let _ = dyeline_collector::listen::raise_open_files_limit();
@@ -81,64 +67,11 @@ fn one_span(trace: u128) -> Vec<u8> {
 /// One OTLP/gRPC export of one span over a fresh HTTP/2 connection (the `h2` client); returns
 /// the `grpc-status` and the `SETTINGS_MAX_CONCURRENT_STREAMS` the server advertised.
 fn grpc_export(addr: SocketAddr, trace: u128) -> Result<(String, usize), String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async move {
-        let tcp = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
-        let (client, conn) = h2::client::handshake(tcp)
-            .await
-            .map_err(|e| format!("handshake: {e}"))?;
-        tokio::spawn(conn);
-        let mut client = client.ready().await.map_err(|e| format!("ready: {e}"))?;
-        let request = axum::http::Request::builder()
-            .method("POST")
-            .uri(format!(
-                "http://{addr}/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-            ))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())
-            .map_err(|e| e.to_string())?;
-        let (response, mut send) = client
-            .send_request(request, false)
-            .map_err(|e| format!("send: {e}"))?;
-        let message = one_span(trace);
-        let mut framed = vec![0u8];
-        framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
-        framed.extend_from_slice(&message);
-        send.send_data(framed.into(), true)
-            .map_err(|e| format!("data: {e}"))?;
-        let response = tokio::time::timeout(Duration::from_secs(5), response)
-            .await
-            .map_err(|_| "no response within 5 s".to_string())?
-            .map_err(|e| format!("response: {e}"))?;
-        let advertised = client.current_max_send_streams();
-        // A trailers-only response (a refusal) carries the status in its head.
-        if let Some(status) = response.headers().get("grpc-status") {
-            let status = status.to_str().unwrap_or("?").to_owned();
-            return Ok((status, advertised));
-        }
-        let mut body = response.into_body();
-        while let Some(chunk) = body.data().await {
-            let chunk = chunk.map_err(|e| format!("body: {e}"))?;
-            let _ = body.flow_control().release_capacity(chunk.len());
-        }
-        let trailers = body
-            .trailers()
-            .await
-            .map_err(|e| format!("trailers: {e}"))?
-            .ok_or("no trailers")?;
-        let status = trailers
-            .get("grpc-status")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("?")
-            .to_owned();
-        Ok((status, advertised))
-    })
+    grpc_unary_raw(
+        addr,
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        &one_span(trace),
+    )
 }
 
 /// An HTTP/2 frame.

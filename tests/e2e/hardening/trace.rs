@@ -449,13 +449,6 @@ fn attribute_values_nested_100_000_deep_are_refused_with_a_clear_400() {
 
 /// `google.rpc.Status.message` of a protobuf error body.
 fn rpc_status_message(body: &[u8]) -> String {
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct RpcStatus {
-        #[prost(int32, tag = "1")]
-        code: i32,
-        #[prost(string, tag = "2")]
-        message: String,
-    }
     let st = RpcStatus::decode(body).expect("a google.rpc.Status body");
     assert_eq!(st.code, 3, "INVALID_ARGUMENT");
     st.message
