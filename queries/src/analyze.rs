@@ -141,7 +141,9 @@ pub async fn run(
         );
         return Ok(report);
     }
-    let spans = load_once(table, timeline, from, to).await?;
+    let mut spans = load_once(table, timeline, from, to).await?;
+    let w = i64::try_from(config.lanes.presence_window.as_nanos()).unwrap_or(i64::MAX);
+    read::presence::attach(&mut spans, table, from, to, w)?;
     let loaded = started.elapsed();
     let report = report_of(&spans, config, with_decisions, detections);
     tracing::debug!(

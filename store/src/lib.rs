@@ -223,7 +223,10 @@ impl Store {
 
     /// The DataFusion table over this store.
     pub fn table(&self) -> Arc<table::SpansTable> {
-        Arc::new(table::SpansTable::new(Arc::clone(&self.shared)))
+        Arc::new(table::SpansTable::new(
+            Arc::clone(&self.shared),
+            Some(Arc::clone(&self.presence)),
+        ))
     }
 
     /// The `presence` rows (write, read, [`PresenceLog::instances_in`]).

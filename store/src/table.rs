@@ -66,6 +66,8 @@ impl PartitionStream for SegmentPartition {
 pub struct SpansTable {
     shared: Arc<Shared>,
     schema: SchemaRef,
+    /// The store's presence rows (domain §7.1), read by the analyzer beside the spans.
+    presence: Option<Arc<crate::presence::PresenceLog>>,
 }
 
 impl std::fmt::Debug for SpansTable {
@@ -75,11 +77,21 @@ impl std::fmt::Debug for SpansTable {
 }
 
 impl SpansTable {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        presence: Option<Arc<crate::presence::PresenceLog>>,
+    ) -> Self {
         Self {
             shared,
             schema: spans_schema(),
+            presence,
         }
+    }
+
+    /// The store's presence rows (domain §7.1), when this table belongs to a store that keeps
+    /// them.
+    pub fn presence(&self) -> Option<&Arc<crate::presence::PresenceLog>> {
+        self.presence.as_ref()
     }
 
     /// A consistent view of the store's memory segments and Parquet files, as a scan of this

@@ -3,7 +3,9 @@
 //! decisions of release-small equal its `decisions` list. With their timelines imported too
 //! (`--timeline`), `dyeline analyze --format json --with-decisions` passes
 //! `../shared/tools/check_findings.py` on both, and the windowed-only run
-//! (`--detections`) finds the same windowed findings as the full pass.
+//! (`--detections`) finds the same windowed findings as the full pass. The lane fixtures
+//! (lanes-small, lanes-walk), imported with their `dyeline.toml`, timeline, spans and metrics,
+//! pass the checker too (domain §7).
 
 use std::collections::BTreeMap;
 
@@ -357,4 +359,69 @@ fn a_relative_data_dir_works_for_import_and_sql() {
         v["rows"][0][0],
         expected("release-small")["counts"]["spans"]
     );
+}
+
+/// A lane fixture imported with its `dyeline.toml`, timeline, spans and metrics, then
+/// analysed with the same config: `check_findings.py` passes it; the report.
+fn lanes_fixture(fixture: &str, spans: &str) -> Value {
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let root = shared_dir().join("fixtures/analysis").join(fixture);
+    let config = root.join("dyeline.toml");
+    let path = |f: &str| root.join(f).to_str().unwrap().to_owned();
+    let (ok, _out, err) = run_cli(&[
+        "--config",
+        config.to_str().unwrap(),
+        "import",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--timeline",
+        &path("timeline.json"),
+        &path(spans),
+        &path("metrics.jsonl"),
+    ]);
+    assert!(ok, "import failed: {err}");
+    assert!(err.contains("presence signals"), "{err}");
+    let (ok, out, err) = run_cli(&[
+        "--config",
+        config.to_str().unwrap(),
+        "analyze",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--format",
+        "json",
+        "--with-decisions",
+    ]);
+    assert!(ok, "analyze failed: {err}");
+    let findings = dir.path().join("findings.json");
+    std::fs::write(&findings, &out).unwrap();
+    let check = std::process::Command::new("python3")
+        .arg(shared_dir().join("tools/check_findings.py"))
+        .arg(&findings)
+        .arg(&root)
+        .output()
+        .expect("python3 runs");
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "check_findings.py: {report}");
+    assert!(report.trim_end().ends_with("OK"), "{report}");
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn lanes_small_passes_its_exact_lists() {
+    let v = lanes_fixture("lanes-small", "spans.jsonl");
+    let exp = expected("lanes-small");
+    // The checker compares these; the counts are the fixture's, not zeros.
+    assert_eq!(v["lane_counts"], exp["lane_counts"]);
+    assert_eq!(
+        v["lane_leaks"].as_array().unwrap().len(),
+        exp["lane_leaks"].as_array().unwrap().len()
+    );
+}
+
+#[test]
+fn lanes_walk_finds_every_planted_lane_fault_and_nothing_else() {
+    let v = lanes_fixture("lanes-walk", "spans.jsonl.gz");
+    assert!(!v["lane_error_spike"].as_array().unwrap().is_empty());
+    assert!(!v["lane_leaks"].as_array().unwrap().is_empty());
 }

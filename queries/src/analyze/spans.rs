@@ -249,6 +249,10 @@ pub struct LaneFact {
     pub tag: Option<u32>,
 }
 
+/// The spans on which a lane carrier is present, by (trace, span id, SERVER half): the carrier
+/// that gave the tag (an id of [`LaneTable::sources`]) and the carriers that gave no lane id.
+pub type Carriers = HashMap<(u128, u64, bool), (Option<u32>, u32), foldhash::fast::RandomState>;
+
 /// The lane facts of the spans, interned (domain §7.1): the lanes (`base` is id 0), the rules
 /// that decided them, the spans' (lane, rule, tag) facts, and beside the records, keyed by
 /// span, the carriers present on the few spans that have one, and each instance's invalid lane
@@ -265,7 +269,7 @@ pub struct LaneTable {
     ids: HashMap<LaneFact, u16, foldhash::fast::RandomState>,
     /// Spans on which a lane carrier is present, by (trace, span id, SERVER half): the carrier
     /// that gave the tag (an id of `sources`) and the carriers that gave no lane id.
-    pub carriers: HashMap<(u128, u64, bool), (Option<u32>, u32), foldhash::fast::RandomState>,
+    pub carriers: Carriers,
     /// Lane marker values that are not lane ids, by instance.
     pub invalid_values: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
 }

@@ -99,6 +99,9 @@ pub struct FindingRow {
     pub trace_ids: Vec<String>,
 }
 
+/// A chart series: (step start, Unix ns; value, none for a step without data).
+pub type Points = Vec<(i64, Option<f64>)>;
+
 /// A lanes page's panels.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LanesPanel {
@@ -113,7 +116,7 @@ pub struct LanesPanel {
     /// Counts of the whole range.
     pub counts: LaneCounts,
     /// Per app with requests in a lane: per lane, (step start, error rate) points.
-    pub error_rates: Vec<(String, Vec<(String, Vec<(i64, Option<f64>)>)>)>,
+    pub error_rates: Vec<(String, Vec<(String, Points)>)>,
 }
 
 /// The group of `app` at the range's end.
@@ -386,11 +389,11 @@ pub fn lanes_panel(
         e.0.insert("spans");
         e.1 = e.1.max(s.end);
         if s.kind == Kind::Server {
-            if let Some(c) = cells.get_mut(app) {
-                if li == 0 {
-                    c[0].requests += 1;
-                    c[0].errors += u64::from(s.is_error);
-                }
+            if li == 0
+                && let Some(c) = cells.get_mut(app)
+            {
+                c[0].requests += 1;
+                c[0].errors += u64::from(s.is_error);
             }
             let k = ((s.start - range.from_unix_nano).max(0) / step) as usize;
             let v = series
@@ -444,7 +447,7 @@ pub fn lanes_panel(
     }
     let mut error_rates = Vec::new();
     for app in &apps {
-        let per_lane: Vec<(String, Vec<(i64, Option<f64>)>)> = (0..lanes.len())
+        let per_lane: Vec<(String, Points)> = (0..lanes.len())
             .filter_map(|li| {
                 let v = series.get(&(app.clone(), li))?;
                 let points = v

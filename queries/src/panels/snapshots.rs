@@ -94,7 +94,7 @@ impl Snapshots {
         let version = self.inputs.data_version();
         let started = std::time::Instant::now();
         let timeline = self.inputs.timeline();
-        let spans = load_cached(
+        let mut spans = load_cached(
             &self.table,
             &self.cache,
             &timeline,
@@ -102,6 +102,15 @@ impl Snapshots {
             Some(range.to_unix_nano),
         )
         .await
+        .map_err(SqlError::from)?;
+        let w = i64::try_from(self.analyzer.lanes.presence_window.as_nanos()).unwrap_or(i64::MAX);
+        crate::analyze::read::presence::attach(
+            &mut spans,
+            &self.table,
+            Some(range.from_unix_nano),
+            Some(range.to_unix_nano),
+            w,
+        )
         .map_err(SqlError::from)?;
         let report = report(&spans, &self.analyzer, false);
         let first_start = spans.iter().map(|s| s.start).min();
