@@ -25,6 +25,7 @@ use crate::error::IngestError;
 use crate::metrics::{
     PRESENCE_INVALID_TIME, ReceiverMetrics, SignalTransportLabel, TransportLabel,
 };
+pub use crate::signal::Accepted;
 use crate::signal::{Format, Signal};
 use crate::sink::{PresenceSink, SpanSink};
 
@@ -42,16 +43,6 @@ impl Default for Limits {
             max_body_bytes: 16 * 1024 * 1024,
         }
     }
-}
-
-/// The outcome of an accepted export (OTLP `Export*PartialSuccess`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Accepted {
-    /// Items rejected as invalid (spans, data points or log records, by the request's
-    /// signal); 0 for full success.
-    pub rejected: u64,
-    /// Why (the first rejected item), empty when none.
-    pub error_message: String,
 }
 
 /// Shared state of both receivers.

@@ -20,7 +20,15 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use prost::Message;
 
-use crate::receiver::Accepted;
+/// The outcome of an accepted export (OTLP `Export*PartialSuccess`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Accepted {
+    /// Items rejected as invalid (spans, data points or log records, by the request's
+    /// signal); 0 for full success.
+    pub rejected: u64,
+    /// Why (the first rejected item), empty when none.
+    pub error_message: String,
+}
 
 /// An OTLP signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
