@@ -578,10 +578,11 @@ fn release_walk_overview_channel_findings_and_hop_trace() {
     assert_eq!(b.text("#trace-id"), trace_id);
     let hop_rows = b.rows("table#waterfall tr.hop");
     assert_eq!(hop_rows.len(), 1, "{hop_rows:?}");
-    // columns: span, kind, app, instance, host, colour, decisions, status, duration, bar, marks
+    // columns: span, kind, app, instance, host, colour, decisions, lane, status, duration,
+    // bar, marks
     assert_eq!(hop_rows[0][2], "inventory", "{hop_rows:?}");
     assert_eq!(hop_rows[0][5], "blue", "{hop_rows:?}");
-    assert!(hop_rows[0][10].contains("HOP"), "{hop_rows:?}");
+    assert!(hop_rows[0][11].contains("HOP"), "{hop_rows:?}");
     assert!(
         b.js(
             "return document.querySelector('tr.hop').dataset.spanId.length;",

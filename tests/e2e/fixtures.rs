@@ -362,8 +362,9 @@ fn a_relative_data_dir_works_for_import_and_sql() {
 }
 
 /// A lane fixture imported with its `dyeline.toml`, timeline, spans and metrics, then
-/// analysed with the same config: `check_findings.py` passes it; the report.
-fn lanes_fixture(fixture: &str, spans: &str) -> Value {
+/// analysed with the same config: `check_findings.py` passes it; the data dir (in the temporary
+/// dir returned) and the report.
+fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::PathBuf, Value) {
     let dir = temp_dir();
     let data = dir.path().join("data");
     let root = shared_dir().join("fixtures/analysis").join(fixture);
@@ -404,12 +405,13 @@ fn lanes_fixture(fixture: &str, spans: &str) -> Value {
     let report = String::from_utf8_lossy(&check.stdout);
     assert!(check.status.success(), "check_findings.py: {report}");
     assert!(report.trim_end().ends_with("OK"), "{report}");
-    serde_json::from_str(&out).unwrap()
+    let v = serde_json::from_str(&out).unwrap();
+    (dir, data, v)
 }
 
 #[test]
-fn lanes_small_passes_its_exact_lists() {
-    let v = lanes_fixture("lanes-small", "spans.jsonl");
+fn lanes_small_passes_its_exact_lists_and_shows_on_the_lanes_pages() {
+    let (_dir, data, v) = lanes_fixture("lanes-small", "spans.jsonl");
     let exp = expected("lanes-small");
     // The checker compares these; the counts are the fixture's, not zeros.
     assert_eq!(v["lane_counts"], exp["lane_counts"]);
@@ -417,11 +419,66 @@ fn lanes_small_passes_its_exact_lists() {
         v["lane_leaks"].as_array().unwrap().len(),
         exp["lane_leaks"].as_array().unwrap().len()
     );
+    // The lanes pages over the whole capture, without JavaScript.
+    let timeline: Value = serde_json::from_str(
+        &std::fs::read_to_string(shared_dir().join("fixtures/analysis/lanes-small/timeline.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let range = format!(
+        "?from={}&to={}",
+        timeline["t0_unix_nano"].as_str().unwrap(),
+        timeline["end_unix_nano"].as_str().unwrap()
+    );
+    let s = crate::support::Server::start(&data, &[]);
+    let get = |path: &str| {
+        let r = reqwest::blocking::get(format!("http://{}{path}{range}", s.api)).unwrap();
+        // Leptos separates adjacent text nodes with empty comments; they are not content.
+        (r.status().as_u16(), r.text().unwrap().replace("<!>", ""))
+    };
+    let (status, index) = get("/lanes");
+    assert_eq!(status, 200, "{index}");
+    // promo was deleted at 3285 s: the index lists mall, then the apps in no group.
+    assert!(index.contains(r#"data-group="mall""#), "{index}");
+    assert!(!index.contains(r#"data-group="promo""#), "{index}");
+    let (status, mall) = get("/lanes/mall");
+    assert_eq!(status, 200, "{mall}");
+    // Every leak reason of the group is a row, with a link to its trace.
+    for reason in [
+        "tag_ignored",
+        "tag_dropped",
+        "wrong_fallback",
+        "strict_lane",
+    ] {
+        assert!(
+            mall.contains(&format!("<td>{reason}</td>")),
+            "{reason}: {mall}"
+        );
+    }
+    assert!(
+        mall.contains(r#"data-finding="lane_tag_dropped""#),
+        "{mall}"
+    );
+    assert!(
+        mall.contains(r#"href="/traces/b7000000000000000000000000000002"#),
+        "{mall}"
+    );
+    let cell = &mall[mall.find(r#"data-app="order" data-lane="gray""#).unwrap()..];
+    let cell = &cell[..cell.find("</td>").unwrap()];
+    assert!(cell.contains("order-green-7 (metrics, spans)"), "{cell}");
+    assert!(
+        mall.contains(&format!(
+            r#"<span id="count-lane-fallback">{}</span>"#,
+            exp["lane_counts"]["lane_fallback"]
+        )),
+        "{mall}"
+    );
+    assert_eq!(get("/lanes/promo").0, 404);
 }
 
 #[test]
 fn lanes_walk_finds_every_planted_lane_fault_and_nothing_else() {
-    let v = lanes_fixture("lanes-walk", "spans.jsonl.gz");
+    let (_dir, _data, v) = lanes_fixture("lanes-walk", "spans.jsonl.gz");
     assert!(!v["lane_error_spike"].as_array().unwrap().is_empty());
     assert!(!v["lane_leaks"].as_array().unwrap().is_empty());
 }

@@ -123,10 +123,10 @@ pub struct Report {
     /// The detections that ran, when not all six did ([`report_of`]): the lists of the
     /// others are empty because they were not looked for.
     pub detections: Option<Vec<&'static str>>,
-    /// Each instance's lane (domain §7.1); `None` when the spans were not loaded
-    /// ([`report_windows`]).
+    /// Each instance's lane (domain §7.1), with the lane rules (every detection).
     pub lanes: Option<Vec<InstanceLane>>,
-    /// The spans on which a lane carrier is present (only with `--with-decisions`).
+    /// The spans on which a lane carrier is present (with the lane rules and
+    /// `--with-decisions`).
     pub lane_tags: Option<Vec<SpanLaneTag>>,
     /// The lane rules' findings, counts and coverage (domain §7.3–7.4), when they ran (with
     /// every detection).
@@ -341,9 +341,7 @@ pub fn report_of(
     }
     if with_decisions {
         r.decisions = Some(decisions);
-        r.lane_tags = Some(lanes::span_lane_tags(spans));
     }
-    r.lanes = Some(lanes::instance_lanes(spans));
     let t = std::time::Instant::now();
     // The trace detections and the window detections read the same spans and write
     // different findings: on large inputs they run on two threads.
@@ -406,6 +404,10 @@ pub fn report_of(
     // The lane rules (domain §7) run with every detection (a run of some names the six).
     let lanes_took = all.then(|| {
         let started = std::time::Instant::now();
+        r.lanes = Some(lanes::instance_lanes(spans));
+        if with_decisions {
+            r.lane_tags = Some(lanes::span_lane_tags(spans));
+        }
         r.lane = Some(lanes::find(spans, &config.lanes));
         started.elapsed()
     });

@@ -1,7 +1,7 @@
 //! The lanes pages' panels (domain §7), computed from a snapshot's spans and report: the lane
 //! groups' index ([`lanes_index`]) and one group's (or the ungrouped apps') apps × lanes
-//! matrix, findings, counts and error rates ([`lanes_panel`]). Groups are read as they are at
-//! the range's end.
+//! matrix, findings, counts and error rates ([`lanes_panel`]). The groups shown are the ones
+//! the caller gives (the control plane's now); the findings name each span's group as it was.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -119,36 +119,28 @@ pub struct LanesPanel {
     pub error_rates: Vec<(String, Vec<(String, Points)>)>,
 }
 
-/// The group of `app` at the range's end.
-fn group_at<'a>(spans: &'a Spans, app: &str, range: TimeRange) -> Option<&'a LaneGroup> {
-    spans.lane_groups.group_at(app, range.to_unix_nano - 1)
-}
-
-/// The apps of the scope: the group's, or the apps seen in no group.
-fn scope_apps(spans: &Spans, scope: Option<&str>, range: TimeRange) -> Option<Vec<String>> {
+/// The apps of the scope: the group's, or the apps seen in the spans that are in none of
+/// `groups`.
+fn scope_apps(spans: &Spans, scope: Option<&LaneGroup>, groups: &[LaneGroup]) -> Vec<String> {
     match scope {
-        Some(id) => {
-            let groups = spans.lane_groups.groups_at(range.to_unix_nano - 1);
-            groups.get(id).map(|g| g.apps().to_vec())
-        }
+        Some(g) => g.apps().to_vec(),
         None => {
             let mut apps: Vec<String> = (0..spans.apps.len() as u32)
                 .map(|a| spans.apps.name(a).to_owned())
-                .filter(|a| group_at(spans, a, range).is_none())
+                .filter(|a| !groups.iter().any(|g| g.contains(a)))
                 .collect();
             apps.sort();
-            Some(apps)
+            apps
         }
     }
 }
 
-/// The index: every group at the range's end, then the apps in no group.
-pub fn lanes_index(spans: &Spans, rep: &Report, range: TimeRange) -> Vec<GroupLine> {
-    let groups = spans.lane_groups.groups_at(range.to_unix_nano - 1);
+/// The index: every group of `groups`, then the apps in none of them.
+pub fn lanes_index(spans: &Spans, rep: &Report, groups: &[LaneGroup]) -> Vec<GroupLine> {
     let lane = rep.lane.as_ref();
     let mut out: Vec<GroupLine> = groups
         .iter()
-        .map(|(g, _)| {
+        .map(|g| {
             let id = g.id().as_str();
             GroupLine {
                 group: Some(id.to_owned()),
@@ -160,7 +152,7 @@ pub fn lanes_index(spans: &Spans, rep: &Report, range: TimeRange) -> Vec<GroupLi
         })
         .collect();
     out.sort_by(|a, b| a.group.cmp(&b.group));
-    let apps = scope_apps(spans, None, range).unwrap_or_default();
+    let apps = scope_apps(spans, None, groups);
     let set: BTreeSet<&str> = apps.iter().map(String::as_str).collect();
     out.push(GroupLine {
         group: None,
@@ -330,30 +322,30 @@ fn findings_of(l: &LaneReport, scope: Option<&str>) -> Vec<FindingRow> {
     out
 }
 
-/// The page of `scope` (a group id, or `None` for the apps in no group) over `range`, error
-/// rates in steps of `step_ns`; `None` for a group that does not exist at the range's end.
+/// The page of `scope` (one of `groups`, or `None` for the apps in none of them) over `range`,
+/// error rates in steps of `step_ns`; an instance is recent when it signalled within
+/// `presence_window_ns` before the range's end.
 pub fn lanes_panel(
     spans: &Spans,
     rep: &Report,
-    scope: Option<&str>,
+    scope: Option<&LaneGroup>,
+    groups: &[LaneGroup],
     range: TimeRange,
     step_ns: i64,
     presence_window_ns: i64,
-) -> Option<LanesPanel> {
-    let apps = scope_apps(spans, scope, range)?;
-    let group = scope.and_then(|id| {
-        let groups = spans.lane_groups.groups_at(range.to_unix_nano - 1);
-        groups.get(id).map(|g| GroupSettings {
-            id: id.to_owned(),
-            entry_apps: g.entry_apps().to_vec(),
-            strict_lanes: g
-                .lanes()
-                .iter()
-                .filter(|(_, s)| s.fallback == dyeline_model::release::Fallback::None)
-                .map(|(l, _)| l.as_str().to_owned())
-                .collect(),
-            reverse_fallback: g.reverse_fallback(),
-        })
+) -> LanesPanel {
+    let apps = scope_apps(spans, scope, groups);
+    let scope_id = scope.map(|g| g.id().as_str());
+    let group = scope.map(|g| GroupSettings {
+        id: g.id().as_str().to_owned(),
+        entry_apps: g.entry_apps().to_vec(),
+        strict_lanes: g
+            .lanes()
+            .iter()
+            .filter(|(_, s)| s.fallback == dyeline_model::release::Fallback::None)
+            .map(|(l, _)| l.as_str().to_owned())
+            .collect(),
+        reverse_fallback: g.reverse_fallback(),
     });
     let set: BTreeSet<&str> = apps.iter().map(String::as_str).collect();
     let mut lanes = vec!["base".to_owned()];
@@ -465,12 +457,12 @@ pub fn lanes_panel(
             error_rates.push((app.clone(), per_lane));
         }
     }
-    Some(LanesPanel {
+    LanesPanel {
         group,
-        findings: findings_of(report, scope),
+        findings: findings_of(report, scope_id),
         counts: report.counts.clone(),
         apps: cells.into_iter().map(|(a, c)| (a.to_owned(), c)).collect(),
         lanes,
         error_rates,
-    })
+    }
 }

@@ -494,7 +494,15 @@ impl DashboardSource for DashboardAdapter {
     async fn lanes_index(&self, range: TimeRange) -> Result<LanesIndex, SourceError> {
         let snap = self.snapshot(range).await?;
         let firing = self.inner.state.analysis.alerts.lock().firing();
-        let groups = lanes::lanes_index(&snap.spans, &snap.report, snap.range)
+        let current: Vec<_> = self
+            .inner
+            .state
+            .plane
+            .lane_groups()
+            .into_iter()
+            .map(|g| g.group)
+            .collect();
+        let groups = lanes::lanes_index(&snap.spans, &snap.report, &current)
             .into_iter()
             .map(|g| LaneGroupLine {
                 firing_alerts: firing
@@ -523,18 +531,35 @@ impl DashboardSource for DashboardAdapter {
         scope: LaneScope<'_>,
         range: TimeRange,
     ) -> Result<Option<LanesPage>, SourceError> {
-        let snap = self.snapshot(range).await?;
-        let scope_id = match scope {
-            LaneScope::Group(id) => Some(id),
+        // The groups as the control plane holds them now (the snapshot may predate a change).
+        let current: Vec<_> = self
+            .inner
+            .state
+            .plane
+            .lane_groups()
+            .into_iter()
+            .map(|g| g.group)
+            .collect();
+        let scope = match scope {
+            LaneScope::Group(id) => match current.iter().find(|g| g.id().as_str() == id) {
+                Some(g) => Some(g),
+                None => return Ok(None),
+            },
             LaneScope::Ungrouped => None,
         };
+        let snap = self.snapshot(range).await?;
         let step = dyeline_ui::range::step_ns(&range);
         let w = self.inner.state.analysis.analyzer.lanes.presence_window;
         let w = i64::try_from(w.as_nanos()).unwrap_or(i64::MAX);
-        let Some(p) = lanes::lanes_panel(&snap.spans, &snap.report, scope_id, snap.range, step, w)
-        else {
-            return Ok(None);
-        };
+        let p = lanes::lanes_panel(
+            &snap.spans,
+            &snap.report,
+            scope,
+            &current,
+            snap.range,
+            step,
+            w,
+        );
         Ok(Some(LanesPage {
             group: p.group.map(|g| LaneGroupView {
                 id: g.id,

@@ -177,11 +177,23 @@ fn with_reads_closed_every_page_stream_metric_and_read_needs_the_token() {
     let dir = temp_dir();
     let s = closed_server(dir.path(), &[]);
     let c = client();
+    // A lane group named like the channel, so every `{id}` route of the API read below has
+    // something to answer.
+    let r = c
+        .put(url(&s, "/api/v1/lane-groups/trade"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"apps": ["order"], "lanes": {"gray": {}}}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().unwrap_or_default());
     let cookie = sign_in(&s, READER);
     let pages = [
         "/",
         "/channels/trade",
         "/channels/global",
+        "/lanes",
+        "/lanes/trade",
+        "/lanes/_ungrouped",
         "/traces",
         &format!("/traces/{TRACE}"),
         "/channels/trade/confirm?action=start",
