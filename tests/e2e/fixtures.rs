@@ -34,6 +34,21 @@ pub(crate) fn import(fixture: &str, file: &str) -> (tempfile::TempDir, std::path
     (dir, data)
 }
 
+/// Writes `findings` (analyze's JSON) to `path` and asserts `check_findings.py` passes it for
+/// the fixture in `fixture_dir`.
+fn check_findings(findings: &str, path: &std::path::Path, fixture_dir: &std::path::Path) {
+    std::fs::write(path, findings).unwrap();
+    let check = std::process::Command::new("python3")
+        .arg(shared_dir().join("tools/check_findings.py"))
+        .arg(path)
+        .arg(fixture_dir)
+        .output()
+        .expect("python3 runs");
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "check_findings.py: {report}");
+    assert!(report.trim_end().ends_with("OK"), "{report}");
+}
+
 /// `dyeline analyze` on `data`, checked by the fixture's own checker; the full report
 /// without `--with-decisions` is returned.
 fn analyze_and_check(data: &std::path::Path, fixture: &str) -> Value {
@@ -46,17 +61,11 @@ fn analyze_and_check(data: &std::path::Path, fixture: &str) -> Value {
         "--with-decisions",
     ]);
     assert!(ok, "analyze failed: {err}");
-    let findings = data.with_file_name("findings.json");
-    std::fs::write(&findings, &out).unwrap();
-    let check = std::process::Command::new("python3")
-        .arg(shared_dir().join("tools/check_findings.py"))
-        .arg(&findings)
-        .arg(shared_dir().join("fixtures/analysis").join(fixture))
-        .output()
-        .expect("python3 runs");
-    let report = String::from_utf8_lossy(&check.stdout);
-    assert!(check.status.success(), "check_findings.py: {report}");
-    assert!(report.trim_end().ends_with("OK"), "{report}");
+    check_findings(
+        &out,
+        &data.with_file_name("findings.json"),
+        &shared_dir().join("fixtures/analysis").join(fixture),
+    );
     // The table form names the same counts.
     let (ok, table, err) = run_cli(&["analyze", "--data-dir", data.to_str().unwrap()]);
     assert!(ok, "{err}");
@@ -394,17 +403,7 @@ fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::P
         "--with-decisions",
     ]);
     assert!(ok, "analyze failed: {err}");
-    let findings = dir.path().join("findings.json");
-    std::fs::write(&findings, &out).unwrap();
-    let check = std::process::Command::new("python3")
-        .arg(shared_dir().join("tools/check_findings.py"))
-        .arg(&findings)
-        .arg(&root)
-        .output()
-        .expect("python3 runs");
-    let report = String::from_utf8_lossy(&check.stdout);
-    assert!(check.status.success(), "check_findings.py: {report}");
-    assert!(report.trim_end().ends_with("OK"), "{report}");
+    check_findings(&out, &dir.path().join("findings.json"), &root);
     let v = serde_json::from_str(&out).unwrap();
     (dir, data, v)
 }

@@ -239,42 +239,39 @@ fn findings_of(l: &LaneReport, scope: Option<&str>) -> Vec<FindingRow> {
             format!(" via {}", f.via.join(", "))
         };
         let place = format!("{from} → {} ({}){via}", f.to_app, f.to_lane);
-        let reason = serde_json::to_value(f.reason).map(|v| v.as_str().unwrap_or("").to_owned());
         add(
             &f.group,
             "lane_leak",
             place,
             &f.lane,
             f.kind.as_str(),
-            reason.unwrap_or_default(),
+            f.reason.as_str().to_owned(),
             f.t_unix_nano,
             &f.trace_id,
         );
     }
     for f in &l.tags_dropped {
         let place = format!("{} → {}", f.dropped_by, f.app);
-        let reason = serde_json::to_value(f.where_).map(|v| v.as_str().unwrap_or("").to_owned());
         add(
             &f.group,
             "lane_tag_dropped",
             place,
             &f.lane,
             f.kind.as_str(),
-            reason.unwrap_or_default(),
+            f.where_.as_str().to_owned(),
             f.t_unix_nano,
             &f.trace_id,
         );
     }
     for f in &l.pollution {
         let place = format!("{} → {}", f.from_app, f.app);
-        let reason = serde_json::to_value(f.reason).map(|v| v.as_str().unwrap_or("").to_owned());
         add(
             &f.group,
             "lane_pollution",
             place,
             &f.lane,
             f.kind.as_str(),
-            reason.unwrap_or_default(),
+            f.reason.as_str().to_owned(),
             f.t_unix_nano,
             &f.trace_id,
         );
@@ -284,14 +281,13 @@ fn findings_of(l: &LaneReport, scope: Option<&str>) -> Vec<FindingRow> {
             "{} ({}) → {} ({})",
             f.from_app, f.from_lane, f.to_app, f.to_lane
         );
-        let reason = serde_json::to_value(f.reason).map(|v| v.as_str().unwrap_or("").to_owned());
         add(
             &f.group,
             "lane_tag_changed",
             place,
             &f.to_lane,
             f.kind.as_str(),
-            reason.unwrap_or_default(),
+            f.reason.as_str().to_owned(),
             f.t_unix_nano,
             &f.trace_id,
         );

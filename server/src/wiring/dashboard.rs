@@ -132,6 +132,17 @@ impl SnapshotInputs for Inner {
 }
 
 impl Inner {
+    /// The lane groups as the control plane holds them now: the lanes pages show these (a
+    /// snapshot's timeline may predate a change).
+    fn lane_groups(&self) -> Vec<dyeline_model::release::LaneGroup> {
+        self.state
+            .plane
+            .lane_groups()
+            .into_iter()
+            .map(|g| g.group)
+            .collect()
+    }
+
     fn alerts_of(&self, channel: &str) -> Vec<AlertLine> {
         let mut v: Vec<AlertLine> = self
             .state
@@ -494,14 +505,7 @@ impl DashboardSource for DashboardAdapter {
     async fn lanes_index(&self, range: TimeRange) -> Result<LanesIndex, SourceError> {
         let snap = self.snapshot(range).await?;
         let firing = self.inner.state.analysis.alerts.lock().firing();
-        let current: Vec<_> = self
-            .inner
-            .state
-            .plane
-            .lane_groups()
-            .into_iter()
-            .map(|g| g.group)
-            .collect();
+        let current = self.inner.lane_groups();
         let groups = lanes::lanes_index(&snap.spans, &snap.report, &current)
             .into_iter()
             .map(|g| LaneGroupLine {
@@ -531,15 +535,7 @@ impl DashboardSource for DashboardAdapter {
         scope: LaneScope<'_>,
         range: TimeRange,
     ) -> Result<Option<LanesPage>, SourceError> {
-        // The groups as the control plane holds them now (the snapshot may predate a change).
-        let current: Vec<_> = self
-            .inner
-            .state
-            .plane
-            .lane_groups()
-            .into_iter()
-            .map(|g| g.group)
-            .collect();
+        let current = self.inner.lane_groups();
         let scope = match scope {
             LaneScope::Group(id) => match current.iter().find(|g| g.id().as_str() == id) {
                 Some(g) => Some(g),

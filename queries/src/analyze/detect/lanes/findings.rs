@@ -57,6 +57,50 @@ pub enum TagChangeReason {
     Changed,
 }
 
+impl LeakReason {
+    /// Its name as written in JSON (`tag_ignored`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TagIgnored => "tag_ignored",
+            Self::TagDropped => "tag_dropped",
+            Self::StrictLane => "strict_lane",
+            Self::WrongFallback => "wrong_fallback",
+        }
+    }
+}
+
+impl PollutionReason {
+    /// Its name as written in JSON (`untagged`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Untagged => "untagged",
+            Self::ExplicitBase => "explicit_base",
+            Self::NoBaseInstance => "no_base_instance",
+        }
+    }
+}
+
+impl DropWhere {
+    /// Its name as written in JSON (`in_process`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InProcess => "in_process",
+            Self::OnWire => "on_wire",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+impl TagChangeReason {
+    /// Its name as written in JSON (`injected`, `changed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Injected => "injected",
+            Self::Changed => "changed",
+        }
+    }
+}
+
 /// §7.3.1: an entry span marked for a lane and served outside it.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct LaneLeak {
@@ -295,5 +339,37 @@ impl LaneReport {
         self.tags_changed.sort_by(|a, b| {
             (a.t_unix_nano, &a.trace_id, &a.span_id).cmp(&(b.t_unix_nano, &b.trace_id, &b.span_id))
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names the pages show are the names the JSON writes.
+    #[test]
+    fn reason_names_are_their_json_names() {
+        let json = |v: serde_json::Value| v.as_str().unwrap().to_owned();
+        for r in [
+            LeakReason::TagIgnored,
+            LeakReason::TagDropped,
+            LeakReason::StrictLane,
+            LeakReason::WrongFallback,
+        ] {
+            assert_eq!(r.as_str(), json(serde_json::to_value(r).unwrap()));
+        }
+        for r in [
+            PollutionReason::Untagged,
+            PollutionReason::ExplicitBase,
+            PollutionReason::NoBaseInstance,
+        ] {
+            assert_eq!(r.as_str(), json(serde_json::to_value(r).unwrap()));
+        }
+        for r in [DropWhere::InProcess, DropWhere::OnWire, DropWhere::Unknown] {
+            assert_eq!(r.as_str(), json(serde_json::to_value(r).unwrap()));
+        }
+        for r in [TagChangeReason::Injected, TagChangeReason::Changed] {
+            assert_eq!(r.as_str(), json(serde_json::to_value(r).unwrap()));
+        }
     }
 }
