@@ -18,6 +18,7 @@ mod durability;
 mod fixtures;
 mod hardening;
 mod ingest_rules;
+mod lane_fleet;
 mod lane_groups;
 mod lanes_ingest;
 mod otlp_python;
