@@ -3,8 +3,9 @@
 //! the real WSGI instrumentation (`tests/python/lane_fleet.py`). The gateway's captured `gray`
 //! header is mapped by a `[[lane_carriers]]` entry, `x-deploy-lane` travels in the baggage and
 //! is copied onto spans by `BaggageSpanProcessor`, gray instances are marked by Nacos metadata
-//! and by a host name (`[[lane_rules]]`), and an idle gray instance is present only through
-//! its `PeriodicExportingMetricReader`. The lane group is put with `dyeline lane-group put`;
+//! and by a host name (`[[lane_rules]]`; the server runs the configuration of docs/lanes.md's
+//! seed-001 recipe), and an idle gray instance is present only through its
+//! `PeriodicExportingMetricReader`. The lane group is put with `dyeline lane-group put`;
 //! `dyeline analyze --format json` over the server's data gives exactly the findings, counts
 //! and coverage domain §7.3–7.4 derive.
 
@@ -16,22 +17,17 @@ use crate::util::*;
 
 const TOKEN: &str = "e2e-lane-fleet-token-1";
 
-/// The server's configuration: seed 001's markers as docs/lanes.md writes them.
-const CONFIG: &str = r#"
-[[lane_rules]]
-kind = "attribute"
-key = "nacos.metadata.gray"
-map = { "true" = "gray", "false" = "base" }
-
-[[lane_rules]]
-kind = "pattern"
-key = "host.name"
-regex = '^dw[a-z]+-(?P<lane>gray[0-9]*)-v[0-9.]+$'
-
-[[lane_carriers]]
-key = "http.request.header.gray"
-map = { "true" = "gray", "false" = "base" }
-"#;
+/// The server's configuration: the seed-001 recipe's TOML block of docs/lanes.md, as a user
+/// would copy it.
+fn seed_001_config() -> String {
+    let doc =
+        std::fs::read_to_string(crate::support::workspace_root().join("docs/lanes.md")).unwrap();
+    let recipe = &doc[doc
+        .find("## Recipe: seed-001")
+        .expect("the seed-001 recipe")..];
+    let block = &recipe[recipe.find("```toml\n").expect("its TOML block") + 8..];
+    block[..block.find("```").unwrap()].to_owned()
+}
 
 /// The lane group: the gateway stains, gray falls back to base.
 const GROUP: &str = r#"{"apps": ["gateway", "order", "pricing"], "entry_apps": ["gateway"],
@@ -47,7 +43,7 @@ fn sorted(mut v: Vec<Value>) -> Vec<Value> {
 fn python_fleet_idle_gray_instance_present_by_its_metrics_makes_a_leak_not_a_fallback() {
     let dir = temp_dir();
     let config = dir.path().join("dyeline.toml");
-    std::fs::write(&config, CONFIG).unwrap();
+    std::fs::write(&config, seed_001_config()).unwrap();
     let data = dir.path().join("data");
     let mut s = Server::start_with(
         &data,
