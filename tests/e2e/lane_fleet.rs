@@ -10,6 +10,7 @@
 //! and coverage domain §7.3–7.4 derive.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -17,41 +18,32 @@ use crate::util::*;
 
 const TOKEN: &str = "e2e-lane-fleet-token-1";
 
-/// The server's configuration: the seed-001 recipe's TOML block of docs/lanes.md, as a user
-/// would copy it.
-fn seed_001_config() -> String {
+/// The text between `start` and `end` after `heading` in docs/lanes.md: a recipe's TOML
+/// block (as a user would copy it) or its lane group's JSON.
+fn from_doc(heading: &str, start: &str, end: &str) -> String {
     let doc =
         std::fs::read_to_string(crate::support::workspace_root().join("docs/lanes.md")).unwrap();
-    let recipe = &doc[doc
-        .find("## Recipe: seed-001")
-        .expect("the seed-001 recipe")..];
-    let block = &recipe[recipe.find("```toml\n").expect("its TOML block") + 8..];
-    block[..block.find("```").unwrap()].to_owned()
+    let section = &doc[doc.find(heading).expect(heading)..];
+    let body = &section[section.find(start).expect(start) + start.len()..];
+    body[..body.find(end).expect(end)].to_owned()
 }
 
-/// The lane group: the gateway stains, gray falls back to base.
-const GROUP: &str = r#"{"apps": ["gateway", "order", "pricing"], "entry_apps": ["gateway"],
+/// The seed-001 lane group of the Python fleet: the gateway stains, gray falls back to base.
+const GROUP_001: &str = r#"{"apps": ["gateway", "order", "pricing"], "entry_apps": ["gateway"],
     "lanes": {"gray": {"fallback": "base"}}}"#;
 
-/// Sorted by their JSON text, for comparing lists whose order is not the point.
-fn sorted(mut v: Vec<Value>) -> Vec<Value> {
-    v.sort_by_key(Value::to_string);
-    v
-}
-
-#[test]
-fn python_fleet_idle_gray_instance_present_by_its_metrics_makes_a_leak_not_a_fallback() {
-    let dir = temp_dir();
-    let config = dir.path().join("dyeline.toml");
-    std::fs::write(&config, seed_001_config()).unwrap();
-    let data = dir.path().join("data");
-    let mut s = Server::start_with(
-        &data,
+/// `dyeline serve` with `config`, and lane group `id` put from `group` with `dyeline lane-group
+/// put`; the server and its data dir (`dir/data`).
+fn serve(dir: &Path, config: &str, id: &str, group: &str) -> Server {
+    let file = dir.join("dyeline.toml");
+    std::fs::write(&file, config).unwrap();
+    let s = Server::start_with(
+        &dir.join("data"),
         &[("DYELINE_API_TOKEN", TOKEN)],
-        &["--config", config.to_str().unwrap()],
+        &["--config", file.to_str().unwrap()],
     );
-    let group = dir.path().join("mall.json");
-    std::fs::write(&group, GROUP).unwrap();
+    let body = dir.join("group.json");
+    std::fs::write(&body, group).unwrap();
     let server = format!("http://{}", s.api);
     let (ok, _, err) = run_cli(&[
         "lane-group",
@@ -60,11 +52,76 @@ fn python_fleet_idle_gray_instance_present_by_its_metrics_makes_a_leak_not_a_fal
         "--token",
         TOKEN,
         "put",
-        "mall",
-        group.to_str().unwrap(),
+        id,
+        body.to_str().unwrap(),
     ]);
     assert!(ok, "lane-group put: {err}");
+    s
+}
 
+/// The findings of `key` in analyze's JSON, without their times.
+fn findings(v: &Value, key: &str) -> Vec<Value> {
+    v[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("{key}: {v}"))
+        .iter()
+        .map(|f| {
+            let mut f = f.clone();
+            f.as_object_mut().unwrap().remove("t_unix_nano");
+            f
+        })
+        .collect()
+}
+
+/// `lane_coverage` summed over the windows per (lane, app): served in lane, lane fallback,
+/// failover, leaked, requests, errors.
+fn coverage(v: &Value) -> BTreeMap<(String, String), [i64; 6]> {
+    let mut out: BTreeMap<(String, String), [i64; 6]> = BTreeMap::new();
+    for c in v["lane_coverage"].as_array().unwrap() {
+        let key = (
+            c["lane"].as_str().unwrap().to_owned(),
+            c["app"].as_str().unwrap().to_owned(),
+        );
+        let sum = out.entry(key).or_default();
+        let fields = [
+            "served_in_lane",
+            "lane_fallback",
+            "failover",
+            "leaked",
+            "requests",
+            "errors",
+        ];
+        for (i, f) in fields.iter().enumerate() {
+            sum[i] += c[f].as_i64().unwrap();
+        }
+    }
+    out
+}
+
+/// (instance, app, lane, rule) of analyze's `lanes`, sorted.
+fn lanes(v: &Value) -> Vec<Value> {
+    let mut out: Vec<Value> = v["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| json!([l["instance"], l["app"], l["lane"], l["rule"]]))
+        .collect();
+    out.sort_by_key(Value::to_string);
+    out
+}
+
+/// The lane rows of `rows` ((lane, app), the six coverage sums), as [`coverage`] gives them.
+fn sums<const N: usize>(rows: [(&str, &str, [i64; 6]); N]) -> BTreeMap<(String, String), [i64; 6]> {
+    rows.into_iter()
+        .map(|(lane, app, sums)| ((lane.to_owned(), app.to_owned()), sums))
+        .collect()
+}
+
+#[test]
+fn python_fleet_idle_gray_instance_present_by_its_metrics_makes_a_leak_not_a_fallback() {
+    let dir = temp_dir();
+    let config = from_doc("## Recipe: seed-001", "```toml\n", "```");
+    let mut s = serve(dir.path(), &config, "mall", GROUP_001);
     let out: Value = serde_json::from_str(&crate::otlp_python::run_script(
         "lane_fleet.py",
         &["--endpoint", &format!("http://{}", s.http)],
@@ -211,25 +268,13 @@ fn python_fleet_idle_gray_instance_present_by_its_metrics_makes_a_leak_not_a_fal
         let r = req(rid, app);
         (r["trace_id"].clone(), r["span_id"].clone())
     };
-    let without_time = |key: &str| -> Vec<Value> {
-        v[key]
-            .as_array()
-            .unwrap_or_else(|| panic!("{key}: {v}"))
-            .iter()
-            .map(|f| {
-                let mut f = f.clone();
-                f.as_object_mut().unwrap().remove("t_unix_nano");
-                f
-            })
-            .collect()
-    };
 
     // §7.3.1: b1's pricing span carries gray, is served in base while pricing has gray
     // capacity (its idle instance): a leak whose tag was ignored. a2's same span, before the
     // gray pricing existed, is a fallback.
     let (t, sp) = ids("b1", "pricing");
     assert_eq!(
-        without_time("lane_leaks"),
+        findings(&v, "lane_leaks"),
         [
             json!({"trace_id": t, "span_id": sp, "group": "mall", "kind": "RPC", "lane": "gray",
                 "reason": "tag_ignored", "from_app": "order", "from_lane": "gray",
@@ -239,7 +284,7 @@ fn python_fleet_idle_gray_instance_present_by_its_metrics_makes_a_leak_not_a_fal
     // §7.3.3: b2, a base request the gateway sent to the gray order while order-1 is present.
     let (t, sp) = ids("b2", "order");
     assert_eq!(
-        without_time("lane_pollution"),
+        findings(&v, "lane_pollution"),
         [
             json!({"trace_id": t, "span_id": sp, "group": "mall", "kind": "RPC", "app": "order",
                 "lane": "gray", "reason": "untagged", "from_app": "gateway"})
@@ -254,50 +299,115 @@ fn python_fleet_idle_gray_instance_present_by_its_metrics_makes_a_leak_not_a_fal
         json!({"lane_fallback": 3, "failover": 0, "tag_not_recorded": 0, "reverse_fallback": 0,
                "undetermined": 0, "malformed_lane_tags": 0, "invalid_instance_lanes": 0})
     );
-    // Coverage summed over the windows, per app of lane gray.
-    let mut coverage: BTreeMap<String, [i64; 6]> = BTreeMap::new();
-    for c in v["lane_coverage"].as_array().unwrap() {
-        assert_eq!(c["lane"], "gray", "{c}");
-        let sum = coverage
-            .entry(c["app"].as_str().unwrap().to_owned())
-            .or_default();
-        for (i, f) in [
-            "served_in_lane",
-            "lane_fallback",
-            "failover",
-            "leaked",
-            "requests",
-            "errors",
-        ]
-        .iter()
-        .enumerate()
-        {
-            sum[i] += c[f].as_i64().unwrap();
-        }
-    }
+    // Coverage summed over the windows.
     assert_eq!(
-        coverage,
-        BTreeMap::from([
-            ("gateway".to_owned(), [0, 2, 0, 0, 0, 0]),
-            ("order".to_owned(), [2, 0, 0, 0, 3, 0]),
-            ("pricing".to_owned(), [0, 1, 0, 1, 0, 0]),
+        coverage(&v),
+        sums([
+            ("gray", "gateway", [0, 2, 0, 0, 0, 0]),
+            ("gray", "order", [2, 0, 0, 0, 3, 0]),
+            ("gray", "pricing", [0, 1, 0, 1, 0, 0]),
         ])
     );
     // The instances and what marked them; the idle one is known from its metrics alone.
-    let lanes: Vec<Value> = v["lanes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| json!([l["instance"], l["app"], l["lane"], l["rule"]]))
-        .collect();
     assert_eq!(
-        sorted(lanes),
-        sorted(vec![
+        lanes(&v),
+        [
             json!(["gw-1", "gateway", "base", "default"]),
             json!(["order-1", "order", "base", "default"]),
             json!(["order-gray-1", "order", "gray", "nacos.metadata.gray"]),
             json!(["pricing-1", "pricing", "base", "default"]),
             json!(["pricing-gray-1", "pricing", "gray", "host.name"]),
+        ]
+    );
+}
+
+/// Seed 004 by the real Python SDK, with docs/lanes.md's seed-004 recipe as the user copies it
+/// (its config: instances marked by their Dubbo tag; its lane group: two gray environments,
+/// reverse fallback allowed). RPC and MQ spans made as their instrumentations make them, the
+/// environment chosen by the access layer carried in the baggage; an idle gray consumer present
+/// only by its metrics. Each case is what §7.3 derives: a gray message consumed on base is a
+/// fallback before the gray consumer exists and an MQ leak while it is present; a retry on base
+/// after the gray instance failed is a failover; a gray2 request served by gray1 is a
+/// wrong fallback; base traffic served by gray1 where the app has no base instance is a reverse
+/// fallback.
+#[test]
+fn python_fleet_seed_004_mq_leak_failover_wrong_and_reverse_fallback() {
+    let dir = temp_dir();
+    let config = from_doc("## Recipe: seed-004", "```toml\n", "```");
+    let group = from_doc("## Recipe: seed-004", "<<'JSON'\n", "\nJSON");
+    let mut s = serve(dir.path(), &config, "union", &group);
+    let out: Value = serde_json::from_str(&crate::otlp_python::run_script(
+        "lane_fleet_004.py",
+        &["--endpoint", &format!("http://{}", s.http)],
+    ))
+    .unwrap();
+    let span = |rid: &str, role: &str| -> (Value, Value) {
+        let r = &out["requests"][rid][role];
+        assert!(r.is_object(), "{rid} {role}: {out}");
+        (r["trace_id"].clone(), r["span_id"].clone())
+    };
+    // The idle consumer: present at its export times, gray1 by its Dubbo tag.
+    let sent = out["metrics"].as_array().unwrap().len();
+    assert!(sent >= 2, "{out}");
+    assert_eq!(
+        s.sql(
+            "SELECT lane, lane_rule, count(*) FROM presence WHERE instance_id = 'notify-g1' \
+             GROUP BY 1, 2"
+        ),
+        [vec![json!("gray1"), json!("dubbo.tag"), json!(sent)]]
+    );
+    assert!(s.stop());
+
+    let v = crate::analyze::analyze(dir.path());
+    let (mb_trace, mb_span) = span("mb", "consumer");
+    let (w_trace, w_span) = span("w", "user");
+    let mut leaks = findings(&v, "lane_leaks");
+    leaks.sort_by_key(|l| l["kind"].to_string());
+    assert_eq!(
+        leaks,
+        [
+            json!({"trace_id": mb_trace, "span_id": mb_span, "group": "union", "kind": "MQ",
+                   "lane": "gray1", "reason": "tag_ignored", "from_app": "(none)",
+                   "from_lane": null, "to_app": "union-notify", "to_lane": "base",
+                   "via": ["union-proxy"]}),
+            json!({"trace_id": w_trace, "span_id": w_span, "group": "union", "kind": "RPC",
+                   "lane": "gray2", "reason": "wrong_fallback", "from_app": "(none)",
+                   "from_lane": null, "to_app": "union-user", "to_lane": "gray1",
+                   "via": ["union-proxy"]}),
+        ]
+    );
+    for key in [
+        "lane_pollution",
+        "lane_tags_dropped",
+        "lane_tags_changed",
+        "lane_error_spike",
+    ] {
+        assert_eq!(v[key], json!([]), "{key}");
+    }
+    // ma: the fallback; f: the failover; r: the reverse fallback.
+    assert_eq!(
+        v["lane_counts"],
+        json!({"lane_fallback": 1, "failover": 1, "tag_not_recorded": 0, "reverse_fallback": 1,
+               "undetermined": 0, "malformed_lane_tags": 0, "invalid_instance_lanes": 0})
+    );
+    assert_eq!(
+        coverage(&v),
+        sums([
+            ("gray1", "union-notify", [0, 1, 0, 1, 0, 0]),
+            ("gray1", "union-order", [0, 0, 0, 0, 1, 0]),
+            ("gray1", "union-user", [1, 0, 1, 0, 2, 1]),
+            ("gray2", "union-user", [0, 0, 0, 1, 0, 0]),
         ])
+    );
+    assert_eq!(
+        lanes(&v),
+        [
+            json!(["notify-1", "union-notify", "base", "default"]),
+            json!(["notify-g1", "union-notify", "gray1", "dubbo.tag"]),
+            json!(["order-g1", "union-order", "gray1", "dubbo.tag"]),
+            json!(["proxy-1", "union-proxy", "base", "default"]),
+            json!(["user-1", "union-user", "base", "default"]),
+            json!(["user-g1", "union-user", "gray1", "dubbo.tag"]),
+        ]
     );
 }

@@ -38,16 +38,14 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 os.environ["OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SERVER_REQUEST"] = "gray"
 
 from opentelemetry import baggage, context, propagate, trace  # noqa: E402
-from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
 from opentelemetry.instrumentation.wsgi import OpenTelemetryMiddleware  # noqa: E402
-from opentelemetry.metrics import Observation  # noqa: E402
 from opentelemetry.processor.baggage import ALLOW_ALL_BAGGAGE_KEYS, BaggageSpanProcessor  # noqa: E402
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import MetricExportResult, PeriodicExportingMetricReader  # noqa: E402
 from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+
+from idle_metrics import IdleMetrics  # noqa: E402
 
 CLIENT = trace.SpanKind.CLIENT
 served = {}  # request id -> app -> the SERVER span that served it
@@ -143,45 +141,18 @@ def main():
     request("a2", True, "gray")
 
     # The idle gray pricing instance: metrics only, exported every 200 ms.
-    exported = []
-    exports = threading.Condition()
-    exporter = OTLPMetricExporter(endpoint=e + "/v1/metrics")
-    real_export = exporter.export
-
-    def export(data, *args, **kwargs):
-        times = {p.time_unix_nano for rm in data.resource_metrics for sm in rm.scope_metrics
-                 for m in sm.metrics for p in m.data.data_points}
-        result = real_export(data, *args, **kwargs)
-        if result == MetricExportResult.SUCCESS:
-            with exports:
-                exported.extend(sorted(times))
-                exports.notify_all()
-        return result
-
-    exporter.export = export
-
-    def wait_for_export_after(t):
-        with exports:
-            assert exports.wait_for(lambda: any(x > t for x in exported), timeout=10), "no export"
-
-    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=200)
-    meters = MeterProvider(
-        resource=resource("pricing", "pricing-gray-1", **{"host.name": "dwpricing-gray-v2.1.0"}),
-        metric_readers=[reader],
-    )
-    meters.get_meter("dyeline-e2e").create_observable_gauge(
-        "process.idle", callbacks=[lambda _options: [Observation(1)]])
-    wait_for_export_after(0)
+    idle = IdleMetrics(e, resource("pricing", "pricing-gray-1", **{"host.name": "dwpricing-gray-v2.1.0"}))
+    idle.wait_for_export_after(0)
 
     request("b1", True, "gray")
     request("b2", False, "gray")
     request("b3", False, "base")
-    wait_for_export_after(time.time_ns())
+    idle.wait_for_export_after(time.time_ns())
 
-    meters.shutdown()
+    exported = idle.shutdown()
     for i in [gateway, pricing, *orders.values()]:
         i.close()
-    print(json.dumps({"requests": served, "metrics": sorted(set(exported))}))
+    print(json.dumps({"requests": served, "metrics": exported}))
 
 
 if __name__ == "__main__":
