@@ -1,13 +1,17 @@
-//! A seed-001 style gray release run by the real Python OpenTelemetry SDK against the real
-//! binary (domain §7): a fleet of instances, each its own `TracerProvider` and resource, behind
-//! the real WSGI instrumentation (`tests/python/lane_fleet.py`). The gateway's captured `gray`
-//! header is mapped by a `[[lane_carriers]]` entry, `x-deploy-lane` travels in the baggage and
-//! is copied onto spans by `BaggageSpanProcessor`, gray instances are marked by Nacos metadata
-//! and by a host name (`[[lane_rules]]`; the server runs the configuration of docs/lanes.md's
-//! seed-001 recipe), and an idle gray instance is present only through its
-//! `PeriodicExportingMetricReader`. The lane group is put with `dyeline lane-group put`;
-//! `dyeline analyze --format json` over the server's data gives exactly the findings, counts
-//! and coverage domain §7.3–7.4 derive.
+//! Gray releases run by the real Python OpenTelemetry SDK against the real binary (domain §7),
+//! each with its docs/lanes.md recipe's configuration as a user copies it, the lane group put
+//! with `dyeline lane-group put`, and `dyeline analyze --format json` over the server's data
+//! giving exactly the findings, counts and coverage §7.3–7.4 derive.
+//!
+//! Seed 001 (`tests/python/lane_fleet.py`): instances each with its own `TracerProvider` and
+//! resource behind the real WSGI instrumentation; the gateway's captured `gray` header mapped by
+//! a `[[lane_carriers]]` entry, `x-deploy-lane` in the baggage copied onto spans by
+//! `BaggageSpanProcessor`, gray instances marked by Nacos metadata and a host name, and an idle
+//! gray instance present only through its `PeriodicExportingMetricReader`: the same gray
+//! request served by base is a fallback before that instance exists and a leak after.
+//!
+//! Seed 004 (`tests/python/lane_fleet_004.py`): Dubbo-tagged instances, two gray
+//! environments, MQ, failover, wrong and reverse fallback.
 
 use std::collections::BTreeMap;
 use std::path::Path;
