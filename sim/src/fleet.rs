@@ -24,7 +24,8 @@
 //! - The gray release (domain §7): lane instances ([`LANE_INSTANCES`], of no colour, marked
 //!   by Nacos metadata or `deploy.lane`) in lane group [`LANE_GROUP`]; the gateway stains a
 //!   share of the user requests (`gray: true`, or `x-deploy-lane=gray2` in baggage); every
-//!   hop routes in the request's lane with fallback to base ([`Router::route_lane`]); notify
+//!   hop routes in the request's lane with the fallbacks of the lane groups the control API
+//!   holds at start ([`Router::route_lane`]); notify
 //!   has a gray consumer group. Every instance also exports metrics every
 //!   [`FleetConfig::metrics_interval`], which keeps idle instances present; a killed instance
 //!   ([`Fleet::kill`]) stops both.
@@ -104,6 +105,7 @@ impl Fleet {
         let (stop_tx, stop) = watch::channel(false);
         let registry = Arc::new(Registry::default());
         let control = ControlClient::new(&config.control, config.token.clone());
+        let lane_policies = control.lane_policies().await?;
         let cache = ConfigCache::new(
             control,
             Arc::clone(&registry),
@@ -197,7 +199,8 @@ impl Fleet {
                     Arc::clone(&cache),
                     Arc::clone(&registry),
                     Balance::RoundRobin,
-                ),
+                )
+                .with_lane_policies(lane_policies.clone()),
                 shared: Arc::clone(&shared),
             });
             listeners.push((Arc::clone(&inst), listener));

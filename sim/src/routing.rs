@@ -68,8 +68,8 @@ pub use client::{AppConfig, AppEvent, ControlClient};
 pub use decide::decide_color;
 pub use error::RouteError;
 pub use lane::{
-    LaneOutcome, LanePolicy, LaneReader, consumer_group, consumer_lane, lane_candidates, lane_of,
-    with_lane,
+    LaneOutcome, LanePolicies, LanePolicy, LaneReader, consumer_group, consumer_lane,
+    lane_candidates, lane_of, with_lane,
 };
 pub use processor::DecisionAttributeProcessor;
 pub use propagation::{decisions_of, with_decisions};
@@ -104,7 +104,7 @@ pub struct Router {
     cache: Arc<ConfigCache>,
     registry: Arc<Registry>,
     balance: Balance,
-    lanes: LanePolicy,
+    lanes: LanePolicies,
     pickers: Mutex<HashMap<(String, String, u8), Picker>>,
 }
 
@@ -115,16 +115,17 @@ impl Router {
             cache,
             registry,
             balance,
-            lanes: LanePolicy::default(),
+            lanes: LanePolicies::default(),
             pickers: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The same router with the lanes' fallbacks of `policy` (default: every lane falls back
-    /// to base, no reverse fallback).
+    /// The same router with each app's lane fallbacks of `policies` (default: every lane
+    /// falls back to base, no reverse fallback; [`ControlClient::lane_policies`] reads the
+    /// lane groups' own).
     #[must_use]
-    pub fn with_lane_policy(mut self, policy: LanePolicy) -> Self {
-        self.lanes = policy;
+    pub fn with_lane_policies(mut self, policies: LanePolicies) -> Self {
+        self.lanes = policies;
         self
     }
 
@@ -188,15 +189,11 @@ impl Router {
             return Err(RouteError::NoInstance(app.to_owned()));
         }
         let (outcome, in_lane) = match select {
-            LaneSelect::Tag(tag) => {
-                lane_candidates(tag, &endpoints, &self.lanes).ok_or_else(|| {
-                    RouteError::NoLaneInstance {
-                        app: app.to_owned(),
-                        lane: tag
-                            .map_or_else(|| LaneId::BASE.to_owned(), |l| l.as_str().to_owned()),
-                    }
-                })?
-            }
+            LaneSelect::Tag(tag) => lane_candidates(tag, &endpoints, self.lanes.of(app))
+                .ok_or_else(|| RouteError::NoLaneInstance {
+                    app: app.to_owned(),
+                    lane: tag.map_or_else(|| LaneId::BASE.to_owned(), |l| l.as_str().to_owned()),
+                })?,
             LaneSelect::Any => (LaneOutcome::Unfiltered, endpoints.iter().collect()),
         };
         let config = self.cache.get(app);
@@ -330,10 +327,13 @@ mod tests {
     #[test]
     fn a_strict_lane_without_an_instance_is_refused() {
         let (r, _) = router();
-        let r = r.with_lane_policy(LanePolicy {
-            strict: [lane("gray2")].into(),
-            reverse_fallback: false,
-        });
+        let r = r.with_lane_policies(LanePolicies::default().with(
+            "order",
+            LanePolicy {
+                strict: [lane("gray2")].into(),
+                reverse_fallback: false,
+            },
+        ));
         let err = r
             .route_lane("order", &mut Decisions::default(), Some(&lane("gray2")))
             .unwrap_err();

@@ -194,7 +194,8 @@ mod tests {
     use opentelemetry::Context;
     use tokio::sync::watch;
 
-    fn topic(mq_leak: bool) -> Topic {
+    /// A topic with two consumers: `notify-blue-1` (base) and `notify-gray-1` (gray).
+    fn topic(mq_leak: bool) -> (Topic, Vec<mpsc::UnboundedReceiver<Message>>) {
         let (_tx, stop) = watch::channel(false);
         let cache = ConfigCache::new(
             ControlClient::new("http://127.0.0.1:9", None),
@@ -202,7 +203,13 @@ mod tests {
             CacheOptions { count_aware: true },
             stop,
         );
-        Topic::new("notify", cache, Arc::new(LaneReader::default()), mq_leak)
+        let t = Topic::new("notify", cache, Arc::new(LaneReader::default()), mq_leak);
+        let gray = LaneId::new("gray").unwrap();
+        let rxs = vec![
+            t.subscribe("notify-blue-1", Color::Blue, LaneId::base()),
+            t.subscribe("notify-gray-1", Color::Unknown, gray),
+        ];
+        (t, rxs)
     }
 
     fn message(lane: Option<&str>) -> Headers {
@@ -232,15 +239,7 @@ mod tests {
 
     #[test]
     fn gray_messages_go_to_the_gray_group_while_it_runs_and_base_never_does() {
-        let t = topic(false);
-        let mut rxs = vec![
-            t.subscribe("notify-blue-1", Color::Blue, LaneId::base()),
-            t.subscribe(
-                "notify-gray-1",
-                Color::Unknown,
-                LaneId::new("gray").unwrap(),
-            ),
-        ];
+        let (t, mut rxs) = topic(false);
         assert_eq!(
             groups(&t, &mut rxs, Some("gray"), 3),
             vec!["notify-gray"; 3]
@@ -260,15 +259,7 @@ mod tests {
 
     #[test]
     fn a_leaking_base_consumer_takes_gray_messages_beside_the_gray_one() {
-        let t = topic(true);
-        let mut rxs = vec![
-            t.subscribe("notify-blue-1", Color::Blue, LaneId::base()),
-            t.subscribe(
-                "notify-gray-1",
-                Color::Unknown,
-                LaneId::new("gray").unwrap(),
-            ),
-        ];
+        let (t, mut rxs) = topic(true);
         let got = groups(&t, &mut rxs, Some("gray"), 4);
         assert_eq!(
             got,

@@ -13,14 +13,18 @@
 //!   instances of its lane; when the app has none registered it falls back to base (a strict
 //!   lane, [`LanePolicy::strict`], fails instead); an untagged or base-tagged request goes to
 //!   base only, or, with [`LanePolicy::reverse_fallback`] and no base instance, to a lane.
+//! - **The groups' fallbacks** ([`LanePolicies`]): each app's strict lanes and reverse
+//!   fallback, read from the control plane's lane groups (`GET /api/v1/lane-groups`, by
+//!   [`super::ControlClient::lane_policies`]); an app in no group uses the defaults.
 //! - **MQ** ([`consumer_lane`], pure): a message tagged for a lane is consumed by that lane's
 //!   consumer group while one of its consumers runs, else by base; [`consumer_group`] names
 //!   the groups (`<app>-<lane>`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use dyeline_model::lane::LaneRuleError;
 use dyeline_model::lane::TAG_KEY;
+use dyeline_model::release::Fallback;
 use dyeline_model::{LaneCarrier, LaneCarriers, LaneId};
 use opentelemetry::Context;
 use opentelemetry::baggage::{Baggage, BaggageExt};
@@ -108,6 +112,80 @@ pub struct LanePolicy {
     pub reverse_fallback: bool,
 }
 
+/// Every app's [`LanePolicy`]: the lane group it is in decides (domain §7.1), the default
+/// policy holds for an app in no group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LanePolicies {
+    by_app: HashMap<String, LanePolicy>,
+}
+
+impl LanePolicies {
+    /// These policies with `app` following `policy`.
+    #[must_use]
+    pub fn with(mut self, app: &str, policy: LanePolicy) -> Self {
+        self.by_app.insert(app.to_owned(), policy);
+        self
+    }
+
+    /// The policy of `app` (the default when it is in no group).
+    pub fn of(&self, app: &str) -> &LanePolicy {
+        static DEFAULT: LanePolicy = LanePolicy {
+            strict: BTreeSet::new(),
+            reverse_fallback: false,
+        };
+        self.by_app.get(app).unwrap_or(&DEFAULT)
+    }
+
+    /// The policies the groups of a `GET /api/v1/lane-groups` answer give their apps. A lane
+    /// key that is no lane id is skipped (the control plane refuses them anyway).
+    pub fn from_groups(body: &LaneGroupsBody) -> Self {
+        let mut by_app = HashMap::new();
+        for g in &body.lane_groups {
+            let policy = LanePolicy {
+                strict: g
+                    .lanes
+                    .iter()
+                    .filter(|(_, l)| l.fallback == Fallback::None)
+                    .filter_map(|(k, _)| LaneId::new(k).ok())
+                    .collect(),
+                reverse_fallback: g.reverse_fallback,
+            };
+            for app in &g.apps {
+                by_app.insert(app.clone(), policy.clone());
+            }
+        }
+        LanePolicies { by_app }
+    }
+}
+
+/// The answer of `GET /api/v1/lane-groups`, as much of it as routing reads.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct LaneGroupsBody {
+    /// The groups.
+    pub lane_groups: Vec<LaneGroupBody>,
+}
+
+/// One lane group, as much of it as routing reads.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct LaneGroupBody {
+    /// Its apps.
+    pub apps: Vec<String>,
+    /// Its lanes and their fallback.
+    #[serde(default)]
+    pub lanes: BTreeMap<String, LaneBody>,
+    /// Base traffic may go to a lane while the app has no base instance.
+    #[serde(default)]
+    pub reverse_fallback: bool,
+}
+
+/// One lane of a group.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct LaneBody {
+    /// Where its requests go in an app without an instance of it.
+    #[serde(default)]
+    pub fallback: Fallback,
+}
+
 /// Which instances served a call, in lane terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LaneOutcome {
@@ -179,7 +257,6 @@ pub fn consumer_group(app: &str, lane: &LaneId) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
     use std::net::SocketAddr;
 
     use super::*;
@@ -301,6 +378,23 @@ mod tests {
         assert_eq!(o, LaneOutcome::ReverseFallback);
         assert_eq!(c, vec![&only_gray[0]]);
         assert!(lane_candidates(None, &[], &reverse).is_none());
+    }
+
+    #[test]
+    fn each_app_follows_the_policy_of_its_group() {
+        let body: LaneGroupsBody = serde_json::from_value(serde_json::json!({"lane_groups": [
+            {"id": "mall", "version": 3, "apps": ["order", "pay"], "entry_apps": ["order"],
+             "lanes": {"gray": {"fallback": "base"}, "gray2": {"fallback": "none"}},
+             "reverse_fallback": false},
+            {"id": "promo", "version": 1, "apps": ["coupon"], "entry_apps": [], "lanes": {},
+             "reverse_fallback": true}
+        ]}))
+        .unwrap();
+        let p = LanePolicies::from_groups(&body);
+        assert_eq!(p.of("pay").strict, BTreeSet::from([lane("gray2")]));
+        assert!(!p.of("pay").reverse_fallback);
+        assert!(p.of("coupon").reverse_fallback && p.of("coupon").strict.is_empty());
+        assert_eq!(p.of("elsewhere"), &LanePolicy::default());
     }
 
     #[test]
