@@ -374,3 +374,25 @@ async fn drive(
 pub fn is_temporary(config: &Config, defaults: &Config) -> bool {
     config.data_dir == defaults.data_dir
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The demo's defaults carry the fleet's lane rule and carrier, and pass the checks a
+    /// user's file gets; the lane windows scale with the speed like the others.
+    #[test]
+    fn the_defaults_read_the_fleets_lanes_and_scale_with_speed() {
+        let mut c = Config::load_over(defaults(), None, figment::Figment::new()).unwrap();
+        assert_eq!(
+            c.lane_rules.iter().map(|r| r.key()).collect::<Vec<_>>(),
+            vec!["nacos.metadata.gray"]
+        );
+        assert_eq!(c.lane_carriers[0].key, "http.request.header.gray");
+        let (w, p) = (c.analyzer.lanes.window, c.analyzer.lanes.presence_window);
+        scale_for_speed(&mut c, 5.0);
+        assert_eq!(c.analyzer.lanes.window, w / 5);
+        assert_eq!(c.analyzer.lanes.presence_window, p / 5);
+        assert_eq!(c.analyzer.defaults.window, Duration::from_secs(12));
+    }
+}
