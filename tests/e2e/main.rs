@@ -20,6 +20,7 @@ mod hardening;
 mod ingest_rules;
 mod lane_groups;
 mod lanes_ingest;
+mod live_lanes;
 mod otlp_python;
 mod otlp_rust;
 mod presence;
