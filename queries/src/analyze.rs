@@ -43,7 +43,9 @@
 //!
 //! The exhaustive `match`es of [`Detection`] and [`FindingRef`] then find every reader that
 //! must say something about it; the text table, `GET /api/v1/findings`, the alerts and the
-//! dashboard need no change.
+//! dashboard need no change. A lane detection (§7) is judged in `detect/lanes/` with the
+//! others of its family, its list lives in the report's `LaneReport`, and its `line` and
+//! `alert` in `detect/lane_alerts.rs`.
 
 pub mod config;
 pub mod detect;

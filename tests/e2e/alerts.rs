@@ -118,7 +118,8 @@ fn slice(from: i64, to: i64, shift: i64) -> Vec<(i64, String)> {
     out
 }
 
-fn am_spike_alerts(am: &Alertmanager) -> Vec<Value> {
+/// The alerts named `alertname` that Alertmanager holds.
+pub(crate) fn am_alerts(am: &Alertmanager, alertname: &str) -> Vec<Value> {
     let v: Value = reqwest::blocking::get(format!("{}/api/v2/alerts", am.url))
         .unwrap()
         .json()
@@ -126,10 +127,15 @@ fn am_spike_alerts(am: &Alertmanager) -> Vec<Value> {
     v.as_array()
         .unwrap()
         .iter()
-        .filter(|a| {
-            a["labels"]["alertname"] == "DyelineErrorSpike" && a["labels"]["app"] == "order"
-        })
+        .filter(|a| a["labels"]["alertname"] == alertname)
         .cloned()
+        .collect()
+}
+
+fn am_spike_alerts(am: &Alertmanager) -> Vec<Value> {
+    am_alerts(am, "DyelineErrorSpike")
+        .into_iter()
+        .filter(|a| a["labels"]["app"] == "order")
         .collect()
 }
 

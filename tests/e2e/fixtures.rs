@@ -394,7 +394,15 @@ fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::P
     ]);
     assert!(ok, "import failed: {err}");
     assert!(err.contains("presence signals"), "{err}");
-    let (ok, out, err) = run_cli(&[
+    let out = analyze_json(&config, &data, &["--with-decisions"]);
+    check_findings(&out, &dir.path().join("findings.json"), &root);
+    let v = serde_json::from_str(&out).unwrap();
+    (dir, data, v)
+}
+
+/// `dyeline --config CONFIG analyze --data-dir DATA --format json EXTRA...`'s output.
+fn analyze_json(config: &std::path::Path, data: &std::path::Path, extra: &[&str]) -> String {
+    let mut args = vec![
         "--config",
         config.to_str().unwrap(),
         "analyze",
@@ -402,12 +410,11 @@ fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::P
         data.to_str().unwrap(),
         "--format",
         "json",
-        "--with-decisions",
-    ]);
-    assert!(ok, "analyze failed: {err}");
-    check_findings(&out, &dir.path().join("findings.json"), &root);
-    let v = serde_json::from_str(&out).unwrap();
-    (dir, data, v)
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = run_cli(&args);
+    assert!(ok, "analyze {extra:?} failed: {err}");
+    out
 }
 
 #[test]
@@ -486,19 +493,7 @@ fn lanes_walk_finds_every_planted_lane_fault_and_nothing_else() {
     // alone none of the six, and each finds what the full run finds.
     let config = shared_dir().join("fixtures/analysis/lanes-walk/dyeline.toml");
     let json = |types: &str| -> Value {
-        let (ok, out, err) = run_cli(&[
-            "--config",
-            config.to_str().unwrap(),
-            "analyze",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--format",
-            "json",
-            "--detections",
-            types,
-        ]);
-        assert!(ok, "analyze --detections {types}: {err}");
-        serde_json::from_str(&out).unwrap()
+        serde_json::from_str(&analyze_json(&config, &data, &["--detections", types])).unwrap()
     };
     let six = json(
         "cross_color_hop,missing_decision,drained_side,ratio_deviation,instance_skew,error_spike",

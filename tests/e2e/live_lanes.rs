@@ -2,8 +2,8 @@
 //! lane group and a small presence window W. (a) A request tagged for lane gray served by a
 //! base instance while the app's idle gray instance is kept present by its OTLP metrics
 //! exports is a `lane_leak`: its alert (labels `lane_group`, `lane`, `app`) reaches a real
-//! Alertmanager within 10 s + W of the span's arrival (the time measured is printed), and
-//! resolves by the lane window. (b) A gray instance killed mid-run: the tagged requests
+//! Alertmanager within 10 s + W of the span's arrival (the time measured is printed), shows on
+//! the group's lanes page, and resolves by the lane window. (b) A gray instance killed mid-run: the tagged requests
 //! served by base from its last signal on are `lane_fallback`s, counted, never found nor
 //! alerted, while a leak planted before the kill is.
 
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::alerts::{now_ns, start_alertmanager};
+use crate::alerts::{am_alerts, now_ns, start_alertmanager};
 use crate::util::*;
 
 const TOKEN: &str = "e2e-live-lanes-token-01";
@@ -172,18 +172,7 @@ fn a_planted_lane_leak_alerts_within_ten_seconds_plus_the_presence_window() {
 
     let arrived = now_ns();
     let t = request(&s, 0xa11, "order", "order-base-1", None);
-    let am_leaks = || -> Vec<Value> {
-        let v: Value = reqwest::blocking::get(format!("{}/api/v2/alerts", am.url))
-            .unwrap()
-            .json()
-            .unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .filter(|a| a["labels"]["alertname"] == "DyelineLaneLeak")
-            .cloned()
-            .collect()
-    };
+    let am_leaks = || am_alerts(&am, "DyelineLaneLeak");
     let deadline = Instant::now() + Duration::from_secs(20);
     let fired = loop {
         let found = am_leaks();
@@ -226,6 +215,28 @@ fn a_planted_lane_leak_alerts_within_ten_seconds_plus_the_presence_window() {
     assert_eq!(
         fired[0]["annotations"]["exemplar_trace_ids"],
         format!("{:032x}", 0xa11)
+    );
+
+    // The lanes page of mall lists the live alert, and the index counts it.
+    let page = |path: &str| {
+        let r = reqwest::blocking::get(format!("http://{}{path}", s.api)).unwrap();
+        assert_eq!(r.status(), 200);
+        r.text().unwrap().replace("<!>", "")
+    };
+    let mall = page("/lanes/mall");
+    let row = &mall[mall.find(r#"data-alert="lane_leak""#).expect("alert row")..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains("DyelineLaneLeak") && row.contains("firing"),
+        "{row}"
+    );
+    assert!(row.contains("lane=gray"), "{row}");
+    let index = page("/lanes");
+    let group = &index[index.find(r#"data-group="mall""#).expect("mall row")..];
+    let group = &group[..group.find("</tr>").unwrap()];
+    assert!(
+        group.contains(r#"<td class="num alerting">1</td>"#),
+        "{group}"
     );
 
     // The finding in the API: its own fields, and a type filter that knows the lane types.
