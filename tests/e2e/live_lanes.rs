@@ -21,6 +21,8 @@ const TOKEN: &str = "e2e-live-lanes-token-01";
 const S: i64 = 1_000_000_000;
 /// The presence window W of the tests' config.
 const W: i64 = 3 * S;
+/// The live evaluation's timing in the tests' config (`[alerts]`).
+const TIMING: &str = "interval = \"500ms\"\nlateness = \"3s\"\ntrace_quiet = \"1s\"\n";
 
 /// The config: fast evaluation, W = 3 s, 5 s lane windows, alerts to `alertmanager`.
 fn config(dir: &std::path::Path, alertmanager: Option<&str>) -> std::path::PathBuf {
@@ -31,8 +33,8 @@ fn config(dir: &std::path::Path, alertmanager: Option<&str>) -> std::path::PathB
     std::fs::write(
         &cfg,
         format!(
-            "[alerts]\n{am}interval = \"500ms\"\nlateness = \"3s\"\ntrace_quiet = \"1s\"\n\
-             resend_interval = \"10s\"\n\n[analyzer.lanes]\npresence_window = \"3s\"\nwindow = \"5s\"\n"
+            "[alerts]\n{am}{TIMING}resend_interval = \"10s\"\n\n\
+             [analyzer.lanes]\npresence_window = \"3s\"\nwindow = \"5s\"\n"
         ),
     )
     .unwrap();
@@ -187,9 +189,10 @@ fn a_planted_lane_leak_alerts_within_ten_seconds_plus_the_presence_window() {
     };
     let took = now_ns() - arrived;
     eprintln!(
-        "live lane leak: span arrival → alert firing in Alertmanager {:.2} s (W = {} s, evaluation every 0.5 s, trace_quiet 1 s)",
+        "live lane leak: span arrival → alert firing in Alertmanager {:.2} s (W = {} s; {})",
         took as f64 / S as f64,
-        W / S
+        W / S,
+        TIMING.trim().replace('\n', ", ")
     );
     assert!(took <= 10 * S + W, "took {} ms", took / 1_000_000);
     let labels = &fired[0]["labels"];
@@ -262,8 +265,17 @@ fn a_planted_lane_leak_alerts_within_ten_seconds_plus_the_presence_window() {
         )
     );
     assert_eq!(v["lane_counts"]["lane_fallback"], 0, "{v}");
+    let (_, mall) = get(&s, "/api/v1/findings?lane_group=mall");
+    assert_eq!(mall["findings"], v["findings"], "{mall}");
     let (_, other) = get(&s, "/api/v1/findings?lane_group=_ungrouped");
     assert_eq!(other["findings"], Value::Array(Vec::new()), "{other}");
+    let (_, doc) = get(&s, "/api/v1/openapi.json");
+    let params = doc["paths"]["/api/v1/findings"]["get"]["parameters"].to_string();
+    assert!(
+        params.contains("lane_group") && params.contains("lane_leak"),
+        "{params}"
+    );
+    assert!(doc["components"]["schemas"]["LaneCounts"].is_object());
     let (status, bad) = get(&s, "/api/v1/findings?type=lane_fallback");
     assert_eq!(status, 400);
     let message = bad["error"]["message"].as_str().unwrap();
