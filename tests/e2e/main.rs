@@ -21,6 +21,7 @@ mod ingest_rules;
 mod lane_fleet;
 mod lane_groups;
 mod lanes_ingest;
+mod live_lanes;
 mod otlp_python;
 mod otlp_rust;
 mod presence;

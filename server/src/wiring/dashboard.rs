@@ -144,6 +144,27 @@ impl Inner {
     }
 
     fn alerts_of(&self, channel: &str) -> Vec<AlertLine> {
+        self.alerts_where(
+            |l| l.get("channel").map(String::as_str) == Some(channel),
+            "channel",
+        )
+    }
+
+    /// The alerts of the lane findings of lane group `group` (`None`: of apps in no group).
+    fn lane_alerts_of(&self, group: Option<&str>) -> Vec<AlertLine> {
+        self.alerts_where(
+            |l| l.contains_key("lane") && l.get("lane_group").map(String::as_str) == group,
+            "lane_group",
+        )
+    }
+
+    /// The alerts whose labels `keep` keeps, firing first, newest first, each with its
+    /// labels but `alertname` and `scope` (the label the page is of).
+    fn alerts_where(
+        &self,
+        keep: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
+        scope: &str,
+    ) -> Vec<AlertLine> {
         let mut v: Vec<AlertLine> = self
             .state
             .analysis
@@ -151,7 +172,7 @@ impl Inner {
             .lock()
             .list(None)
             .into_iter()
-            .filter(|a| a.labels.get("channel").map(String::as_str) == Some(channel))
+            .filter(|a| keep(&a.labels))
             .map(|a| AlertLine {
                 name: a.labels.get("alertname").cloned().unwrap_or_default(),
                 state: match a.state {
@@ -161,7 +182,7 @@ impl Inner {
                 labels: a
                     .labels
                     .iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "alertname" | "channel"))
+                    .filter(|(k, _)| k.as_str() != "alertname" && k.as_str() != scope)
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect::<Vec<_>>()
                     .join(" "),
@@ -543,6 +564,7 @@ impl DashboardSource for DashboardAdapter {
             },
             LaneScope::Ungrouped => None,
         };
+        let alerts = self.inner.lane_alerts_of(scope.map(|g| g.id().as_str()));
         let snap = self.snapshot(range).await?;
         let step = dyeline_ui::range::step_ns(&range);
         let w = self.inner.state.analysis.analyzer.lanes.presence_window;
@@ -557,6 +579,7 @@ impl DashboardSource for DashboardAdapter {
             w,
         );
         Ok(Some(LanesPage {
+            alerts,
             group: p.group.map(|g| LaneGroupView {
                 id: g.id,
                 entry_apps: g.entry_apps,

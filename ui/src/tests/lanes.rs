@@ -108,6 +108,17 @@ pub(super) fn page(scope: LaneScope<'_>) -> Option<LanesPage> {
             first_unix_nano: T0 + 90 * SEC,
             trace_ids: vec![TRACE.into()],
         }],
+        alerts: vec![AlertLine {
+            name: "DyelineLaneLeak".into(),
+            state: "firing".into(),
+            labels: "app=inventory lane=gray reason=tag_ignored type=lane_leak".into(),
+            summary: "3 request(s) for lane gray left it".into(),
+            color: None,
+            kind: "lane_leak".into(),
+            starts_at_unix_nano: T0 + 95 * SEC,
+            ends_at_unix_nano: None,
+            trace_ids: vec![TRACE.into()],
+        }],
         counts: LaneCountsView {
             lane_fallback: 36,
             failover: 1,
@@ -226,6 +237,14 @@ async fn a_group_page_shows_its_matrix_findings_counts_and_charts() {
         html.contains(r#"<span id="count-lane-fallback">36</span>"#),
         "{html}"
     );
+    // Its live alert.
+    let alert = &html[html.find(r#"data-alert="lane_leak""#).unwrap()..];
+    let alert = &alert[..alert.find("</tr>").unwrap()];
+    assert!(
+        alert.contains("DyelineLaneLeak") && alert.contains("firing"),
+        "{alert}"
+    );
+    assert!(alert.contains("app=inventory lane=gray"), "{alert}");
     assert!(
         html.contains(r#"<span id="count-undetermined">3</span>"#),
         "{html}"
