@@ -326,7 +326,15 @@ async fn trace(
     })?;
     let page = state.trace_views.page(q.offset, q.limit).map_err(invalid)?;
     let timeline = state.releases.timeline();
-    match crate::drilldown::trace(state.sql.context(), &timeline, &id, page).await? {
+    let view = crate::drilldown::trace(
+        state.sql.context(),
+        &timeline,
+        &state.analyzer.lanes,
+        &id,
+        page,
+    )
+    .await?;
+    match view {
         Some(view) => {
             state.trace_views.served(&view);
             // A page is megabytes of JSON: serialised off the async workers.

@@ -370,10 +370,12 @@ fn a_relative_data_dir_works_for_import_and_sql() {
     );
 }
 
-/// A lane fixture imported with its `dyeline.toml`, timeline, spans and metrics, then
-/// analysed with the same config: `check_findings.py` passes it; the data dir (in the temporary
-/// dir returned) and the report.
-fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::PathBuf, Value) {
+/// A lane fixture imported with its `dyeline.toml` (the config returned), timeline, spans and
+/// metrics into a data dir in the temporary dir returned.
+pub(crate) fn lanes_import(
+    fixture: &str,
+    spans: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = temp_dir();
     let data = dir.path().join("data");
     let root = shared_dir().join("fixtures/analysis").join(fixture);
@@ -392,6 +394,14 @@ fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::P
     ]);
     assert!(ok, "import failed: {err}");
     assert!(err.contains("presence signals"), "{err}");
+    (dir, data, config)
+}
+
+/// A lane fixture imported ([`lanes_import`]), then analysed with the same config:
+/// `check_findings.py` passes it; the data dir (in the temporary dir returned) and the report.
+fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::PathBuf, Value) {
+    let (dir, data, config) = lanes_import(fixture, spans);
+    let root = shared_dir().join("fixtures/analysis").join(fixture);
     let (ok, out, err) = run_cli(&[
         "--config",
         config.to_str().unwrap(),
