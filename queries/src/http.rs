@@ -441,6 +441,12 @@ struct SearchQuery {
     hop: Option<bool>,
     /// Lasting at least this many ms.
     min_duration_ms: Option<f64>,
+    /// A span served by an instance of this lane (`base` included; trimmed, any case).
+    lane: Option<String>,
+    /// A span carrying this lane tag (`base`: an explicit base tag).
+    lane_tag: Option<String>,
+    /// A span of an app that was in this lane group at the span's start.
+    lane_group: Option<String>,
     /// From (RFC 3339 or Unix ns). Default: one hour before `to`.
     from: Option<String>,
     /// To. Default: now.
@@ -483,6 +489,9 @@ async fn search_traces(
         error: q.error,
         hop: q.hop,
         min_duration_ms: q.min_duration_ms,
+        lane: q.lane.filter(|v| !v.trim().is_empty()),
+        lane_tag: q.lane_tag.filter(|v| !v.trim().is_empty()),
+        lane_group: q.lane_group.filter(|v| !v.trim().is_empty()),
         from,
         to,
         limit: q.limit.unwrap_or(100),

@@ -1,6 +1,7 @@
 //! Trace search (issue: analyzer, item 5): traces of a time range filtered by channel, app,
-//! colour, error, hop and minimum duration, newest first, for the dashboard's lists and
-//! drilldown links.
+//! colour, error, hop and minimum duration, and by lane (domain §7: the lane of an instance
+//! that served a span, a lane tag a span carries, the lane group of a span's app at its
+//! start), newest first, for the dashboard's lists and drilldown links.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -12,7 +13,7 @@ use serde::Serialize;
 use crate::analyze::detect::traces;
 use crate::analyze::findings::{CrossColorHop, hex128};
 use crate::analyze::read::scan::load;
-use crate::analyze::spans::Spans;
+use crate::analyze::spans::{SpanRec, Spans};
 use crate::sql::SqlError;
 
 /// Filters of a search (all optional; `limit` defaults to 100, at most 1000).
@@ -30,6 +31,12 @@ pub struct TraceQuery {
     pub hop: Option<bool>,
     /// Lasts at least this long (first start to last end), ms.
     pub min_duration_ms: Option<f64>,
+    /// A span served by an instance of this lane (`base` included).
+    pub lane: Option<String>,
+    /// A span carrying this lane tag (`base`: an explicit base tag).
+    pub lane_tag: Option<String>,
+    /// A span of an app that was in this lane group at the span's start.
+    pub lane_group: Option<String>,
     /// Spans starting at or after, Unix ns.
     pub from: i64,
     /// Spans starting before, Unix ns.
@@ -92,6 +99,9 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
     if (q.channel.is_some() && channel_id.is_none()) || (q.app.is_some() && app_id.is_none()) {
         return Vec::new();
     }
+    let Some(lanes) = LaneFilter::new(spans, q) else {
+        return Vec::new();
+    };
     // Filter with cheap checks, keep (start, end, hops, trace) and build summaries only for
     // the `limit` newest.
     // (start, end, hops, the trace's spans)
@@ -107,6 +117,9 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
         if let Some(c) = q.color
             && !t.iter().any(|s| s.color == c)
         {
+            continue;
+        }
+        if !lanes.keeps(spans, t) {
             continue;
         }
         if q.error.is_some_and(|e| e != t.iter().any(|s| s.is_error)) {
@@ -161,4 +174,75 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
             }
         })
         .collect()
+}
+
+/// Lane ids in filters are trimmed and lower-cased, as at ingest (domain §7.1).
+fn lane_id(text: &str) -> String {
+    text.trim().to_lowercase()
+}
+
+/// The lane filters of a query, resolved against the loaded spans.
+struct LaneFilter<'a> {
+    /// Lane id (of [`Spans::lanes`]) a span was served in.
+    lane: Option<u32>,
+    /// Lane id of a tag a span carries.
+    tag: Option<u32>,
+    /// The group asked for, and the apps (by id) ever in it.
+    group: Option<(String, Vec<bool>)>,
+    timeline: &'a dyeline_model::release::LaneGroupTimeline,
+}
+
+impl<'a> LaneFilter<'a> {
+    /// `None` when a filter names a lane no span has (nothing can match).
+    fn new(spans: &'a Spans, q: &TraceQuery) -> Option<Self> {
+        let names = &spans.lanes.names;
+        let find = |v: &Option<String>| match v {
+            None => Some(None),
+            Some(l) => names.get(&lane_id(l)).map(Some),
+        };
+        let group = q.lane_group.as_deref().map(|g| {
+            let g = lane_id(g);
+            let apps = (0..spans.apps.len() as u32)
+                .map(|a| {
+                    spans
+                        .lane_groups
+                        .changes(spans.apps.name(a))
+                        .iter()
+                        .any(|c| c.group.as_ref().is_some_and(|x| x.id().as_str() == g))
+                })
+                .collect();
+            (g, apps)
+        });
+        Some(Self {
+            lane: find(&q.lane)?,
+            tag: find(&q.lane_tag)?,
+            group,
+            timeline: &spans.lane_groups,
+        })
+    }
+
+    /// Trace `t` passes every lane filter.
+    fn keeps(&self, spans: &Spans, t: &[SpanRec]) -> bool {
+        let fact = |s: &SpanRec| spans.lanes.fact(s.lane);
+        if let Some(l) = self.lane
+            && !t.iter().any(|s| fact(s).lane == l)
+        {
+            return false;
+        }
+        if let Some(l) = self.tag
+            && !t.iter().any(|s| fact(s).tag == Some(l))
+        {
+            return false;
+        }
+        if let Some((g, apps)) = &self.group {
+            return t.iter().any(|s| {
+                apps.get(s.app as usize).copied().unwrap_or(false)
+                    && self
+                        .timeline
+                        .group_at(spans.apps.name(s.app), s.start)
+                        .is_some_and(|x| x.id().as_str() == g)
+            });
+        }
+        true
+    }
 }

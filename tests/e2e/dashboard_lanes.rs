@@ -95,6 +95,58 @@ fn lanes_small_lanes_pages_and_a_trace_with_its_lane_marks() {
         assert_eq!(json!(n), exp["lane_counts"][counted], "{counted}");
     }
 
+    // Search by lane, tag and group (API and page), against the stored columns in SQL and
+    // the groups' history (promo, coupon's group, was deleted at 3285 s).
+    let t0: i64 = timeline["t0_unix_nano"].as_str().unwrap().parse().unwrap();
+    let mall_apps = "'gateway', 'order', 'inventory', 'payment', 'pricing', 'notify', 'settle'";
+    for (filter, sql) in [
+        ("lane=gray2", "lane = 'gray2'".to_owned()),
+        ("lane_tag=%20Gray%20", "lane_tag = 'gray'".to_owned()),
+        ("lane_group=mall", format!("service_name IN ({mall_apps})")),
+        (
+            "lane_group=promo",
+            format!(
+                "service_name = 'coupon' AND start_time_unix_nano < {}",
+                t0 + 3285 * 1_000_000_000
+            ),
+        ),
+        (
+            "lane=gray&lane_group=promo",
+            format!(
+                "service_name = 'coupon' AND start_time_unix_nano < {} AND trace_id IN \
+                 (SELECT trace_id FROM spans WHERE lane = 'gray')",
+                t0 + 3285 * 1_000_000_000
+            ),
+        ),
+    ] {
+        let hits = get_json(&s, &format!("/api/v1/traces{range}&limit=1000&{filter}"));
+        let mut got: Vec<String> = hits["traces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["trace_id"].as_str().unwrap().to_owned())
+            .collect();
+        got.sort();
+        let mut want: Vec<String> = s
+            .sql(&format!("SELECT DISTINCT trace_id FROM spans WHERE {sql}"))
+            .iter()
+            .map(|r| r[0].as_str().unwrap().to_owned())
+            .collect();
+        want.sort();
+        assert!(
+            !want.is_empty() || filter.contains('&'),
+            "{filter}: nothing to find"
+        );
+        assert_eq!(got, want, "{filter}");
+        // (Leptos separates adjacent text nodes with empty comments.)
+        let page =
+            fetch_html(&s, &format!("/traces{range}&limit=1000&{filter}")).replace("<!>", "");
+        assert!(
+            page.contains(&format!("{} trace(s)", want.len())),
+            "{filter}: {page}"
+        );
+    }
+
     // The leak whose tag was dropped: its trace and span.
     let leak = exp["lane_leaks"]
         .as_array()

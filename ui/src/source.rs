@@ -457,6 +457,12 @@ pub struct TraceSearch {
     pub hop: Option<bool>,
     /// Minimum duration, ms.
     pub min_duration_ms: Option<f64>,
+    /// A span served by an instance of this lane (domain §7.1).
+    pub lane: Option<String>,
+    /// A span carrying this lane tag.
+    pub lane_tag: Option<String>,
+    /// A span of an app in this lane group at the span's start.
+    pub lane_group: Option<String>,
     /// At most this many, newest first.
     pub limit: usize,
 }

@@ -2,7 +2,7 @@
 //! colour chip, decisions, lane (the lane that served it, its tag and intended lane) and
 //! status; hop, missing-decision and lane spans marked, with the via
 //! apps; one page of a large trace, `?offset=`, saying how many spans it left out) and trace
-//! search `/traces` (the drilldown API's filters).
+//! search `/traces` (the drilldown API's filters, lane, lane tag and lane group among them).
 
 use leptos::prelude::*;
 
@@ -334,6 +334,9 @@ pub fn search_body(
             <label>" colour " <select name="color">{color_options}</select></label>
             <label>" error " {tri("error", &q.error)}</label>
             <label>" hop " {tri("hop", &q.hop)}</label>
+            <label>" lane " <input name="lane" value=q.lane.clone().unwrap_or_default() size="8" title="a span served by an instance of this lane (base included)"/></label>
+            <label>" lane tag " <input name="lane_tag" value=q.lane_tag.clone().unwrap_or_default() size="8" title="a span carrying this lane tag"/></label>
+            <label>" lane group " <input name="lane_group" value=q.lane_group.clone().unwrap_or_default() size="8" title="a span of an app in this lane group at the span's start"/></label>
             <label>" min duration (ms) " <input name="min_duration_ms" type="number" step="any" min="0" size="6" value=q.min_duration_ms.map(|v| v.to_string()).unwrap_or_default()/></label>
             <label>" limit " <input name="limit" type="number" min="1" max="1000" size="4" value=q.limit.to_string()/></label>
             <button type="submit">"Search"</button>

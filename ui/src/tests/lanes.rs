@@ -306,3 +306,33 @@ async fn the_trace_page_shows_each_spans_lane_and_its_lane_marks() {
         "{html}"
     );
 }
+
+#[tokio::test]
+async fn trace_search_takes_lane_tag_and_group_from_its_form() {
+    let app = app(Arc::default());
+    let (status, html, _) = get(
+        &app,
+        "/traces?lane=gray&lane_tag=gray2&lane_group=mall",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    // The form (no JavaScript) keeps what was asked.
+    for (name, value) in [
+        ("lane", "gray"),
+        ("lane_tag", "gray2"),
+        ("lane_group", "mall"),
+    ] {
+        assert!(
+            html.contains(&format!(r#"name="{name}" value="{value}""#)),
+            "{name}: {html}"
+        );
+    }
+    assert!(html.contains("1 trace(s)"), "{html}");
+    // The source is asked for the group given: another group has none.
+    let (_, html, _) = get(&app, "/traces?lane_group=promo", None).await;
+    assert!(html.contains("0 trace(s)"), "{html}");
+    // Empty fields, as a form sends them, filter nothing.
+    let (_, html, _) = get(&app, "/traces?lane=&lane_tag=&lane_group=", None).await;
+    assert!(html.contains("1 trace(s)"), "{html}");
+}
