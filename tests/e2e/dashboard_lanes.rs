@@ -37,16 +37,7 @@ fn lanes_small_lanes_pages_and_a_trace_with_its_lane_marks() {
     let (_dir, data, config) = fixtures::lanes_import("lanes-small", "spans.jsonl");
     let s = Server::start_with(&data, &[], &["--config", config.to_str().unwrap()]);
     let exp = fixtures::expected("lanes-small");
-    let timeline: Value = serde_json::from_str(
-        &std::fs::read_to_string(shared_dir().join("fixtures/analysis/lanes-small/timeline.json"))
-            .unwrap(),
-    )
-    .unwrap();
-    let range = format!(
-        "?from={}&to={}",
-        timeline["t0_unix_nano"].as_str().unwrap(),
-        timeline["end_unix_nano"].as_str().unwrap()
-    );
+    let (timeline, range) = fixtures::capture_range("lanes-small");
 
     // Every trace's marks through the API: the fixture's exact lists, and its counts.
     let traces = get_json(&s, &format!("/api/v1/traces{range}&limit=1000"));

@@ -171,15 +171,20 @@ pub(super) fn world(present: &[(u32, u32)], strict: &[u32]) -> World {
     }
 }
 
-fn judge(w: &World, traces: &[Vec<T>]) -> LaneReport {
-    let mut j = LaneJudge::new(
+/// A judge of `w` with nothing judged yet.
+pub(super) fn judge_of(w: &World) -> LaneJudge<'_, Groups> {
+    LaneJudge::new(
         &w.presence,
         &w.groups,
         &w.apps,
         &w.lanes,
         &w.tracked,
         60 * S,
-    );
+    )
+}
+
+pub(super) fn judge(w: &World, traces: &[Vec<T>]) -> LaneReport {
+    let mut j = judge_of(w);
     for t in traces {
         j.trace(t);
     }

@@ -7,15 +7,7 @@ use crate::analyze::detect::lanes::{DropWhere, LeakReason, PollutionReason, TagC
 
 /// The marks of one trace in `w`: (index, mark types) of each marked span, by index.
 fn marked(w: &World, t: &[T]) -> (TraceLanes, Vec<(usize, Vec<&'static str>)>) {
-    let judge = LaneJudge::new(
-        &w.presence,
-        &w.groups,
-        &w.apps,
-        &w.lanes,
-        &w.tracked,
-        60 * S,
-    );
-    let lanes = judge_marks(t, judge, &w.lanes);
+    let lanes = judge_marks(t, judge_of(w), &w.lanes);
     let mut v: Vec<(usize, Vec<&'static str>)> = (0..t.len())
         .filter(|&i| !lanes.marks(i).is_empty())
         .map(|i| (i, lanes.marks(i).iter().map(LaneMark::as_str).collect()))
@@ -186,17 +178,7 @@ fn a_retry_after_the_lane_failed_is_a_failover_and_a_tag_seen_again_is_not_recor
         }
     );
     // The same trace judged whole: the counts are the marks, one for one.
-    let judge = LaneJudge::new(
-        &w.presence,
-        &w.groups,
-        &w.apps,
-        &w.lanes,
-        &w.tracked,
-        60 * S,
-    );
-    let mut judge = judge;
-    judge.trace(&t);
-    let c = judge.finish().counts;
+    let c = judge(&w, &[t]).counts;
     assert_eq!((c.lane_fallback, c.failover, c.tag_not_recorded), (2, 1, 1));
 }
 
