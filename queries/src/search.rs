@@ -10,10 +10,12 @@ use dyeline_model::Color;
 use dyeline_model::release::Timeline;
 use serde::Serialize;
 
+use crate::analyze::config::LaneWindows;
+use crate::analyze::detect::lanes::LaneReport;
 use crate::analyze::detect::traces;
 use crate::analyze::findings::{CrossColorHop, hex128};
 use crate::analyze::read::scan::load;
-use crate::analyze::spans::{SpanRec, Spans};
+use crate::analyze::spans::{Signal, SpanRec, Spans};
 use crate::sql::SqlError;
 
 /// Filters of a search (all optional; `limit` defaults to 100, at most 1000).
@@ -37,6 +39,8 @@ pub struct TraceQuery {
     pub lane_tag: Option<String>,
     /// A span of an app that was in this lane group at the span's start.
     pub lane_group: Option<String>,
+    /// Has a lane finding of this type ([`LANE_FINDINGS`]; of any of them for `Some(None)`).
+    pub lane_finding: Option<Option<&'static str>>,
     /// Spans starting at or after, Unix ns.
     pub from: i64,
     /// Spans starting before, Unix ns.
@@ -68,25 +72,71 @@ pub struct TraceSummary {
     pub hops: usize,
 }
 
-/// Runs a search.
+/// The lane finding types a search filters by (domain §7.3), as `dyeline analyze` names them.
+pub const LANE_FINDINGS: [&str; 4] = [
+    "lane_leak",
+    "lane_tag_dropped",
+    "lane_pollution",
+    "lane_tag_changed",
+];
+
+/// A lane finding filter's value: `any` or one of [`LANE_FINDINGS`] (`None` for another).
+pub fn lane_finding_type(text: &str) -> Option<Option<&'static str>> {
+    let t = text.trim();
+    if t == "any" {
+        return Some(None);
+    }
+    LANE_FINDINGS.iter().find(|f| **f == t).map(|f| Some(*f))
+}
+
+/// Runs a search; the lane findings (for `lane_finding`) are judged with the lane windows
+/// `lanes` and the presence signals around the range.
 ///
 /// # Errors
 /// [`SqlError`] when the scan fails.
 pub async fn search(
     ctx: &SessionContext,
     timeline: &Timeline,
+    lanes: &LaneWindows,
     q: &TraceQuery,
 ) -> Result<Vec<TraceSummary>, SqlError> {
-    let spans = load(ctx, timeline, Some(q.from), Some(q.to)).await?;
+    let mut spans = load(ctx, timeline, Some(q.from), Some(q.to)).await?;
     let mut hops = Vec::new();
     let mut missing = Vec::new();
     traces::find(&spans, &mut hops, &mut missing);
-    Ok(search_in(&spans, &hops, q))
+    let mut report = None;
+    if q.lane_finding.is_some() {
+        let w = i64::try_from(lanes.presence_window.as_nanos()).unwrap_or(i64::MAX);
+        let (from, to) = (q.from.saturating_sub(w), q.to.saturating_add(w));
+        let rows = crate::drilldown::lanes::presence_rows(ctx, from, to, w, Vec::new()).await?;
+        // A bucket's first and last signal stand for it (the drilldown's reading).
+        spans.signals = rows
+            .into_iter()
+            .flat_map(|c| {
+                let signal = |t| Signal {
+                    app: c.app.clone(),
+                    instance: c.instance.clone(),
+                    lane: c.lane.clone(),
+                    lane_rule: String::new(),
+                    t_unix_nano: t,
+                };
+                [signal(c.start), signal(c.end)]
+            })
+            .collect();
+        report = Some(crate::analyze::detect::lanes::find(&spans, lanes));
+    }
+    Ok(search_in(&spans, &hops, report.as_ref(), q))
 }
 
-/// As [`search`], over spans already loaded for `[q.from, q.to)` and the hops found in them
-/// (the dashboard reuses its snapshot's load and report).
-pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<TraceSummary> {
+/// As [`search`], over spans already loaded for `[q.from, q.to)`, the hops and the lane
+/// findings found in them (the dashboard reuses its snapshot's load and report; without lane
+/// findings, a `lane_finding` filter finds none).
+pub fn search_in(
+    spans: &Spans,
+    hops: &[CrossColorHop],
+    lanes: Option<&LaneReport>,
+    q: &TraceQuery,
+) -> Vec<TraceSummary> {
     // Hops by numeric trace id: no string is made for a trace that is not shown.
     let mut hop_count: std::collections::HashMap<u128, usize> = std::collections::HashMap::new();
     for h in hops {
@@ -99,6 +149,7 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
     if (q.channel.is_some() && channel_id.is_none()) || (q.app.is_some() && app_id.is_none()) {
         return Vec::new();
     }
+    let lane_findings = q.lane_finding.map(|ty| lane_finding_traces(lanes, ty));
     let Some(lanes) = LaneFilter::new(spans, q) else {
         return Vec::new();
     };
@@ -120,6 +171,11 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
             continue;
         }
         if !lanes.keeps(spans, t) {
+            continue;
+        }
+        if let Some(found) = &lane_findings
+            && !found.contains(&t[0].trace)
+        {
             continue;
         }
         if q.error.is_some_and(|e| e != t.iter().any(|s| s.is_error)) {
@@ -245,4 +301,33 @@ impl<'a> LaneFilter<'a> {
         }
         true
     }
+}
+
+/// The traces with a lane finding of type `ty` (any for `None`).
+fn lane_finding_traces(lanes: Option<&LaneReport>, ty: Option<&str>) -> HashSet<u128> {
+    let Some(l) = lanes else {
+        return HashSet::new();
+    };
+    let of = |name: &str, ids: &mut dyn Iterator<Item = &String>| -> Vec<u128> {
+        if ty.is_some_and(|t| t != name) {
+            return Vec::new();
+        }
+        ids.filter_map(|id| u128::from_str_radix(id, 16).ok())
+            .collect()
+    };
+    let mut out = HashSet::new();
+    out.extend(of("lane_leak", &mut l.leaks.iter().map(|f| &f.trace_id)));
+    out.extend(of(
+        "lane_tag_dropped",
+        &mut l.tags_dropped.iter().map(|f| &f.trace_id),
+    ));
+    out.extend(of(
+        "lane_pollution",
+        &mut l.pollution.iter().map(|f| &f.trace_id),
+    ));
+    out.extend(of(
+        "lane_tag_changed",
+        &mut l.tags_changed.iter().map(|f| &f.trace_id),
+    ));
+    out
 }

@@ -138,6 +138,46 @@ fn lanes_small_lanes_pages_and_a_trace_with_its_lane_marks() {
         );
     }
 
+    // Search by lane finding: the traces of the fixture's lists.
+    let lists: Vec<(&str, Vec<&str>)> = FINDINGS
+        .iter()
+        .map(|(list, ty)| (*ty, vec![*list]))
+        .chain([("any", FINDINGS.iter().map(|(l, _)| *l).collect())])
+        .collect();
+    for (ty, lists) in lists {
+        let mut want: Vec<&str> = lists
+            .iter()
+            .flat_map(|l| exp[*l].as_array().unwrap())
+            .map(|f| f["trace_id"].as_str().unwrap())
+            .collect();
+        want.sort();
+        want.dedup();
+        let hits = get_json(
+            &s,
+            &format!("/api/v1/traces{range}&limit=1000&lane_finding={ty}"),
+        );
+        let mut got: Vec<&str> = hits["traces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["trace_id"].as_str().unwrap())
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "{ty}");
+        let page = fetch_html(&s, &format!("/traces{range}&limit=1000&lane_finding={ty}"))
+            .replace("<!>", "");
+        assert!(
+            page.contains(&format!("{} trace(s)", want.len())),
+            "{ty}: {page}"
+        );
+    }
+    let r = reqwest::blocking::get(format!(
+        "{}/api/v1/traces{range}&lane_finding=leak",
+        base(&s)
+    ))
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+
     // The leak whose tag was dropped: its trace and span.
     let leak = exp["lane_leaks"]
         .as_array()

@@ -463,6 +463,9 @@ pub struct TraceSearch {
     pub lane_tag: Option<String>,
     /// A span of an app in this lane group at the span's start.
     pub lane_group: Option<String>,
+    /// With a lane finding of this type (`lane_leak`, `lane_tag_dropped`, `lane_pollution`,
+    /// `lane_tag_changed`) or of any (`any`).
+    pub lane_finding: Option<String>,
     /// At most this many, newest first.
     pub limit: usize,
 }

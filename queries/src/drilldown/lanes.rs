@@ -65,20 +65,38 @@ pub(super) async fn around(
          GROUP BY service_name, instance_id, {lane}, start_time_unix_nano / {bucket}",
         lo.saturating_sub(w.saturating_mul(2)),
     );
-    let mut out = super::scan(ctx, &spans_sql, Vec::new(), push).await?;
+    let out = super::scan(ctx, &spans_sql, Vec::new(), push).await?;
+    presence_rows(ctx, from, to, w, out).await
+}
+
+/// `out` with the `presence` table's rows in `[from, to]` (none when the session has no such
+/// table) added, each instance's grouped in buckets W = `window_ns` long (see the module
+/// docs).
+///
+/// # Errors
+/// [`SqlError::Internal`] when the scan fails.
+pub(crate) async fn presence_rows(
+    ctx: &SessionContext,
+    from: i64,
+    to: i64,
+    window_ns: i64,
+    out: Vec<Covered>,
+) -> Result<Vec<Covered>, SqlError> {
     let has_presence = ctx
         .table_exist("presence")
         .map_err(|e| SqlError::Internal(e.to_string()))?;
-    if has_presence {
-        let presence_sql = format!(
-            "SELECT CAST(service_name AS VARCHAR), CAST(instance_id AS VARCHAR), {lane}, \
-             min(time_unix_nano), max(time_unix_nano) FROM presence \
-             WHERE time_unix_nano >= {from} AND time_unix_nano <= {to} \
-             GROUP BY service_name, instance_id, {lane}, time_unix_nano / {bucket}"
-        );
-        out = super::scan(ctx, &presence_sql, out, push).await?;
+    if !has_presence {
+        return Ok(out);
     }
-    Ok(out)
+    let lane = format!("COALESCE(CAST(lane AS VARCHAR), '{}')", LaneId::BASE);
+    let bucket = window_ns.max(1);
+    let presence_sql = format!(
+        "SELECT CAST(service_name AS VARCHAR), CAST(instance_id AS VARCHAR), {lane}, \
+         min(time_unix_nano), max(time_unix_nano) FROM presence \
+         WHERE time_unix_nano >= {from} AND time_unix_nano <= {to} \
+         GROUP BY service_name, instance_id, {lane}, time_unix_nano / {bucket}"
+    );
+    super::scan(ctx, &presence_sql, out, push).await
 }
 
 /// The rows of one batch of [`around`]'s queries: app, instance, lane, first, last.

@@ -13,7 +13,7 @@
 //! single parent walks, and the result is flat (no nested `children`), so serialising and
 //! dropping it do not recurse either.
 
-mod lanes;
+pub(crate) mod lanes;
 pub mod tree;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -635,12 +635,21 @@ impl DashboardSource for DashboardAdapter {
             lane: q.lane.clone(),
             lane_tag: q.lane_tag.clone(),
             lane_group: q.lane_group.clone(),
+            lane_finding: q
+                .lane_finding
+                .as_deref()
+                .and_then(search::lane_finding_type),
             from: range.from_unix_nano,
             to: range.to_unix_nano,
             limit: q.limit,
         };
         let snap = self.snapshot(range).await?;
-        let hits = search::search_in(&snap.spans, &snap.report.cross_color_hops, &query);
+        let hits = search::search_in(
+            &snap.spans,
+            &snap.report.cross_color_hops,
+            snap.report.lane.as_ref(),
+            &query,
+        );
         Ok(hits
             .into_iter()
             .map(|h| TraceHit {

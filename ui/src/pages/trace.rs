@@ -184,9 +184,19 @@ const LANE_MARKS: [(&str, &str, &str); 8] = [
     ),
 ];
 
-/// A lane mark type is one of the four findings (not an outcome only counted).
+/// The lane finding types (the marks that are findings, not outcomes only counted).
+pub fn lane_finding_types() -> impl Iterator<Item = &'static str> {
+    LANE_MARKS[..4].iter().map(|(m, _, _)| *m)
+}
+
+/// A lane mark type is one of the four findings.
 fn is_lane_finding(mark: &str) -> bool {
-    LANE_MARKS[..4].iter().any(|(m, _, _)| *m == mark)
+    lane_finding_types().any(|m| m == mark)
+}
+
+/// The search's lane finding filter for `text`: `any` or a finding type (`None` for another).
+pub fn lane_finding_filter(text: &str) -> Option<String> {
+    (text == "any" || is_lane_finding(text)).then(|| text.to_owned())
 }
 
 /// What a lane mark type means (the mark's title text).
@@ -288,6 +298,14 @@ pub fn search_body(
             view! { <option value=c selected=sel>{if c.is_empty() { "any" } else { c }}</option> }
         })
         .collect_view();
+    let lane_finding_options = ["", "any"]
+        .into_iter()
+        .chain(lane_finding_types())
+        .map(|f| {
+            let sel = q.lane_finding.as_deref().unwrap_or("") == f;
+            view! { <option value=f selected=sel>{if f.is_empty() { "–" } else { f }}</option> }
+        })
+        .collect_view();
     let tri = |name: &'static str, v: &Option<bool>| {
         view! {
             <select name=name>
@@ -337,6 +355,7 @@ pub fn search_body(
             <label>" lane " <input name="lane" value=q.lane.clone().unwrap_or_default() size="8" title="a span served by an instance of this lane (base included)"/></label>
             <label>" lane tag " <input name="lane_tag" value=q.lane_tag.clone().unwrap_or_default() size="8" title="a span carrying this lane tag"/></label>
             <label>" lane group " <input name="lane_group" value=q.lane_group.clone().unwrap_or_default() size="8" title="a span of an app in this lane group at the span's start"/></label>
+            <label>" lane finding " <select name="lane_finding">{lane_finding_options}</select></label>
             <label>" min duration (ms) " <input name="min_duration_ms" type="number" step="any" min="0" size="6" value=q.min_duration_ms.map(|v| v.to_string()).unwrap_or_default()/></label>
             <label>" limit " <input name="limit" type="number" min="1" max="1000" size="4" value=q.limit.to_string()/></label>
             <button type="submit">"Search"</button>

@@ -308,7 +308,7 @@ async fn the_trace_page_shows_each_spans_lane_and_its_lane_marks() {
 }
 
 #[tokio::test]
-async fn trace_search_takes_lane_tag_and_group_from_its_form() {
+async fn trace_search_takes_lane_tag_group_and_finding_from_its_form() {
     let app = app(Arc::default());
     let (status, html, _) = get(
         &app,
@@ -332,6 +332,18 @@ async fn trace_search_takes_lane_tag_and_group_from_its_form() {
     // The source is asked for the group given: another group has none.
     let (_, html, _) = get(&app, "/traces?lane_group=promo", None).await;
     assert!(html.contains("0 trace(s)"), "{html}");
+    let (status, html, _) = get(&app, "/traces?lane_finding=lane_leak", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        html.contains(r#"<option value="lane_leak" selected>"#),
+        "{html}"
+    );
+    let (status, html, _) = get(&app, "/traces?lane_finding=leak", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        html.contains("any or one of lane_leak, lane_tag_dropped"),
+        "{html}"
+    );
     // Empty fields, as a form sends them, filter nothing.
     let (_, html, _) = get(&app, "/traces?lane=&lane_tag=&lane_group=", None).await;
     assert!(html.contains("1 trace(s)"), "{html}");
