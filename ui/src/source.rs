@@ -392,7 +392,8 @@ pub struct TraceSpan {
     pub hops: Vec<String>,
     /// Channels this span lacks a decision for.
     pub missing_decision_channels: Vec<String>,
-    /// The lane of its instance (domain §7.1); none for spans stored before lanes were read.
+    /// The lane of its instance (domain §7.1; spans stored before lanes were read are base);
+    /// none when the source tells no lane.
     pub lane: Option<String>,
     /// The lane tag it carries, if any.
     pub lane_tag: Option<String>,
