@@ -357,7 +357,15 @@ async fn trace(
     })?;
     let page = state.trace_views.page(q.offset, q.limit).map_err(invalid)?;
     let timeline = state.releases.timeline();
-    match crate::drilldown::trace(state.sql.context(), &timeline, &id, page).await? {
+    let view = crate::drilldown::trace(
+        state.sql.context(),
+        &timeline,
+        &state.analyzer.lanes,
+        &id,
+        page,
+    )
+    .await?;
+    match view {
         Some(view) => {
             state.trace_views.served(&view);
             // A page is megabytes of JSON: serialised off the async workers.
@@ -464,6 +472,15 @@ struct SearchQuery {
     hop: Option<bool>,
     /// Lasting at least this many ms.
     min_duration_ms: Option<f64>,
+    /// A span served by an instance of this lane (`base` included; trimmed, any case).
+    lane: Option<String>,
+    /// A span carrying this lane tag (`base`: an explicit base tag).
+    lane_tag: Option<String>,
+    /// A span of an app that was in this lane group at the span's start.
+    lane_group: Option<String>,
+    /// With a lane finding of this type: lane_leak, lane_tag_dropped, lane_pollution,
+    /// lane_tag_changed, or any of them (`any`).
+    lane_finding: Option<String>,
     /// From (RFC 3339 or Unix ns). Default: one hour before `to`.
     from: Option<String>,
     /// To. Default: now.
@@ -499,6 +516,19 @@ async fn search_traces(
                 })?,
         ),
     };
+    let lane_finding = match q.lane_finding.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(f) => Some(crate::search::lane_finding_type(f).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!(
+                    "lane_finding {f:?} is not any or one of {}",
+                    crate::search::LANE_FINDINGS.join(", ")
+                ),
+            )
+        })?),
+    };
     let tq = crate::search::TraceQuery {
         channel: q.channel,
         app: q.app,
@@ -506,12 +536,17 @@ async fn search_traces(
         error: q.error,
         hop: q.hop,
         min_duration_ms: q.min_duration_ms,
+        lane: q.lane.filter(|v| !v.trim().is_empty()),
+        lane_tag: q.lane_tag.filter(|v| !v.trim().is_empty()),
+        lane_group: q.lane_group.filter(|v| !v.trim().is_empty()),
+        lane_finding,
         from,
         to,
         limit: q.limit.unwrap_or(100),
     };
     let timeline = state.releases.timeline();
-    let traces = crate::search::search(state.sql.context(), &timeline, &tq).await?;
+    let traces =
+        crate::search::search(state.sql.context(), &timeline, &state.analyzer.lanes, &tq).await?;
     Ok(Json(json!({ "traces": traces })).into_response())
 }
 

@@ -372,10 +372,12 @@ fn a_relative_data_dir_works_for_import_and_sql() {
     );
 }
 
-/// A lane fixture imported with its `dyeline.toml`, timeline, spans and metrics, then
-/// analysed with the same config: `check_findings.py` passes it; the data dir (in the temporary
-/// dir returned) and the report.
-fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::PathBuf, Value) {
+/// A lane fixture imported with its `dyeline.toml` (the config returned), timeline, spans and
+/// metrics into a data dir in the temporary dir returned.
+pub(crate) fn lanes_import(
+    fixture: &str,
+    spans: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = temp_dir();
     let data = dir.path().join("data");
     let root = shared_dir().join("fixtures/analysis").join(fixture);
@@ -394,6 +396,29 @@ fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::P
     ]);
     assert!(ok, "import failed: {err}");
     assert!(err.contains("presence signals"), "{err}");
+    (dir, data, config)
+}
+
+/// A fixture's timeline and the page query `?from=…&to=…` of its whole capture.
+pub(crate) fn capture_range(fixture: &str) -> (Value, String) {
+    let path = shared_dir()
+        .join("fixtures/analysis")
+        .join(fixture)
+        .join("timeline.json");
+    let timeline: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let range = format!(
+        "?from={}&to={}",
+        timeline["t0_unix_nano"].as_str().unwrap(),
+        timeline["end_unix_nano"].as_str().unwrap()
+    );
+    (timeline, range)
+}
+
+/// A lane fixture imported ([`lanes_import`]), then analysed with the same config:
+/// `check_findings.py` passes it; the data dir (in the temporary dir returned) and the report.
+fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::PathBuf, Value) {
+    let (dir, data, config) = lanes_import(fixture, spans);
+    let root = shared_dir().join("fixtures/analysis").join(fixture);
     let out = analyze_json(&config, &data, &["--with-decisions"]);
     check_findings(&out, &dir.path().join("findings.json"), &root);
     let v = serde_json::from_str(&out).unwrap();
@@ -428,16 +453,7 @@ fn lanes_small_passes_its_exact_lists_and_shows_on_the_lanes_pages() {
         exp["lane_leaks"].as_array().unwrap().len()
     );
     // The lanes pages over the whole capture, without JavaScript.
-    let timeline: Value = serde_json::from_str(
-        &std::fs::read_to_string(shared_dir().join("fixtures/analysis/lanes-small/timeline.json"))
-            .unwrap(),
-    )
-    .unwrap();
-    let range = format!(
-        "?from={}&to={}",
-        timeline["t0_unix_nano"].as_str().unwrap(),
-        timeline["end_unix_nano"].as_str().unwrap()
-    );
+    let (_, range) = capture_range("lanes-small");
     let s = crate::support::Server::start(&data, &[]);
     let get = |path: &str| {
         let r = reqwest::blocking::get(format!("http://{}{path}{range}", s.api)).unwrap();

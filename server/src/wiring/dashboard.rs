@@ -18,9 +18,9 @@ use dyeline_queries::{SqlError, drilldown, search};
 use dyeline_ui::{
     Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLoad, DashboardSource, HopEdge,
     Identity, InstanceRow, LaneAppRow, LaneCell, LaneCountsView, LaneErrorSeries, LaneFindingRow,
-    LaneGroupLine, LaneGroupView, LaneInstance, LaneScope, LanesIndex, LanesPage, MissingRow,
-    OpLine, Overview, SourceError, Step, TimeRange, TraceHit, TraceSearch, TraceSpan, TraceView,
-    UnknownInstance, WeightPreview, WindowFinding,
+    LaneGroupLine, LaneGroupView, LaneInstance, LaneMarkLine, LaneScope, LanesIndex, LanesPage,
+    MissingRow, OpLine, Overview, SourceError, Step, TimeRange, TraceHit, TraceSearch, TraceSpan,
+    TraceView, UnknownInstance, WeightPreview, WindowFinding,
 };
 use parking_lot::Mutex;
 
@@ -364,10 +364,18 @@ fn trace_span(node: drilldown::SpanNode) -> TraceSpan {
         waiting_for_parent: node.waiting_for_parent,
         hops: node.hops.iter().map(hop_line).collect(),
         missing_decision_channels: node.missing_decision_channels,
-        lane: None,
-        lane_tag: None,
-        intended_lane: None,
-        lane_marks: vec![],
+        lane: Some(node.lane),
+        lane_tag: node.lane_tag,
+        intended_lane: node.intended_lane,
+        lane_group: node.lane_group,
+        lane_marks: node
+            .lane_marks
+            .iter()
+            .map(|m| LaneMarkLine {
+                mark: m.as_str().to_owned(),
+                text: lanes::lane_mark_line(m),
+            })
+            .collect(),
     }
 }
 
@@ -504,9 +512,15 @@ impl DashboardSource for DashboardAdapter {
             offset,
             limit: page_size,
         };
-        let view = drilldown::trace(state.analysis.sql.context(), &timeline, trace_id, page)
-            .await
-            .map_err(sql_error)?;
+        let view = drilldown::trace(
+            state.analysis.sql.context(),
+            &timeline,
+            &state.analysis.analyzer.lanes,
+            trace_id,
+            page,
+        )
+        .await
+        .map_err(sql_error)?;
         Ok(view.map(|v| {
             state.analysis.trace_views.served(&v);
             TraceView {
@@ -518,6 +532,7 @@ impl DashboardSource for DashboardAdapter {
                 end_unix_nano: v.end_time_unix_nano.parse().unwrap_or(0),
                 hop_spans: v.hop_span_count,
                 missing_spans: v.missing_decision_span_count,
+                lane_mark_spans: v.lane_mark_span_count,
                 spans: v.spans.into_iter().map(trace_span).collect(),
             }
         }))
@@ -640,12 +655,24 @@ impl DashboardSource for DashboardAdapter {
             error: q.error,
             hop: q.hop,
             min_duration_ms: q.min_duration_ms,
+            lane: q.lane.clone(),
+            lane_tag: q.lane_tag.clone(),
+            lane_group: q.lane_group.clone(),
+            lane_finding: q
+                .lane_finding
+                .as_deref()
+                .and_then(search::lane_finding_type),
             from: range.from_unix_nano,
             to: range.to_unix_nano,
             limit: q.limit,
         };
         let snap = self.snapshot(range).await?;
-        let hits = search::search_in(&snap.spans, &snap.report.cross_color_hops, &query);
+        let hits = search::search_in(
+            &snap.spans,
+            &snap.report.cross_color_hops,
+            snap.report.lane.as_ref(),
+            &query,
+        );
         Ok(hits
             .into_iter()
             .map(|h| TraceHit {
