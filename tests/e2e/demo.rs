@@ -483,18 +483,49 @@ fn holds(report: &Value, list: &str, want: &[(&str, &str)]) -> bool {
 /// group `mall` shows them, and inventory's killed gray instance gives fallbacks only, from
 /// the window of its last signal on, and no lane finding.
 #[test]
-fn demo_lane_faults_are_each_found_in_the_post_mortem() {
+fn demo_lane_faults_are_each_found_live_and_in_the_post_mortem() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = temp_dir();
     let data = dir.path().join("data");
     let mut demo = Demo::start_for(Some(&data), LANE_FAULTS, "40s");
     let deadline = Instant::now() + Duration::from_secs(120);
+    // Live, while it runs: every lane alert seen (type, app, lane, reason) and the last
+    // answer of the findings API for the group.
+    let mut live: BTreeSet<(String, String, String, String)> = BTreeSet::new();
+    let mut findings = Value::Null;
     let status = loop {
         if let Ok(Some(status)) = demo.child.try_wait() {
             break status;
         }
         assert!(Instant::now() < deadline, "the demo did not stop");
-        std::thread::sleep(Duration::from_millis(200));
+        let client = reqwest::blocking::Client::new();
+        let get = |path: String| -> Option<Value> {
+            let r = client
+                .get(format!("http://{}{path}", demo.api))
+                .bearer_auth(&demo.token)
+                .timeout(Duration::from_secs(10))
+                .send()
+                .ok()?;
+            r.json().ok()
+        };
+        // The demo may stop between two requests: a refused request ends nothing here.
+        if let Some(v) = get("/api/v1/alerts".to_owned()) {
+            for a in v["alerts"].as_array().into_iter().flatten() {
+                let l = &a["labels"];
+                let s = |k: &str| l[k].as_str().unwrap_or_default().to_owned();
+                if l.get("lane_group").is_some() {
+                    assert_eq!(s("lane_group"), "mall", "{a}");
+                    live.insert((s("type"), s("app"), s("lane"), s("reason")));
+                }
+            }
+        }
+        if let Some(v) = get(format!(
+            "/api/v1/findings?lane_group=mall&from={}",
+            demo.started
+        )) {
+            findings = v;
+        }
+        std::thread::sleep(Duration::from_millis(1000));
     };
     assert!(status.success(), "demo exited with {status}");
     // Its stdout is closed: the reader thread ends the line stream.
@@ -604,6 +635,42 @@ fn demo_lane_faults_are_each_found_in_the_post_mortem() {
         "{}",
         report["lane_counts"]
     );
+    // Found live too: an alert per fault, none for the killed instance's lane at inventory,
+    // and the findings API answered the group's lane findings while the demo ran.
+    let types: BTreeSet<&str> = live.iter().map(|(t, ..)| t.as_str()).collect();
+    for t in [
+        "lane_leak",
+        "lane_tag_dropped",
+        "lane_pollution",
+        "lane_error_spike",
+    ] {
+        assert!(types.contains(t), "no live {t} alert: {live:?}");
+    }
+    for (app, reason) in [("risk", "tag_ignored"), ("notify", "tag_ignored")] {
+        assert!(
+            live.iter()
+                .any(|(t, a, l, r)| t == "lane_leak" && a == app && l == "gray" && r == reason),
+            "no live leak into {app} ({reason}): {live:?}"
+        );
+    }
+    assert!(
+        !live
+            .iter()
+            .any(|(_, a, l, _)| a == "inventory" && l == "gray"),
+        "the killed instance alerted: {live:?}"
+    );
+    let live_types: BTreeSet<&str> = findings["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["type"].as_str())
+        .collect();
+    for t in ["lane_leak", "lane_tag_dropped", "lane_pollution"] {
+        assert!(
+            live_types.contains(t),
+            "{t} not in /api/v1/findings: {findings}"
+        );
+    }
     // The lanes page of the group shows them, without JavaScript.
     let s = crate::support::Server::start(&data, &SCALED);
     let page = reqwest::blocking::get(format!("http://{}/lanes/mall?from={}", s.api, demo.started))

@@ -465,6 +465,12 @@ fn lanes_small_passes_its_exact_lists_and_shows_on_the_lanes_pages() {
     // promo was deleted at 3285 s: the index lists mall, then the apps in no group.
     assert!(index.contains(r#"data-group="mall""#), "{index}");
     assert!(!index.contains(r#"data-group="promo""#), "{index}");
+    // The apps in no group are those of the spans and signals outside mall (no name of a
+    // file's dictionary that no span of the range has, such as an empty one).
+    assert!(
+        index.contains(r#"<td class="apps">bff, coupon, legacy-proxy</td>"#),
+        "{index}"
+    );
     let (status, mall) = get("/lanes/mall");
     assert_eq!(status, 200, "{mall}");
     // Every leak reason of the group is a row, with a link to its trace.

@@ -127,12 +127,19 @@ fn scope_apps(spans: &Spans, scope: Option<&LaneGroup>, groups: &[LaneGroup]) ->
     match scope {
         Some(g) => g.apps().to_vec(),
         None => {
-            let mut apps: Vec<String> = (0..spans.apps.len() as u32)
+            // The apps of the range's spans and signals (the interner may also hold names of
+            // a file's dictionary that no span of the range has).
+            let mut seen = vec![false; spans.apps.len()];
+            for s in spans.iter() {
+                seen[s.app as usize] = true;
+            }
+            let apps: BTreeSet<String> = (0..spans.apps.len() as u32)
+                .filter(|&a| seen[a as usize])
                 .map(|a| spans.apps.name(a).to_owned())
+                .chain(spans.signals.iter().map(|g| g.app.clone()))
                 .filter(|a| !groups.iter().any(|g| g.contains(a)))
                 .collect();
-            apps.sort();
-            apps
+            apps.into_iter().collect()
         }
     }
 }
