@@ -1,11 +1,12 @@
-//! The six detections of domain §6 by name: the one list the analyzer (which runs them), the
-//! API (which names its findings' `type` with them) and the dashboard (which shows their
-//! findings) share. What each detection judges lives in `dyeline_queries::analyze::detect`.
+//! The detections by name: the six of domain §6 (blue-green) and the five lane findings of
+//! §7.3–7.4, the one list the analyzer (which runs them), the API (which names its findings'
+//! `type` with them), the alerts and the dashboard (which show their findings) share. What
+//! each detection judges lives in `dyeline_queries::analyze::detect`. The lane counts
+//! (`lane_fallback`, `failover`, ...) are counts, not findings: no detection names them.
 
 use serde::{Deserialize, Serialize};
 
-/// One of the six detections of domain §6, named as its findings' `type` in
-/// `GET /api/v1/findings`.
+/// One detection (domain §6 or §7), named as its findings' `type` in `GET /api/v1/findings`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Detection {
@@ -21,17 +22,51 @@ pub enum Detection {
     InstanceSkew,
     /// §6.6, `error_spike`.
     ErrorSpike,
+    /// §7.3.1, `lane_leak`.
+    LaneLeak,
+    /// §7.3.2, `lane_tag_dropped`.
+    LaneTagDropped,
+    /// §7.3.3, `lane_pollution`.
+    LanePollution,
+    /// §7.3.4, `lane_tag_changed`.
+    LaneTagChanged,
+    /// §7.4, `lane_error_spike`.
+    LaneErrorSpike,
 }
 
 impl Detection {
-    /// The six, in the order of domain §6.
-    pub const ALL: [Detection; 6] = [
+    /// Every detection: the six of §6, then the five of §7, in the domain's order.
+    pub const ALL: [Detection; 11] = {
+        let mut all = [Detection::CrossColorHop; 11];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = if i < 6 {
+                Detection::BLUE_GREEN[i]
+            } else {
+                Detection::LANE[i - 6]
+            };
+            i += 1;
+        }
+        all
+    };
+
+    /// The six blue-green detections of domain §6, in its order.
+    pub const BLUE_GREEN: [Detection; 6] = [
         Detection::CrossColorHop,
         Detection::MissingDecision,
         Detection::DrainedSide,
         Detection::RatioDeviation,
         Detection::InstanceSkew,
         Detection::ErrorSpike,
+    ];
+
+    /// The five lane detections of domain §7.3–7.4, in its order.
+    pub const LANE: [Detection; 5] = [
+        Detection::LaneLeak,
+        Detection::LaneTagDropped,
+        Detection::LanePollution,
+        Detection::LaneTagChanged,
+        Detection::LaneErrorSpike,
     ];
 
     /// The title of its section in the text table (`cross-colour hops`, ...).
@@ -43,6 +78,11 @@ impl Detection {
             Detection::RatioDeviation => "ratio deviations",
             Detection::InstanceSkew => "instance skew",
             Detection::ErrorSpike => "one-sided error spikes",
+            Detection::LaneLeak => "lane leaks",
+            Detection::LaneTagDropped => "dropped lane tags",
+            Detection::LanePollution => "base traffic in a lane",
+            Detection::LaneTagChanged => "lane tags set or changed mid-trace",
+            Detection::LaneErrorSpike => "lane error spikes",
         }
     }
 
@@ -55,13 +95,36 @@ impl Detection {
             Detection::RatioDeviation => "ratio_deviation",
             Detection::InstanceSkew => "instance_skew",
             Detection::ErrorSpike => "error_spike",
+            Detection::LaneLeak => "lane_leak",
+            Detection::LaneTagDropped => "lane_tag_dropped",
+            Detection::LanePollution => "lane_pollution",
+            Detection::LaneTagChanged => "lane_tag_changed",
+            Detection::LaneErrorSpike => "lane_error_spike",
         }
     }
 
-    /// True for the four tumbling-window detections (§6.3–6), false for the two judged per
-    /// trace (§6.1–2).
+    /// True for the tumbling-window detections (§6.3–6 and the lane error spike of §7.4),
+    /// false for those judged per trace (§6.1–2, §7.3).
     pub fn is_windowed(self) -> bool {
-        !matches!(self, Detection::CrossColorHop | Detection::MissingDecision)
+        matches!(
+            self,
+            Detection::DrainedSide
+                | Detection::RatioDeviation
+                | Detection::InstanceSkew
+                | Detection::ErrorSpike
+                | Detection::LaneErrorSpike
+        )
+    }
+
+    /// True for the lane detections (§7), judged by lane groups rather than channels.
+    pub fn is_lane(self) -> bool {
+        Detection::LANE.contains(&self)
+    }
+
+    /// True for the four windowed blue-green detections (§6.3–6): they can be judged from
+    /// per-window counts taken as the spans are read, without loading them.
+    pub fn is_counted(self) -> bool {
+        self.is_windowed() && !self.is_lane()
     }
 }
 
@@ -71,7 +134,7 @@ impl std::str::FromStr for Detection {
     /// Parses a finding type's name.
     ///
     /// # Errors
-    /// A name that is none of the six, listing them.
+    /// A name that is none of them, listing them.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Detection::ALL
             .into_iter()
@@ -105,9 +168,31 @@ mod tests {
                 "drained_side",
                 "ratio_deviation",
                 "instance_skew",
+                "error_spike",
+                "lane_leak",
+                "lane_tag_dropped",
+                "lane_pollution",
+                "lane_tag_changed",
+                "lane_error_spike"
+            ]
+        );
+        assert!(Detection::BLUE_GREEN.iter().all(|d| !d.is_lane()));
+        assert!(Detection::LANE.iter().all(|d| d.is_lane()));
+        let counted: Vec<&str> = Detection::ALL
+            .iter()
+            .filter(|d| d.is_counted())
+            .map(|d| d.as_str())
+            .collect();
+        assert_eq!(
+            counted,
+            [
+                "drained_side",
+                "ratio_deviation",
+                "instance_skew",
                 "error_spike"
             ]
         );
+        assert!(Detection::LaneErrorSpike.is_windowed() && !Detection::LaneLeak.is_windowed());
         for d in Detection::ALL {
             let json = format!("\"{d}\"");
             assert_eq!(serde_json::to_string(&d).unwrap(), json);
@@ -119,6 +204,13 @@ mod tests {
                 .parse::<Detection>()
                 .unwrap_err()
                 .contains("cross_color_hop")
+        );
+        assert!(
+            "lane_fallback"
+                .parse::<Detection>()
+                .unwrap_err()
+                .contains("lane_tag_changed, lane_error_spike"),
+            "a count is no detection"
         );
     }
 }

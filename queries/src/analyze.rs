@@ -1,5 +1,5 @@
-//! The release analyzer (docs/domain.md §6): the six detections over the `spans` table and
-//! the control plane's timeline. [`analyze`] scans the spans of a time range once with
+//! The release analyzer (docs/domain.md §6 and §7): the six blue-green detections and the
+//! lane rules over the `spans` table and the control plane's timeline. [`analyze`] scans the spans of a time range once with
 //! DataFusion ([`read::scan`]), resolves each span's effective channel and blue_percent from
 //! the timeline ([`read::resolve`]), then judges traces ([`detect::traces`]: cross-colour
 //! hops, missing decisions) and tumbling windows ([`detect::windows`]: drained side, ratio
@@ -43,7 +43,9 @@
 //!
 //! The exhaustive `match`es of [`Detection`] and [`FindingRef`] then find every reader that
 //! must say something about it; the text table, `GET /api/v1/findings`, the alerts and the
-//! dashboard need no change.
+//! dashboard need no change. A lane detection (§7) is judged in `detect/lanes/` with the
+//! others of its family, its list lives in the report's `LaneReport`, and its `line` and
+//! `alert` in `detect/lane_alerts.rs`.
 
 pub mod config;
 pub mod detect;
@@ -102,10 +104,11 @@ pub async fn analyze(
     Ok(r)
 }
 
-/// Runs `detections` (all six when empty) over the spans of `table` starting in `range`
+/// Runs `detections` (all when empty) over the spans of `table` starting in `range`
 /// (`[from, to)`, Unix ns; unbounded where `None`) against `timeline`, with `config`'s
-/// thresholds, listing every span's decisions when `with_decisions`: `dyeline analyze` and
-/// `GET /api/v1/findings`. When every detection is windowed and `with_decisions` is off, the
+/// thresholds, listing every span's decisions when `with_decisions`: `dyeline analyze`,
+/// `GET /api/v1/findings` and the live evaluation. When every detection is counted
+/// ([`Detection::is_counted`], §6.3–6) and `with_decisions` is off, the
 /// spans are counted as the files are read ([`count_windows_once`]: fewer columns, no record
 /// per span, no trace analysis); otherwise each Parquet file is read and converted on its own
 /// core and the sorted parts taken into the result ([`load_once`], the dashboard's path
@@ -131,7 +134,7 @@ pub async fn run(
         detections
     };
     let started = std::time::Instant::now();
-    if !with_decisions && detections.iter().all(|d| d.is_windowed()) {
+    if !with_decisions && detections.iter().all(|d| d.is_counted()) {
         let counts = count_windows_once(table, timeline, config, from, to).await?;
         let report = report_windows(counts, config, detections);
         tracing::debug!(
@@ -142,8 +145,11 @@ pub async fn run(
         return Ok(report);
     }
     let mut spans = load_once(table, timeline, from, to).await?;
-    let w = i64::try_from(config.lanes.presence_window.as_nanos()).unwrap_or(i64::MAX);
-    read::presence::attach(&mut spans, table, from, to, w)?;
+    // The presence signals are read for the lane rules only.
+    if detections.iter().any(|d| d.is_lane()) {
+        let w = i64::try_from(config.lanes.presence_window.as_nanos()).unwrap_or(i64::MAX);
+        read::presence::attach(&mut spans, table, from, to, w)?;
+    }
     let loaded = started.elapsed();
     let report = report_of(&spans, config, with_decisions, detections);
     tracing::debug!(

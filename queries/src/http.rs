@@ -18,7 +18,7 @@ use dyeline_model::error_body::ErrorBody;
 use dyeline_model::release::ReleaseError;
 use dyeline_model::time::{BadTime, now_unix_nano, parse_time};
 use dyeline_store::table::SpansTable;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::IntoParams;
 use utoipa::ToSchema;
@@ -26,6 +26,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::alerts::{AlertState, SharedAlerts};
+use crate::analyze::detect::lanes::LaneCounts;
 use crate::analyze::{AnalyzeError, AnalyzerConfig, Detection};
 use crate::ports::Releases;
 use crate::render;
@@ -224,10 +225,14 @@ fn range(from: Option<&str>, to: Option<&str>) -> Result<(i64, i64), ApiError> {
 /// Query of `GET /api/v1/findings`.
 #[derive(Deserialize, IntoParams)]
 struct FindingsQuery {
-    /// Only this channel.
+    /// Only this channel (lane findings have none and are left out).
     channel: Option<String>,
+    /// Only the lane findings of this lane group (`_ungrouped`: of apps in no group; the
+    /// findings of §6 have none and are left out).
+    lane_group: Option<String>,
     /// Only this type: cross_color_hop, missing_decision, drained_side, ratio_deviation,
-    /// instance_skew, error_spike.
+    /// instance_skew, error_spike, lane_leak, lane_tag_dropped, lane_pollution,
+    /// lane_tag_changed, lane_error_spike.
     #[serde(rename = "type")]
     kind: Option<String>,
     /// Spans starting at or after (RFC 3339 or Unix ns). Default: one hour before `to`.
@@ -236,12 +241,15 @@ struct FindingsQuery {
     to: Option<String>,
 }
 
-/// The six detections of domain §6 over a time range: `{"findings": [...]}`, each item the
-/// `dyeline analyze` JSON item plus its `type`. With `type` one of the windowed detections
-/// (§6.3–6), only that one runs, counted as the files are read (as `dyeline analyze
-/// --detections`).
+/// The detections of domain §6 and §7 over a time range: `{"findings": [...]}`, each item
+/// the `dyeline analyze` JSON item plus its `type` (a lane finding's `group` is its app's lane
+/// group at the time judged, `null` for none), and when a lane detection ran
+/// `"lane_counts"`: the counted exceptions (`lane_fallback`, `failover`, ...), which are no
+/// findings. With `type` one of the windowed detections of §6.3–6, only that one runs, counted
+/// as the files are read (as `dyeline analyze --detections`); with a lane type only the lane
+/// rules run.
 #[utoipa::path(get, path = "/api/v1/findings", tag = "analysis", params(FindingsQuery),
-    responses((status = 200, description = "{\"findings\": [...]}"),
+    responses((status = 200, body = FindingsBody),
               (status = 400, body = ErrorBody)))]
 async fn findings(
     State(state): State<Arc<AnalysisApi>>,
@@ -273,8 +281,15 @@ async fn findings(
     )
     .await?;
     let mut out = Vec::new();
+    let group = q
+        .lane_group
+        .as_deref()
+        .map(|g| (g != "_ungrouped").then_some(g));
     for f in report.findings() {
-        if q.channel.as_deref().is_some_and(|c| f.channel() != c) {
+        if q.channel.as_deref().is_some_and(|c| f.channel() != Some(c)) {
+            continue;
+        }
+        if group.is_some_and(|g| !f.detection().is_lane() || f.lane_group() != g) {
             continue;
         }
         // The finding's fields and its type, in name order (a JSON object's keys are kept
@@ -285,7 +300,23 @@ async fn findings(
         item["type"] = json!(f.detection().as_str());
         out.push(item);
     }
-    Ok(Json(json!({ "findings": out })).into_response())
+    let lane_counts = report.lane.map(|l| l.counts);
+    Ok(Json(FindingsBody {
+        findings: out,
+        lane_counts,
+    })
+    .into_response())
+}
+
+/// The body of `GET /api/v1/findings`.
+#[derive(Serialize, ToSchema)]
+struct FindingsBody {
+    /// Each finding: its `dyeline analyze` JSON item plus `type` (the detection's name).
+    #[schema(value_type = Vec<Object>)]
+    findings: Vec<serde_json::Value>,
+    /// The lane rules' counted exceptions, when a lane detection ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane_counts: Option<LaneCounts>,
 }
 
 /// Query of `GET /api/v1/traces/{trace_id}`.
@@ -326,7 +357,15 @@ async fn trace(
     })?;
     let page = state.trace_views.page(q.offset, q.limit).map_err(invalid)?;
     let timeline = state.releases.timeline();
-    match crate::drilldown::trace(state.sql.context(), &timeline, &id, page).await? {
+    let view = crate::drilldown::trace(
+        state.sql.context(),
+        &timeline,
+        &state.analyzer.lanes,
+        &id,
+        page,
+    )
+    .await?;
+    match view {
         Some(view) => {
             state.trace_views.served(&view);
             // A page is megabytes of JSON: serialised off the async workers.
@@ -433,6 +472,15 @@ struct SearchQuery {
     hop: Option<bool>,
     /// Lasting at least this many ms.
     min_duration_ms: Option<f64>,
+    /// A span served by an instance of this lane (`base` included; trimmed, any case).
+    lane: Option<String>,
+    /// A span carrying this lane tag (`base`: an explicit base tag).
+    lane_tag: Option<String>,
+    /// A span of an app that was in this lane group at the span's start.
+    lane_group: Option<String>,
+    /// With a lane finding of this type: lane_leak, lane_tag_dropped, lane_pollution,
+    /// lane_tag_changed, or any of them (`any`).
+    lane_finding: Option<String>,
     /// From (RFC 3339 or Unix ns). Default: one hour before `to`.
     from: Option<String>,
     /// To. Default: now.
@@ -468,6 +516,19 @@ async fn search_traces(
                 })?,
         ),
     };
+    let lane_finding = match q.lane_finding.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(f) => Some(crate::search::lane_finding_type(f).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!(
+                    "lane_finding {f:?} is not any or one of {}",
+                    crate::search::LANE_FINDINGS.join(", ")
+                ),
+            )
+        })?),
+    };
     let tq = crate::search::TraceQuery {
         channel: q.channel,
         app: q.app,
@@ -475,12 +536,17 @@ async fn search_traces(
         error: q.error,
         hop: q.hop,
         min_duration_ms: q.min_duration_ms,
+        lane: q.lane.filter(|v| !v.trim().is_empty()),
+        lane_tag: q.lane_tag.filter(|v| !v.trim().is_empty()),
+        lane_group: q.lane_group.filter(|v| !v.trim().is_empty()),
+        lane_finding,
         from,
         to,
         limit: q.limit.unwrap_or(100),
     };
     let timeline = state.releases.timeline();
-    let traces = crate::search::search(state.sql.context(), &timeline, &tq).await?;
+    let traces =
+        crate::search::search(state.sql.context(), &timeline, &state.analyzer.lanes, &tq).await?;
     Ok(Json(json!({ "traces": traces })).into_response())
 }
 

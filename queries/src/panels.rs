@@ -474,7 +474,7 @@ pub fn window_findings(rep: &Report, analyzer: &AnalyzerConfig, id: &str) -> Vec
     let t = analyzer.for_channel(id);
     let mut findings: Vec<WindowFinding> = rep
         .findings()
-        .filter(|f| f.channel() == id)
+        .filter(|f| f.channel() == Some(id))
         .filter_map(|f| f.window_finding(t))
         .collect();
     findings.sort_by_key(|f| std::cmp::Reverse(f.window_start_unix_nano));

@@ -1,6 +1,7 @@
 //! Trace search (issue: analyzer, item 5): traces of a time range filtered by channel, app,
-//! colour, error, hop and minimum duration, newest first, for the dashboard's lists and
-//! drilldown links.
+//! colour, error, hop and minimum duration, and by lane (domain §7: the lane of an instance
+//! that served a span, a lane tag a span carries, the lane group of a span's app at its
+//! start), newest first, for the dashboard's lists and drilldown links.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -9,10 +10,12 @@ use dyeline_model::Color;
 use dyeline_model::release::Timeline;
 use serde::Serialize;
 
+use crate::analyze::config::LaneWindows;
+use crate::analyze::detect::lanes::LaneReport;
 use crate::analyze::detect::traces;
 use crate::analyze::findings::{CrossColorHop, hex128};
 use crate::analyze::read::scan::load;
-use crate::analyze::spans::Spans;
+use crate::analyze::spans::{Signal, SpanRec, Spans};
 use crate::sql::SqlError;
 
 /// Filters of a search (all optional; `limit` defaults to 100, at most 1000).
@@ -30,6 +33,14 @@ pub struct TraceQuery {
     pub hop: Option<bool>,
     /// Lasts at least this long (first start to last end), ms.
     pub min_duration_ms: Option<f64>,
+    /// A span served by an instance of this lane (`base` included).
+    pub lane: Option<String>,
+    /// A span carrying this lane tag (`base`: an explicit base tag).
+    pub lane_tag: Option<String>,
+    /// A span of an app that was in this lane group at the span's start.
+    pub lane_group: Option<String>,
+    /// Has a lane finding of this type ([`LANE_FINDINGS`]; of any of them for `Some(None)`).
+    pub lane_finding: Option<Option<&'static str>>,
     /// Spans starting at or after, Unix ns.
     pub from: i64,
     /// Spans starting before, Unix ns.
@@ -61,25 +72,71 @@ pub struct TraceSummary {
     pub hops: usize,
 }
 
-/// Runs a search.
+/// The lane finding types a search filters by (domain §7.3), as `dyeline analyze` names them.
+pub const LANE_FINDINGS: [&str; 4] = [
+    "lane_leak",
+    "lane_tag_dropped",
+    "lane_pollution",
+    "lane_tag_changed",
+];
+
+/// A lane finding filter's value: `any` or one of [`LANE_FINDINGS`] (`None` for another).
+pub fn lane_finding_type(text: &str) -> Option<Option<&'static str>> {
+    let t = text.trim();
+    if t == "any" {
+        return Some(None);
+    }
+    LANE_FINDINGS.iter().find(|f| **f == t).map(|f| Some(*f))
+}
+
+/// Runs a search; the lane findings (for `lane_finding`) are judged with the lane windows
+/// `lanes` and the presence signals around the range.
 ///
 /// # Errors
 /// [`SqlError`] when the scan fails.
 pub async fn search(
     ctx: &SessionContext,
     timeline: &Timeline,
+    lanes: &LaneWindows,
     q: &TraceQuery,
 ) -> Result<Vec<TraceSummary>, SqlError> {
-    let spans = load(ctx, timeline, Some(q.from), Some(q.to)).await?;
+    let mut spans = load(ctx, timeline, Some(q.from), Some(q.to)).await?;
     let mut hops = Vec::new();
     let mut missing = Vec::new();
     traces::find(&spans, &mut hops, &mut missing);
-    Ok(search_in(&spans, &hops, q))
+    let mut report = None;
+    if q.lane_finding.is_some() {
+        let w = i64::try_from(lanes.presence_window.as_nanos()).unwrap_or(i64::MAX);
+        let (from, to) = (q.from.saturating_sub(w), q.to.saturating_add(w));
+        let rows = crate::drilldown::lanes::presence_rows(ctx, from, to, w, Vec::new()).await?;
+        // A bucket's first and last signal stand for it (the drilldown's reading).
+        spans.signals = rows
+            .into_iter()
+            .flat_map(|c| {
+                let signal = |t| Signal {
+                    app: c.app.clone(),
+                    instance: c.instance.clone(),
+                    lane: c.lane.clone(),
+                    lane_rule: String::new(),
+                    t_unix_nano: t,
+                };
+                [signal(c.start), signal(c.end)]
+            })
+            .collect();
+        report = Some(crate::analyze::detect::lanes::find(&spans, lanes));
+    }
+    Ok(search_in(&spans, &hops, report.as_ref(), q))
 }
 
-/// As [`search`], over spans already loaded for `[q.from, q.to)` and the hops found in them
-/// (the dashboard reuses its snapshot's load and report).
-pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<TraceSummary> {
+/// As [`search`], over spans already loaded for `[q.from, q.to)`, the hops and the lane
+/// findings found in them (the dashboard reuses its snapshot's load and report; without lane
+/// findings, a `lane_finding` filter finds none).
+pub fn search_in(
+    spans: &Spans,
+    hops: &[CrossColorHop],
+    lanes: Option<&LaneReport>,
+    q: &TraceQuery,
+) -> Vec<TraceSummary> {
     // Hops by numeric trace id: no string is made for a trace that is not shown.
     let mut hop_count: std::collections::HashMap<u128, usize> = std::collections::HashMap::new();
     for h in hops {
@@ -92,6 +149,10 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
     if (q.channel.is_some() && channel_id.is_none()) || (q.app.is_some() && app_id.is_none()) {
         return Vec::new();
     }
+    let lane_findings = q.lane_finding.map(|ty| lane_finding_traces(lanes, ty));
+    let Some(lanes) = LaneFilter::new(spans, q) else {
+        return Vec::new();
+    };
     // Filter with cheap checks, keep (start, end, hops, trace) and build summaries only for
     // the `limit` newest.
     // (start, end, hops, the trace's spans)
@@ -106,6 +167,14 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
         }
         if let Some(c) = q.color
             && !t.iter().any(|s| s.color == c)
+        {
+            continue;
+        }
+        if !lanes.keeps(spans, t) {
+            continue;
+        }
+        if let Some(found) = &lane_findings
+            && !found.contains(&t[0].trace)
         {
             continue;
         }
@@ -161,4 +230,104 @@ pub fn search_in(spans: &Spans, hops: &[CrossColorHop], q: &TraceQuery) -> Vec<T
             }
         })
         .collect()
+}
+
+/// Lane ids in filters are trimmed and lower-cased, as at ingest (domain §7.1).
+fn lane_id(text: &str) -> String {
+    text.trim().to_lowercase()
+}
+
+/// The lane filters of a query, resolved against the loaded spans.
+struct LaneFilter<'a> {
+    /// Lane id (of [`Spans::lanes`]) a span was served in.
+    lane: Option<u32>,
+    /// Lane id of a tag a span carries.
+    tag: Option<u32>,
+    /// The group asked for, and the apps (by id) ever in it.
+    group: Option<(String, Vec<bool>)>,
+    timeline: &'a dyeline_model::release::LaneGroupTimeline,
+}
+
+impl<'a> LaneFilter<'a> {
+    /// `None` when a filter names a lane no span has (nothing can match).
+    fn new(spans: &'a Spans, q: &TraceQuery) -> Option<Self> {
+        let names = &spans.lanes.names;
+        let find = |v: &Option<String>| match v {
+            None => Some(None),
+            Some(l) => names.get(&lane_id(l)).map(Some),
+        };
+        let group = q.lane_group.as_deref().map(|g| {
+            let g = lane_id(g);
+            let apps = (0..spans.apps.len() as u32)
+                .map(|a| {
+                    spans
+                        .lane_groups
+                        .changes(spans.apps.name(a))
+                        .iter()
+                        .any(|c| c.group.as_ref().is_some_and(|x| x.id().as_str() == g))
+                })
+                .collect();
+            (g, apps)
+        });
+        Some(Self {
+            lane: find(&q.lane)?,
+            tag: find(&q.lane_tag)?,
+            group,
+            timeline: &spans.lane_groups,
+        })
+    }
+
+    /// Trace `t` passes every lane filter.
+    fn keeps(&self, spans: &Spans, t: &[SpanRec]) -> bool {
+        let fact = |s: &SpanRec| spans.lanes.fact(s.lane);
+        if let Some(l) = self.lane
+            && !t.iter().any(|s| fact(s).lane == l)
+        {
+            return false;
+        }
+        if let Some(l) = self.tag
+            && !t.iter().any(|s| fact(s).tag == Some(l))
+        {
+            return false;
+        }
+        if let Some((g, apps)) = &self.group {
+            return t.iter().any(|s| {
+                apps.get(s.app as usize).copied().unwrap_or(false)
+                    && self
+                        .timeline
+                        .group_at(spans.apps.name(s.app), s.start)
+                        .is_some_and(|x| x.id().as_str() == g)
+            });
+        }
+        true
+    }
+}
+
+/// The traces with a lane finding of type `ty` (any for `None`).
+fn lane_finding_traces(lanes: Option<&LaneReport>, ty: Option<&str>) -> HashSet<u128> {
+    let Some(l) = lanes else {
+        return HashSet::new();
+    };
+    let of = |name: &str, ids: &mut dyn Iterator<Item = &String>| -> Vec<u128> {
+        if ty.is_some_and(|t| t != name) {
+            return Vec::new();
+        }
+        ids.filter_map(|id| u128::from_str_radix(id, 16).ok())
+            .collect()
+    };
+    let mut out = HashSet::new();
+    out.extend(of("lane_leak", &mut l.leaks.iter().map(|f| &f.trace_id)));
+    out.extend(of(
+        "lane_tag_dropped",
+        &mut l.tags_dropped.iter().map(|f| &f.trace_id),
+    ));
+    out.extend(of(
+        "lane_pollution",
+        &mut l.pollution.iter().map(|f| &f.trace_id),
+    ));
+    out.extend(of(
+        "lane_tag_changed",
+        &mut l.tags_changed.iter().map(|f| &f.trace_id),
+    ));
+    out
 }

@@ -15,6 +15,8 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+#[cfg(test)]
+mod lanes_doc_tests;
 mod listen;
 pub use listen::ListenSettings;
 

@@ -1,5 +1,6 @@
-//! The demo fleet: eight apps, each with blue and green instances, instrumented with the real
-//! OpenTelemetry SDK and calling one another over real HTTP on loopback.
+//! The demo fleet: eight apps, each with blue and green instances, and a gray release beside
+//! the blue-green one, instrumented with the real OpenTelemetry SDK and calling one another
+//! over real HTTP on loopback.
 //!
 //! - Apps: `gateway` → `order` → `inventory` (or, with the legacy-hop fault, `legacy-proxy`
 //!   → `inventory`), `order` → `payment` → `risk`, `order` publishes to the topic
@@ -20,6 +21,14 @@
 //! - Each instance follows its own app's event stream and acts on it: the drained side stops
 //!   its MQ consumers and hands its JOB to the other colour — unless a fault says otherwise
 //!   ([`Faults`]).
+//! - The gray release (domain §7): lane instances ([`LANE_INSTANCES`], of no colour, marked
+//!   by Nacos metadata or `deploy.lane`) in lane group [`LANE_GROUP`]; the gateway stains a
+//!   share of the user requests (`gray: true`, or `x-deploy-lane=gray2` in baggage); every
+//!   hop routes in the request's lane with the fallbacks of the lane groups the control API
+//!   holds at start ([`Router::route_lane`]); notify
+//!   has a gray consumer group. Every instance also exports metrics every
+//!   [`FleetConfig::metrics_interval`], which keeps idle instances present; a killed instance
+//!   ([`Fleet::kill`]) stops both.
 //!
 //! The face of the fleet ([`Fleet`]: start, load, quiet steps, deploys, shutdown) over its
 //! parts: `fleet/config.rs` (apps, channels, versions, cluster sizes, [`FleetConfig`]),
@@ -28,6 +37,7 @@
 //!
 //! [`DecisionAttributeProcessor`]: crate::routing::DecisionAttributeProcessor
 //! [`Router`]: crate::routing::Router
+//! [`Router::route_lane`]: crate::routing::Router::route_lane
 
 // The demo tells its user on stderr when the machine cannot keep up with --speed.
 #![allow(clippy::print_stderr)]
@@ -44,7 +54,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use dyeline_model::Color;
+use dyeline_model::{Color, LaneId};
 use opentelemetry::Context;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use parking_lot::{Mutex, RwLock};
@@ -52,8 +62,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use config::{
-    APPS, FleetConfig, JOB_NAME, JOB_PERIOD_SECS, LEGACY_PROXY, PAY_APPS, TOPIC, TRADE_APPS, V1,
-    V2, cluster_sizes,
+    APPS, FleetConfig, GRAY_HEADER, GRAY_PER_20, GRAY2_PER_20, JOB_NAME, JOB_PERIOD_SECS,
+    KILLED_INSTANCE, LANE_APPS, LANE_ENTRY_APP, LANE_GROUP, LANE_INSTANCES,
+    LANE_SPIKE_MIN_REQUESTS, LANES, LANES_TOML, LEGACY_PROXY, LaneMarker, PAY_APPS, TOPIC,
+    TRADE_APPS, V1, V2, cluster_sizes,
 };
 pub use error::FleetError;
 pub use faults::Faults;
@@ -61,11 +73,12 @@ pub use instance::Instance;
 pub use mq::{ConsumerState, Topic};
 
 use instance::{Shared, serve_instance};
-use telemetry::telemetry;
+use telemetry::{Identity, metrics, telemetry};
 
 use crate::routing::propagation;
 use crate::routing::{
-    Balance, CacheOptions, ConfigCache, ControlClient, Endpoint, Registry, Router, with_decisions,
+    Balance, CacheOptions, ConfigCache, ControlClient, Endpoint, LaneReader, Registry, Router,
+    with_decisions,
 };
 
 /// The running fleet.
@@ -84,11 +97,15 @@ impl Fleet {
     ///
     /// # Errors
     /// A port that cannot be bound, an exporter that cannot be built, a control API that
-    /// cannot be read.
+    /// cannot be read, a lane carrier Dyeline would refuse.
     pub async fn start(config: FleetConfig) -> Result<Self, FleetError> {
+        let lanes = Arc::new(
+            LaneReader::new(&config.lane_carriers).map_err(|e| FleetError::Lanes(e.to_string()))?,
+        );
         let (stop_tx, stop) = watch::channel(false);
         let registry = Arc::new(Registry::default());
         let control = ControlClient::new(&config.control, config.token.clone());
+        let lane_policies = control.lane_policies().await?;
         let cache = ConfigCache::new(
             control,
             Arc::clone(&registry),
@@ -102,59 +119,92 @@ impl Fleet {
                 .no_proxy()
                 .pool_max_idle_per_host(64)
                 .build()?,
-            topic: Topic::new("notify", Arc::clone(&cache)),
+            topic: Topic::new(
+                "notify",
+                Arc::clone(&cache),
+                Arc::clone(&lanes),
+                config.faults.lane_mq_leak,
+            ),
             job_owner: Mutex::new("settle-blue-1".into()),
             inflight: AtomicI64::new(0),
             paused: AtomicBool::new(false),
             orders: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            publishes: AtomicU64::new(0),
+            lanes,
             stop: stop.clone(),
             registry: Arc::clone(&registry),
             cache: Arc::clone(&cache),
             config,
         });
-        let mut instances = Vec::new();
-        let mut listeners = Vec::new();
+        // (app, colour, lane, marker, instance id, registry factor)
+        type Member = (&'static str, Color, LaneId, Option<LaneMarker>, String, u32);
+        let mut members: Vec<Member> = Vec::new();
         for (app, nb, ng) in cluster_sizes(&shared.config.faults) {
             for (color, n) in [(Color::Blue, nb), (Color::Green, ng)] {
                 for k in 1..=n {
+                    let skewed = shared.config.faults.instance_skew && app == "risk" && k == 1;
                     let id = format!("{app}-{}-{k}", color.as_str());
-                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                    let addr = listener.local_addr()?;
-                    let factor = if shared.config.faults.instance_skew && app == "risk" && k == 1 {
-                        8
-                    } else {
-                        1
-                    };
-                    registry.register(Endpoint {
-                        app: app.to_owned(),
-                        instance: id.clone(),
+                    members.push((
+                        app,
                         color,
-                        addr,
-                        factor,
-                    });
-                    let inst = Arc::new(Instance {
-                        app: app.to_owned(),
-                        color,
-                        addr,
-                        telemetry: RwLock::new(telemetry(
-                            shared.config.collector_grpc,
-                            app,
-                            &id,
-                            V1,
-                        )?),
+                        LaneId::base(),
+                        None,
                         id,
-                        drained: AtomicBool::new(false),
-                        router: Router::new(
-                            Arc::clone(&cache),
-                            Arc::clone(&registry),
-                            Balance::RoundRobin,
-                        ),
-                        shared: Arc::clone(&shared),
-                    });
-                    listeners.push((Arc::clone(&inst), listener));
-                    instances.push(inst);
+                        if skewed { 8 } else { 1 },
+                    ));
                 }
             }
+        }
+        for (app, lane, marker) in LANE_INSTANCES {
+            let lane = LaneId::new(lane).expect("a lane id");
+            let id = format!("{app}-{}-1", lane.as_str());
+            members.push((app, Color::Unknown, lane, Some(marker), id, 1));
+        }
+        let mut instances = Vec::new();
+        let mut listeners = Vec::new();
+        for (app, color, lane, marker, id, factor) in members {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let addr = listener.local_addr()?;
+            registry.register(Endpoint {
+                app: app.to_owned(),
+                instance: id.clone(),
+                color,
+                lane: lane.clone(),
+                addr,
+                factor,
+            });
+            let who = Identity {
+                app,
+                instance: &id,
+                lane: marker.map(|m| (lane.as_str(), m)),
+            };
+            let collector = shared.config.collector_grpc;
+            let inst = Arc::new(Instance {
+                app: app.to_owned(),
+                color,
+                addr,
+                telemetry: RwLock::new(telemetry(collector, who, V1)?),
+                metrics: Mutex::new(Some(metrics(
+                    collector,
+                    who,
+                    shared.config.metrics_interval,
+                )?)),
+                marker,
+                lane,
+                id,
+                drained: AtomicBool::new(false),
+                killed: AtomicBool::new(false),
+                router: Router::new(
+                    Arc::clone(&cache),
+                    Arc::clone(&registry),
+                    Balance::RoundRobin,
+                )
+                .with_lane_policies(lane_policies.clone()),
+                shared: Arc::clone(&shared),
+            });
+            listeners.push((Arc::clone(&inst), listener));
+            instances.push(inst);
         }
         for app in APPS {
             cache.watch(app).await?;
@@ -168,7 +218,9 @@ impl Fleet {
             )));
             tasks.push(tokio::spawn(Arc::clone(&inst).follow()));
             if inst.app == "notify" {
-                let rx = shared.topic.subscribe(&inst.id, inst.color);
+                let rx = shared
+                    .topic
+                    .subscribe(&inst.id, inst.color, inst.lane.clone());
                 tasks.push(tokio::spawn(Arc::clone(&inst).consume(rx)));
             }
             if inst.app == "settle" {
@@ -317,12 +369,7 @@ impl Fleet {
             .iter()
             .filter(|i| i.color == color && apps.contains(&i.app.as_str()))
         {
-            let new = telemetry(
-                self.shared.config.collector_grpc,
-                &inst.app,
-                &inst.id,
-                version,
-            )?;
+            let new = telemetry(self.shared.config.collector_grpc, inst.identity(), version)?;
             let old = std::mem::replace(&mut *inst.telemetry.write(), new);
             // The old provider keeps exporting what it still holds (spans in flight end on
             // it) and is shut down with the fleet: shutting it down now would block on a
@@ -330,6 +377,26 @@ impl Fleet {
             self.retired.lock().push(old.provider);
         }
         Ok(())
+    }
+
+    /// The faults on.
+    pub fn faults(&self) -> Faults {
+        self.shared.config.faults
+    }
+
+    /// Kills `instance` with the fleet quiet ([`Fleet::quiesce`]): no request is in flight
+    /// when it leaves service discovery and sends its last spans and metrics, so every later
+    /// request finds it gone. False when no such live instance exists.
+    pub async fn kill(&self, instance: &str) -> bool {
+        let Some(inst) = self
+            .instances
+            .iter()
+            .find(|i| i.id == instance && !i.killed.load(Ordering::SeqCst))
+        else {
+            return false;
+        };
+        self.quiesce(inst.kill()).await;
+        true
     }
 
     /// MQ messages dropped because no consumer ran.
@@ -351,34 +418,44 @@ impl Fleet {
             t.abort();
             let _ = t.await;
         }
-        let mut providers: Vec<SdkTracerProvider> = self
+        let live = self
             .instances
             .iter()
+            .filter(|i| !i.killed.load(Ordering::SeqCst));
+        let mut providers: Vec<SdkTracerProvider> = live
+            .clone()
             .map(|i| i.telemetry.read().provider.clone())
             .collect();
         providers.append(&mut self.retired.lock());
+        let meters: Vec<_> = live.filter_map(|i| i.metrics.lock().take()).collect();
         let _ = tokio::task::spawn_blocking(move || {
             for p in providers {
                 let _ = p.shutdown();
+            }
+            for m in meters {
+                let _ = m.provider.shutdown();
             }
         })
         .await;
     }
 
-    /// Instances per app and colour, for the start-up message.
+    /// Instances per app and colour, and the lane instances, for the start-up message
+    /// (`order 2b/2g+gray+gray2`).
     pub fn summary(&self) -> String {
-        let mut per: HashMap<&str, (u32, u32)> = HashMap::new();
+        let mut per: HashMap<&str, (u32, u32, Vec<&str>)> = HashMap::new();
         for i in &self.instances {
             let e = per.entry(i.app.as_str()).or_default();
-            match i.color {
-                Color::Blue => e.0 += 1,
-                _ => e.1 += 1,
+            match (i.lane.is_base(), i.color) {
+                (false, _) => e.2.push(i.lane.as_str()),
+                (true, Color::Blue) => e.0 += 1,
+                (true, _) => e.1 += 1,
             }
         }
         APPS.iter()
             .map(|a| {
-                let (b, g) = per.get(a).copied().unwrap_or_default();
-                format!("{a} {b}b/{g}g")
+                let (b, g, lanes) = per.get(a).cloned().unwrap_or_default();
+                let lanes: String = lanes.iter().map(|l| format!("+{l}")).collect();
+                format!("{a} {b}b/{g}g{lanes}")
             })
             .collect::<Vec<_>>()
             .join(", ")

@@ -1,8 +1,10 @@
 //! The scripted release `dyeline demo` walks through the control API (domain §4): channel
 //! `trade` goes start → drain blue (0) → deploy v2 to blue → 1 → 50 → 100 (drain green) →
 //! deploy v2 to green → 50 → finish; channel `pay` overlaps it with its own steps; the global
-//! channel releases once at the end. [`PLAN`] holds the times at speed 1 (about ten
-//! minutes, [`PLAN_SECS`]); at `--speed N` each comes N times sooner.
+//! channel releases once at the end. The gray release runs beside it from the start (its lane
+//! group is put by [`ControlWriter::setup`]); with `lane-instance-killed`, inventory's only
+//! gray instance is killed at 120 s. [`PLAN`] holds the times at speed 1 (about ten minutes,
+//! [`PLAN_SECS`]); at `--speed N` each comes N times sooner.
 //!
 //! Every control step runs inside [`Fleet::quiesce`]: no request or message is in flight
 //! across it. A request that straddles a `start` carries no decision for the new channel
@@ -20,7 +22,10 @@ use dyeline_model::Color;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::fleet::{Fleet, PAY_APPS, TRADE_APPS, V2};
+use crate::fleet::{
+    Fleet, KILLED_INSTANCE, LANE_APPS, LANE_ENTRY_APP, LANE_GROUP, LANE_SPIKE_MIN_REQUESTS, LANES,
+    PAY_APPS, TRADE_APPS, V2,
+};
 
 /// What a step does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +38,8 @@ pub enum Action {
     Finish(&'static str),
     /// Deploy version 2 to one colour of the channel's apps.
     Deploy(&'static str, Color),
+    /// Kill this instance (only with the `lane-instance-killed` fault).
+    Kill(&'static str),
     /// The script's end (nothing happens; the release is over).
     End,
 }
@@ -53,10 +60,11 @@ const fn step(at_secs: f64, action: Action) -> Step {
 /// The release at speed 1. Each ratio that a detection judges over whole windows (the 50s
 /// of `trade`, where ratio deviation and the error spike show) lasts at least two 60 s
 /// windows, so one whole window lies inside it whatever the alignment.
-pub const PLAN: [Step; 22] = [
+pub const PLAN: [Step; 23] = [
     step(10.0, Action::Start("trade")),
     step(60.0, Action::Start("pay")),
     step(100.0, Action::Ratio("pay", 0)),
+    step(120.0, Action::Kill(KILLED_INSTANCE)),
     step(130.0, Action::Ratio("trade", 0)),
     step(140.0, Action::Deploy("pay", Color::Blue)),
     step(170.0, Action::Ratio("pay", 50)),
@@ -162,7 +170,8 @@ impl ControlWriter {
     }
 
     /// Creates channels `trade` and `pay` with their apps, first finishing any release left
-    /// open in the data directory (a demo interrupted earlier).
+    /// open in the data directory (a demo interrupted earlier), and puts the gray release's
+    /// lane group ([`lane_group`]), replacing one left there.
     ///
     /// # Errors
     /// [`ScriptError::Control`].
@@ -184,6 +193,12 @@ impl ControlWriter {
             )
             .await?;
         }
+        self.send(
+            reqwest::Method::PUT,
+            &format!("/api/v1/lane-groups/{LANE_GROUP}"),
+            Some(lane_group()),
+        )
+        .await?;
         Ok(())
     }
 
@@ -199,11 +214,27 @@ impl ControlWriter {
                 format!("/api/v1/channels/{c}/ratio"),
                 Some(json!({ "blue_percent": r })),
             ),
-            Action::Deploy(..) | Action::End => return Ok(()),
+            Action::Deploy(..) | Action::Kill(_) | Action::End => return Ok(()),
         };
         self.send(reqwest::Method::POST, &path, body).await?;
         Ok(())
     }
+}
+
+/// The gray release's lane group as the demo puts it (`PUT /api/v1/lane-groups/mall`): its
+/// apps, the gateway as entry app, lanes `gray` and `gray2` falling back to base, and the
+/// lane error spike's minimum requests lowered to the demo's gray share.
+pub fn lane_group() -> serde_json::Value {
+    let lanes: serde_json::Map<String, serde_json::Value> = LANES
+        .iter()
+        .map(|l| ((*l).to_owned(), json!({ "fallback": "base" })))
+        .collect();
+    json!({
+        "apps": LANE_APPS,
+        "entry_apps": [LANE_ENTRY_APP],
+        "lanes": lanes,
+        "thresholds": { "spike_min_requests": LANE_SPIKE_MIN_REQUESTS },
+    })
 }
 
 fn describe(a: Action) -> String {
@@ -212,6 +243,7 @@ fn describe(a: Action) -> String {
         Action::Finish(c) => format!("{c} finish"),
         Action::Ratio(c, r) => format!("{c} blue_percent {r}"),
         Action::Deploy(c, col) => format!("deploy {V2} to {c} {col}"),
+        Action::Kill(i) => format!("kill {i} (lane-instance-killed)"),
         Action::End => "end".to_owned(),
     }
 }
@@ -269,6 +301,10 @@ pub async fn run(
             Action::Start(_) | Action::Finish(_) | Action::Ratio(..) => {
                 fleet.quiesce(writer.apply(s.action)).await?;
             }
+            Action::Kill(_) if !fleet.faults().lane_instance_killed => continue,
+            Action::Kill(instance) => {
+                fleet.kill(instance).await;
+            }
             Action::End => {}
         }
         println!(
@@ -301,6 +337,24 @@ mod tests {
                 .collect();
             assert_eq!(ops.first(), Some(&Action::Start(ch)), "{ch}");
             assert_eq!(ops.last(), Some(&Action::Finish(ch)), "{ch}");
+        }
+    }
+
+    /// The lane group the demo puts is one the control plane accepts, with the fleet's lanes,
+    /// its entry app and every app that has a lane instance.
+    #[test]
+    fn the_lane_group_is_valid_and_holds_every_lane_instance() {
+        use dyeline_model::release::{LaneGroup, LaneGroupSpec};
+        let spec: LaneGroupSpec = serde_json::from_value(lane_group()).unwrap();
+        let g = LaneGroup::from_spec(spec, Some(LANE_GROUP)).unwrap();
+        assert!(g.is_entry_app(LANE_ENTRY_APP));
+        assert_eq!(g.thresholds().spike_min_requests, LANE_SPIKE_MIN_REQUESTS);
+        for (app, lane, _) in crate::fleet::LANE_INSTANCES {
+            assert!(g.contains(app), "{app}");
+            assert!(
+                g.lanes().keys().any(|l| l.as_str() == lane),
+                "{lane} of {app}"
+            );
         }
     }
 

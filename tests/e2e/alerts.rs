@@ -15,9 +15,9 @@ use crate::util::*;
 const TOKEN: &str = "e2e-alerts-token-0001";
 const S: i64 = 1_000_000_000;
 
-struct Alertmanager {
+pub(crate) struct Alertmanager {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for Alertmanager {
@@ -35,7 +35,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start_alertmanager(dir: &std::path::Path) -> Alertmanager {
+pub(crate) fn start_alertmanager(dir: &std::path::Path) -> Alertmanager {
     let cfg = dir.join("alertmanager.yml");
     std::fs::write(
         &cfg,
@@ -68,7 +68,7 @@ fn start_alertmanager(dir: &std::path::Path) -> Alertmanager {
     panic!("alertmanager did not become ready");
 }
 
-fn now_ns() -> i64 {
+pub(crate) fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -118,7 +118,8 @@ fn slice(from: i64, to: i64, shift: i64) -> Vec<(i64, String)> {
     out
 }
 
-fn am_spike_alerts(am: &Alertmanager) -> Vec<Value> {
+/// The alerts named `alertname` that Alertmanager holds.
+pub(crate) fn am_alerts(am: &Alertmanager, alertname: &str) -> Vec<Value> {
     let v: Value = reqwest::blocking::get(format!("{}/api/v2/alerts", am.url))
         .unwrap()
         .json()
@@ -126,10 +127,15 @@ fn am_spike_alerts(am: &Alertmanager) -> Vec<Value> {
     v.as_array()
         .unwrap()
         .iter()
-        .filter(|a| {
-            a["labels"]["alertname"] == "DyelineErrorSpike" && a["labels"]["app"] == "order"
-        })
+        .filter(|a| a["labels"]["alertname"] == alertname)
         .cloned()
+        .collect()
+}
+
+fn am_spike_alerts(am: &Alertmanager) -> Vec<Value> {
+    am_alerts(am, "DyelineErrorSpike")
+        .into_iter()
+        .filter(|a| a["labels"]["app"] == "order")
         .collect()
 }
 

@@ -2,9 +2,11 @@
 //! (real OpenTelemetry SDKs exporting OTLP/gRPC, real HTTP between instances) and the
 //! scripted release at `--speed 5` (the ten-minute release in two minutes). With every fault on,
 //! each fault must produce its finding (`GET /api/v1/findings`) and its live alert
-//! (`GET /api/v1/alerts`); with `--faults none`, none of the six detections may fire. After a
-//! clean stop, `dyeline analyze` on the data directory finds the same (the store was
-//! flushed).
+//! (`GET /api/v1/alerts`); with `--faults none`, none of the six detections may fire, nor any
+//! lane rule (the gray release runs clean). After a clean stop, `dyeline analyze` on the data
+//! directory finds the same (the store was flushed). The six lane faults get one short run of
+//! their own (issue 25): each is found by `dyeline analyze --format json` and on the lanes
+//! page, and the killed gray instance gives only fallbacks.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -26,6 +28,16 @@ const DURATION: &str = "240s";
 /// The analyzer window and grace at that speed, for the offline post-mortem.
 const WINDOW: &str = "12s";
 const GRACE: &str = "2s";
+/// The lane window and presence window at that speed (60 s / 5).
+const LANE_WINDOW: &str = "12s";
+
+/// The settings the demo scaled for `SPEED`, for a post-mortem on its data dir.
+const SCALED: [(&str, &str); 4] = [
+    ("DYELINE_ANALYZER__DEFAULTS__WINDOW", WINDOW),
+    ("DYELINE_ANALYZER__DEFAULTS__GRACE", GRACE),
+    ("DYELINE_ANALYZER__LANES__WINDOW", LANE_WINDOW),
+    ("DYELINE_ANALYZER__LANES__PRESENCE_WINDOW", LANE_WINDOW),
+];
 
 /// One demo at a time: two fleets at once on a small machine would not keep up, and the
 /// windows would hold fewer requests than the detections need.
@@ -52,13 +64,18 @@ impl Drop for Demo {
 impl Demo {
     /// Starts a demo keeping its data in `data_dir`, or in a temporary one when `None`.
     fn start(data_dir: Option<&std::path::Path>, faults: &str) -> Demo {
+        Self::start_for(data_dir, faults, DURATION)
+    }
+
+    /// As [`Demo::start`], running for `duration`.
+    fn start_for(data_dir: Option<&std::path::Path>, faults: &str, duration: &str) -> Demo {
         let mut command = Command::new(dyeline_bin());
         command.args([
             "demo",
             "--speed",
             SPEED,
             "--duration",
-            DURATION,
+            duration,
             "--faults",
             faults,
         ]);
@@ -232,13 +249,7 @@ fn findings(demo: &Demo) -> Vec<Value> {
 /// windowed finding type asked for alone (`type=`, counted as the files are read) gives
 /// what the unfiltered list holds of that type, and the run had each of them.
 fn windowed_types_alone_match_the_whole_list(data: &std::path::Path, started: u128) {
-    let s = crate::support::Server::start(
-        data,
-        &[
-            ("DYELINE_ANALYZER__DEFAULTS__WINDOW", WINDOW),
-            ("DYELINE_ANALYZER__DEFAULTS__GRACE", GRACE),
-        ],
-    );
+    let s = crate::support::Server::start(data, &SCALED);
     let get = |query: &str| -> Vec<Value> {
         let url = format!("http://{}/api/v1/findings?from={started}{query}", s.api);
         let v: Value = reqwest::blocking::get(url).unwrap().json().unwrap();
@@ -257,15 +268,14 @@ fn windowed_types_alone_match_the_whole_list(data: &std::path::Path, started: u1
     }
 }
 
-/// `dyeline analyze --format json` on the stopped demo's data dir, as a list of findings
-/// typed like the API's.
-fn offline(data_dir: &std::path::Path) -> BTreeSet<(String, String, String)> {
+/// `dyeline analyze --format json` on the stopped demo's data dir, with the windows the demo
+/// used.
+fn analyze_json(data_dir: &std::path::Path) -> Value {
     let out = Command::new(dyeline_bin())
         .args(["analyze", "--format", "json", "--data-dir"])
         .arg(data_dir)
         .env("DYELINE_LOG", "warn")
-        .env("DYELINE_ANALYZER__DEFAULTS__WINDOW", WINDOW)
-        .env("DYELINE_ANALYZER__DEFAULTS__GRACE", GRACE)
+        .envs(SCALED)
         .output()
         .expect("run dyeline analyze");
     assert!(
@@ -273,7 +283,13 @@ fn offline(data_dir: &std::path::Path) -> BTreeSet<(String, String, String)> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// `dyeline analyze --format json` on the stopped demo's data dir, as a list of findings
+/// typed like the API's.
+fn offline(data_dir: &std::path::Path) -> BTreeSet<(String, String, String)> {
+    let report = analyze_json(data_dir);
     let mut items = Vec::new();
     for (list, ty) in [
         ("cross_color_hops", "cross_color_hop"),
@@ -355,6 +371,23 @@ fn demo_without_faults_finds_nothing() {
     demo.stop();
     let closing = demo.closing_counts();
     assert!(live.is_empty(), "findings without faults: {live:#?}");
+    // The gray release ran clean: every lane instance served its lane, nothing left it.
+    let report = analyze_json(&data);
+    for list in LANE_FINDING_LISTS {
+        assert_eq!(
+            report[list],
+            Value::Array(Vec::new()),
+            "{list} without faults"
+        );
+    }
+    let coverage = lane_coverage(&report);
+    for app in ["order", "inventory", "payment", "risk", "notify"] {
+        let c = coverage
+            .get(&("gray".to_owned(), app.to_owned()))
+            .unwrap_or_else(|| panic!("no gray coverage at {app}: {coverage:?}"));
+        assert!(c.served_in_lane > 0, "gray at {app}: {c:?}");
+        assert_eq!((c.lane_fallback, c.leaked), (0, 0), "gray at {app}: {c:?}");
+    }
     assert_eq!(
         closing,
         SUMMARY_TITLES.map(|t| (t.to_owned(), 0)).to_vec(),
@@ -387,5 +420,214 @@ fn a_demo_without_a_data_dir_says_it_is_temporary_and_removes_it() {
             .any(|l| l.contains("removed the temporary data dir")
                 && l.contains(&path.display().to_string())),
         "no line says the data dir was removed: {rest:?}"
+    );
+}
+
+/// The lane finding lists of `dyeline analyze --format json`.
+const LANE_FINDING_LISTS: [&str; 5] = [
+    "lane_leaks",
+    "lane_tags_dropped",
+    "lane_pollution",
+    "lane_tags_changed",
+    "lane_error_spike",
+];
+
+/// One lane and app's coverage summed over the windows, and the window starts where its
+/// requests were served in the lane and where they fell back.
+#[derive(Debug, Default)]
+struct Coverage {
+    served_in_lane: u64,
+    lane_fallback: u64,
+    leaked: u64,
+    in_lane_windows: Vec<u64>,
+    fallback_windows: Vec<u64>,
+}
+
+fn lane_coverage(report: &Value) -> std::collections::BTreeMap<(String, String), Coverage> {
+    let mut m = std::collections::BTreeMap::<(String, String), Coverage>::new();
+    for w in report["lane_coverage"].as_array().into_iter().flatten() {
+        let s = |k: &str| w[k].as_str().unwrap_or_default().to_owned();
+        let n = |k: &str| w[k].as_u64().unwrap_or_default();
+        let start = w["window_start_unix_nano"]
+            .as_u64()
+            .or_else(|| w["window_start_unix_nano"].as_str()?.parse().ok())
+            .expect("a window start");
+        let c = m.entry((s("lane"), s("app"))).or_default();
+        c.served_in_lane += n("served_in_lane");
+        c.lane_fallback += n("lane_fallback");
+        c.leaked += n("leaked");
+        if n("served_in_lane") > 0 {
+            c.in_lane_windows.push(start);
+        }
+        if n("lane_fallback") > 0 {
+            c.fallback_windows.push(start);
+        }
+    }
+    m
+}
+
+/// The lane faults, each a switch of its own.
+const LANE_FAULTS: &str = "lane-tag-ignored,lane-tag-dropped,lane-pollution,lane-mq-leak,lane-instance-killed,lane-error-spike";
+
+/// Whether `list` of `report` holds an item with every (key, value) of `want`.
+fn holds(report: &Value, list: &str, want: &[(&str, &str)]) -> bool {
+    report[list]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|i| want.iter().all(|(k, v)| i[*k] == *v))
+}
+
+/// The six lane faults in one short run (40 s at speed 5: the kill comes at 24 s, speed-1
+/// 120 s): `dyeline analyze --format json` over the data dir finds each, the lanes page of
+/// group `mall` shows them, and inventory's killed gray instance gives fallbacks only, from
+/// the window of its last signal on, and no lane finding.
+#[test]
+fn demo_lane_faults_are_each_found_in_the_post_mortem() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let mut demo = Demo::start_for(Some(&data), LANE_FAULTS, "40s");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Ok(Some(status)) = demo.child.try_wait() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the demo did not stop");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(status.success(), "demo exited with {status}");
+    // Its stdout is closed: the reader thread ends the line stream.
+    let lines: Vec<String> = demo.lines.iter().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.ends_with("kill inventory-gray-1 (lane-instance-killed)")),
+        "{lines:?}"
+    );
+    let report = analyze_json(&data);
+    let gray = ("lane", "gray");
+    // fault → the list of its finding and the (key, value) pairs it must hold.
+    type Expected<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>);
+    let expected: [Expected; 5] = [
+        (
+            "lane-tag-ignored",
+            "lane_leaks",
+            vec![
+                gray,
+                ("kind", "RPC"),
+                ("reason", "tag_ignored"),
+                ("to_app", "risk"),
+                ("to_lane", "base"),
+            ],
+        ),
+        (
+            "lane-tag-dropped",
+            "lane_tags_dropped",
+            vec![
+                gray,
+                ("kind", "MQ"),
+                ("app", "notify"),
+                ("dropped_by", "order"),
+                ("where", "in_process"),
+            ],
+        ),
+        (
+            "lane-pollution",
+            "lane_pollution",
+            vec![
+                ("lane", "gray"),
+                ("kind", "RPC"),
+                ("app", "payment"),
+                ("reason", "untagged"),
+                ("from_app", "order"),
+            ],
+        ),
+        (
+            "lane-mq-leak",
+            "lane_leaks",
+            vec![
+                gray,
+                ("kind", "MQ"),
+                ("reason", "tag_ignored"),
+                ("to_app", "notify"),
+                ("to_lane", "base"),
+            ],
+        ),
+        (
+            "lane-error-spike",
+            "lane_error_spike",
+            vec![
+                gray,
+                ("app", "order"),
+                ("other_lane", "base"),
+                ("kind", "RPC"),
+            ],
+        ),
+    ];
+    for (fault, list, want) in &expected {
+        assert!(
+            holds(&report, list, want),
+            "{fault}: no {want:?} in {list}: {:#}",
+            report[list]
+        );
+    }
+    // Every lane finding is of group mall.
+    for list in LANE_FINDING_LISTS {
+        for i in report[list].as_array().into_iter().flatten() {
+            assert_eq!(i["group"], "mall", "{list}: {i}");
+        }
+    }
+    // lane-instance-killed: inventory's gray requests were served in the lane, then fell back
+    // (counted, never a finding), from the window of the kill on.
+    for list in LANE_FINDING_LISTS {
+        for i in report[list].as_array().into_iter().flatten() {
+            let judged = i.get("to_app").or_else(|| i.get("app"));
+            assert!(
+                !(judged == Some(&Value::from("inventory")) && i["lane"] == "gray"),
+                "the killed instance raised {list}: {i}"
+            );
+        }
+    }
+    let coverage = lane_coverage(&report);
+    let inv = coverage
+        .get(&("gray".to_owned(), "inventory".to_owned()))
+        .unwrap_or_else(|| panic!("no gray coverage at inventory: {coverage:?}"));
+    assert!(inv.served_in_lane > 0 && inv.lane_fallback > 0, "{inv:?}");
+    assert_eq!(inv.leaked, 0, "{inv:?}");
+    assert!(
+        inv.in_lane_windows.iter().max() <= inv.fallback_windows.iter().min(),
+        "fallbacks before the kill: {inv:?}"
+    );
+    assert!(
+        report["lane_counts"]["lane_fallback"].as_u64() >= Some(inv.lane_fallback),
+        "{}",
+        report["lane_counts"]
+    );
+    // The lanes page of the group shows them, without JavaScript.
+    let s = crate::support::Server::start(&data, &SCALED);
+    let page = reqwest::blocking::get(format!("http://{}/lanes/mall?from={}", s.api, demo.started))
+        .unwrap()
+        .text()
+        .unwrap()
+        .replace("<!>", "");
+    for finding in [
+        "lane_leak",
+        "lane_tag_dropped",
+        "lane_pollution",
+        "lane_error_spike",
+    ] {
+        assert!(
+            page.contains(&format!(r#"data-finding="{finding}""#)),
+            "{finding} not on /lanes/mall: {page}"
+        );
+    }
+    let cell = &page[page
+        .find(r#"data-app="inventory" data-lane="gray""#)
+        .expect("inventory's gray cell")..];
+    let cell = &cell[..cell.find("</td>").unwrap()];
+    assert!(
+        cell.contains("inventory-gray-1") && cell.contains("absent"),
+        "{cell}"
     );
 }

@@ -86,7 +86,7 @@ fn analyze_and_check(data: &std::path::Path, fixture: &str) -> Value {
         let (ok, table, err) = run_cli(&all);
         assert!(ok, "{err}");
         let sections = table_sections(&table);
-        assert_eq!(sections.len(), 6, "{table}");
+        assert_eq!(sections.len(), 11, "{table}");
         for (title, count, listed, more) in sections {
             let shown = if limit == 0 { count } else { count.min(limit) };
             assert_eq!(
@@ -103,11 +103,13 @@ fn analyze_and_check(data: &std::path::Path, fixture: &str) -> Value {
 }
 
 /// The detection sections of an `analyze` table: (title, the count in its heading, finding
-/// lines listed, the count of its `… and N more` line or 0).
+/// lines listed, the count of its `… and N more` line or 0); the lane counts' block, which
+/// closes the table, is no detection's.
 fn table_sections(table: &str) -> Vec<(String, usize, usize, usize)> {
     table
         .split("\n\n")
         .skip(1)
+        .filter(|block| !block.starts_with("lane counts: "))
         .map(|block| {
             let mut lines = block.lines();
             let heading = lines.next().unwrap();
@@ -370,10 +372,12 @@ fn a_relative_data_dir_works_for_import_and_sql() {
     );
 }
 
-/// A lane fixture imported with its `dyeline.toml`, timeline, spans and metrics, then
-/// analysed with the same config: `check_findings.py` passes it; the data dir (in the temporary
-/// dir returned) and the report.
-fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::PathBuf, Value) {
+/// A lane fixture imported with its `dyeline.toml` (the config returned), timeline, spans and
+/// metrics into a data dir in the temporary dir returned.
+pub(crate) fn lanes_import(
+    fixture: &str,
+    spans: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = temp_dir();
     let data = dir.path().join("data");
     let root = shared_dir().join("fixtures/analysis").join(fixture);
@@ -392,7 +396,38 @@ fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::P
     ]);
     assert!(ok, "import failed: {err}");
     assert!(err.contains("presence signals"), "{err}");
-    let (ok, out, err) = run_cli(&[
+    (dir, data, config)
+}
+
+/// A fixture's timeline and the page query `?from=…&to=…` of its whole capture.
+pub(crate) fn capture_range(fixture: &str) -> (Value, String) {
+    let path = shared_dir()
+        .join("fixtures/analysis")
+        .join(fixture)
+        .join("timeline.json");
+    let timeline: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let range = format!(
+        "?from={}&to={}",
+        timeline["t0_unix_nano"].as_str().unwrap(),
+        timeline["end_unix_nano"].as_str().unwrap()
+    );
+    (timeline, range)
+}
+
+/// A lane fixture imported ([`lanes_import`]), then analysed with the same config:
+/// `check_findings.py` passes it; the data dir (in the temporary dir returned) and the report.
+fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::PathBuf, Value) {
+    let (dir, data, config) = lanes_import(fixture, spans);
+    let root = shared_dir().join("fixtures/analysis").join(fixture);
+    let out = analyze_json(&config, &data, &["--with-decisions"]);
+    check_findings(&out, &dir.path().join("findings.json"), &root);
+    let v = serde_json::from_str(&out).unwrap();
+    (dir, data, v)
+}
+
+/// `dyeline --config CONFIG analyze --data-dir DATA --format json EXTRA...`'s output.
+fn analyze_json(config: &std::path::Path, data: &std::path::Path, extra: &[&str]) -> String {
+    let mut args = vec![
         "--config",
         config.to_str().unwrap(),
         "analyze",
@@ -400,12 +435,11 @@ fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::P
         data.to_str().unwrap(),
         "--format",
         "json",
-        "--with-decisions",
-    ]);
-    assert!(ok, "analyze failed: {err}");
-    check_findings(&out, &dir.path().join("findings.json"), &root);
-    let v = serde_json::from_str(&out).unwrap();
-    (dir, data, v)
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = run_cli(&args);
+    assert!(ok, "analyze {extra:?} failed: {err}");
+    out
 }
 
 #[test]
@@ -419,16 +453,7 @@ fn lanes_small_passes_its_exact_lists_and_shows_on_the_lanes_pages() {
         exp["lane_leaks"].as_array().unwrap().len()
     );
     // The lanes pages over the whole capture, without JavaScript.
-    let timeline: Value = serde_json::from_str(
-        &std::fs::read_to_string(shared_dir().join("fixtures/analysis/lanes-small/timeline.json"))
-            .unwrap(),
-    )
-    .unwrap();
-    let range = format!(
-        "?from={}&to={}",
-        timeline["t0_unix_nano"].as_str().unwrap(),
-        timeline["end_unix_nano"].as_str().unwrap()
-    );
+    let (_, range) = capture_range("lanes-small");
     let s = crate::support::Server::start(&data, &[]);
     let get = |path: &str| {
         let r = reqwest::blocking::get(format!("http://{}{path}{range}", s.api)).unwrap();
@@ -477,7 +502,43 @@ fn lanes_small_passes_its_exact_lists_and_shows_on_the_lanes_pages() {
 
 #[test]
 fn lanes_walk_finds_every_planted_lane_fault_and_nothing_else() {
-    let (_dir, _data, v) = lanes_fixture("lanes-walk", "spans.jsonl.gz");
+    let (_dir, data, v) = lanes_fixture("lanes-walk", "spans.jsonl.gz");
     assert!(!v["lane_error_spike"].as_array().unwrap().is_empty());
     assert!(!v["lane_leaks"].as_array().unwrap().is_empty());
+    // --detections splits the run: the six of §6 alone run no lane rule, the lane types
+    // alone none of the six, and each finds what the full run finds.
+    let config = shared_dir().join("fixtures/analysis/lanes-walk/dyeline.toml");
+    let json = |types: &str| -> Value {
+        serde_json::from_str(&analyze_json(&config, &data, &["--detections", types])).unwrap()
+    };
+    let six = json(
+        "cross_color_hop,missing_decision,drained_side,ratio_deviation,instance_skew,error_spike",
+    );
+    let lane = json("lane_leak,lane_tag_dropped,lane_pollution,lane_tag_changed,lane_error_spike");
+    const LANE_KEYS: [&str; 8] = [
+        "lanes",
+        "lane_leaks",
+        "lane_tags_dropped",
+        "lane_pollution",
+        "lane_tags_changed",
+        "lane_error_spike",
+        "lane_counts",
+        "lane_coverage",
+    ];
+    const SIX_KEYS: [&str; 6] = [
+        "cross_color_hops",
+        "missing_decisions",
+        "drained_side",
+        "ratio_deviation",
+        "instance_skew",
+        "error_spike",
+    ];
+    for key in LANE_KEYS {
+        assert!(six.get(key).is_none(), "{key} with the six only");
+        assert_eq!(lane[key], v[key], "{key}");
+    }
+    for key in SIX_KEYS {
+        assert!(lane.get(key).is_none(), "{key} with the lane types only");
+        assert_eq!(six[key], v[key], "{key}");
+    }
 }

@@ -310,8 +310,8 @@ fn times_at_zero_and_past_2262_are_kept_with_duration_0_or_refused_with_exact_co
     }
 }
 
-/// A receiver refuses a span that ended longer ago than `[store] retention` (partial success,
-/// counted, the message naming the setting); `dyeline import` keeps the same recorded span, and
+/// The receivers (HTTP and gRPC) refuse a span that ended longer ago than `[store] retention`
+/// (partial success, counted, the message naming the setting); `dyeline import` keeps the same recorded span, and
 /// the server started on the data then still holds it (retention deletes files by their write
 /// time, so an imported capture stays the retention from its import).
 #[test]
@@ -343,6 +343,17 @@ fn spans_older_than_the_retention_are_refused_by_the_receivers_and_kept_by_impor
         "{message}"
     );
     assert_eq!(discarded(&s, "older_than_retention"), 1);
+    assert_eq!(count_trace(&s, trace), 1);
+    // The same body over gRPC: the old span refused the same way, the new one a retry.
+    let partial = export_grpc(&s, &body)
+        .partial_success
+        .expect("partial success");
+    assert_eq!(partial.rejected_spans, 1);
+    assert!(
+        partial.error_message.contains("[store] retention = 30days"),
+        "{partial:?}"
+    );
+    assert_eq!(discarded(&s, "older_than_retention"), 2);
     assert_eq!(count_trace(&s, trace), 1);
     assert!(s.stop());
 

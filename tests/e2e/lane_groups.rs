@@ -142,7 +142,47 @@ fn bad_groups_get_their_status_and_change_nothing_and_the_cli_drives_the_api() {
             400,
             "invalid_lane_group",
         ),
+        (
+            "promo",
+            r#"{"apps": ["coupon"], "lanes": {"gray_2": {}}}"#,
+            None,
+            400,
+            "invalid_lane_group",
+        ),
+        (
+            "promo",
+            r#"{"id": "mall", "apps": ["coupon"]}"#,
+            None,
+            400,
+            "invalid_lane_group",
+        ),
+        (
+            "promo",
+            r#"{"apps": ["coupon"], "lanes": {"gray": {"fallback": "base", "weight": 5}}}"#,
+            None,
+            400,
+            "invalid_lane_group",
+        ),
+        (
+            "promo",
+            r#"{"apps": ["coupon"], "thresholds": {"spike_factor": 0.5}}"#,
+            None,
+            400,
+            "invalid_lane_group",
+        ),
+        (
+            "promo",
+            r#"{"apps": ["coupon"], "thresholds": {"min_error_rate": 0.1}}"#,
+            None,
+            400,
+            "invalid_lane_group",
+        ),
+        ("promo", r#"{"apps": [""]}"#, None, 400, "invalid_apps"),
+        ("promo", r#"["coupon"]"#, None, 400, "invalid_body"),
+        ("promo", r#"{"apps": ["coupon""#, None, 400, "invalid_body"),
         ("mall", mall, Some("\"3\""), 412, "version_mismatch"),
+        ("mall", mall, Some("\"0\""), 412, "version_mismatch"),
+        ("mall", mall, Some("soon"), 400, "invalid_if_match"),
     ];
     let mut cases: Vec<Case> = puts
         .into_iter()
@@ -175,6 +215,15 @@ fn bad_groups_get_their_status_and_change_nothing_and_the_cli_drives_the_api() {
         None,
         404,
         "lane_group_not_found",
+    ));
+    cases.push((
+        "DELETE",
+        format!("{g}/mall"),
+        None,
+        Some(TOKEN),
+        Some("\"2\""),
+        412,
+        "version_mismatch",
     ));
     assert_refused(&s, cases, snapshot, before);
     let (_, v, _) = call(

@@ -1,8 +1,9 @@
 //! Presence (domain §7.1): the Python OpenTelemetry SDK's periodic metrics exporter and its
 //! logs exporter keep an idle instance present in `presence` at the times they exported;
-//! malformed metrics and logs bodies get the statuses trace bodies get, and are counted per
-//! signal; `dyeline import` takes a metrics file beside a spans file and records each instance
-//! at each distinct data point time.
+//! malformed metrics and logs bodies get the statuses trace bodies get (HTTP protobuf and JSON,
+//! gzip, too large; gRPC plain and gzip-compressed), and are counted per signal; `dyeline
+//! import` takes a metrics file beside a spans file and records each instance at each distinct
+//! data point time.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -138,6 +139,14 @@ fn malformed_metrics_and_logs_bodies_get_the_trace_statuses_and_are_counted() {
             "oversize",
             vec![json],
             vec![b' '; 100 * 1024],
+            413,
+            "max_body_size",
+            "too_large",
+        ),
+        (
+            "oversize protobuf",
+            vec![pb],
+            vec![0u8; 100 * 1024],
             413,
             "max_body_size",
             "too_large",
@@ -401,4 +410,121 @@ fn import_records_presence_of_a_metrics_file_beside_its_spans() {
     let stored = sql_json(&data, "SELECT count(DISTINCT trace_id) FROM spans");
     assert_eq!(stored[0][0].as_u64(), Some(traces.len() as u64));
     assert!(traces.len() >= 38, "{}", traces.len());
+}
+
+/// gRPC messages compressed with gzip (`grpc-encoding: gzip`) to the three services: a valid
+/// one is accepted and recorded, one inflating past the limit and one that is not gzip get
+/// the same status for metrics and logs as for traces, counted per signal, and cost nothing.
+#[test]
+fn gzip_compressed_grpc_messages_get_the_trace_statuses_for_metrics_and_logs() {
+    use prost::Message;
+
+    let dir = temp_dir();
+    let mut s = Server::start(
+        &dir.path().join("data"),
+        &[("DYELINE_RECEIVER__MAX_BODY_SIZE", "64 KiB")],
+    );
+    let t: u64 = 1_735_812_000_000_000_000;
+    let host = |h: &str| json_resource(h);
+    let metrics = dyeline_collector::json::decode_metrics_request(
+        serde_json::json!({
+            "resourceMetrics": [{"resource": host("gz-metrics-1"), "scopeMetrics": [{"metrics": [
+                {"name": "up", "gauge": {"dataPoints": [{"timeUnixNano": t.to_string(), "asInt": "1"}]}}]}]}]
+        })
+        .to_string()
+        .as_bytes(),
+    )
+    .unwrap();
+    let logs = dyeline_collector::json::decode_logs_request(
+        serde_json::json!({
+            "resourceLogs": [{"resource": host("gz-logs-1"), "scopeLogs": [{"logRecords": [
+                {"timeUnixNano": t.to_string(), "body": {"stringValue": "idle"}}]}]}]
+        })
+        .to_string()
+        .as_bytes(),
+    )
+    .unwrap();
+    let traces = dyeline_collector::json::decode_export_request(
+        serde_json::json!({"resourceSpans": [{"resource": host("gz-traces-1"), "scopeSpans": [{"spans": [
+            {"traceId": "0000000000000000000000000000a11a", "spanId": "000000000000a11a",
+             "name": "ok", "kind": 2, "startTimeUnixNano": t.to_string(),
+             "endTimeUnixNano": (t + 1_000_000).to_string()}]}]}]})
+        .to_string()
+        .as_bytes(),
+    )
+    .unwrap();
+    let services = [
+        ("traces", "trace.v1.TraceService", traces.encode_to_vec()),
+        (
+            "metrics",
+            "metrics.v1.MetricsService",
+            metrics.encode_to_vec(),
+        ),
+        ("logs", "logs.v1.LogsService", logs.encode_to_vec()),
+    ];
+    let bomb = gzip(&vec![0u8; 1024 * 1024]);
+    let mut answers = Vec::new();
+    for (signal, service, valid) in &services {
+        let path = format!("/opentelemetry.proto.collector.{service}/Export");
+        let send = |frame: &[u8]| grpc_unary_gzip(s.grpc, &path, frame).unwrap().0;
+        assert_eq!(
+            send(&gzip(valid)),
+            "0",
+            "{signal}: a valid compressed export"
+        );
+        answers.push((*signal, send(&bomb), send(b"not gzip at all")));
+    }
+    let (_, big, bad) = answers[0].clone();
+    assert_eq!(big, "8", "traces: RESOURCE_EXHAUSTED");
+    assert_eq!(
+        bad, "13",
+        "traces: INTERNAL, a message that does not inflate"
+    );
+    for (signal, b, x) in &answers[1..] {
+        assert_eq!((b, x), (&big, &bad), "{signal} answers as traces do");
+    }
+    let m = s.metrics();
+    for reason in ["too_large", "bad_data"] {
+        assert_eq!(
+            metric(
+                &m,
+                "dyeline_receiver_requests_refused_total",
+                &[("reason", reason)]
+            ),
+            1.0
+        );
+        for signal in ["metrics", "logs"] {
+            let labels = [("signal", signal), ("reason", reason)];
+            let got = metric(
+                &m,
+                "dyeline_receiver_presence_requests_refused_total",
+                &labels,
+            );
+            assert_eq!(got, 1.0, "{signal} {reason}");
+        }
+    }
+    // Each valid export recorded, nothing of the refused ones.
+    assert_eq!(count_all(&s), 1);
+    let rows = s.sql("SELECT instance_id, signal, time_unix_nano FROM presence ORDER BY 1");
+    assert_eq!(
+        rows,
+        [
+            vec![
+                Value::from("gz-logs-1"),
+                Value::from("logs"),
+                Value::from(t as i64)
+            ],
+            vec![
+                Value::from("gz-metrics-1"),
+                Value::from("metrics"),
+                Value::from(t as i64)
+            ],
+        ]
+    );
+    assert!(s.is_running());
+}
+
+/// An OTLP/JSON resource with `host.name` = `host`.
+fn json_resource(host: &str) -> Value {
+    serde_json::json!({"attributes": [{"key": "host.name", "value": {"stringValue": host}}]})
 }

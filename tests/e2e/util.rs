@@ -143,6 +143,25 @@ pub fn grpc_unary_raw(
     path: &str,
     message: &[u8],
 ) -> Result<(String, usize), String> {
+    grpc_unary_frame(addr, path, message, false)
+}
+
+/// As [`grpc_unary_raw`], the message bytes sent as a compressed frame (`grpc-encoding: gzip`,
+/// compressed flag 1): `message` is what the compressed frame holds, gzip or not.
+pub fn grpc_unary_gzip(
+    addr: std::net::SocketAddr,
+    path: &str,
+    message: &[u8],
+) -> Result<(String, usize), String> {
+    grpc_unary_frame(addr, path, message, true)
+}
+
+fn grpc_unary_frame(
+    addr: std::net::SocketAddr,
+    path: &str,
+    message: &[u8],
+    compressed: bool,
+) -> Result<(String, usize), String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -156,17 +175,19 @@ pub fn grpc_unary_raw(
             .map_err(|e| format!("handshake: {e}"))?;
         tokio::spawn(conn);
         let mut client = client.ready().await.map_err(|e| format!("ready: {e}"))?;
-        let request = axum::http::Request::builder()
+        let mut request = axum::http::Request::builder()
             .method("POST")
             .uri(format!("http://{addr}{path}"))
             .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())
-            .map_err(|e| e.to_string())?;
+            .header("te", "trailers");
+        if compressed {
+            request = request.header("grpc-encoding", "gzip");
+        }
+        let request = request.body(()).map_err(|e| e.to_string())?;
         let (response, mut send) = client
             .send_request(request, false)
             .map_err(|e| format!("send: {e}"))?;
-        let mut framed = vec![0u8];
+        let mut framed = vec![u8::from(compressed)];
         framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
         framed.extend_from_slice(message);
         send.send_data(framed.into(), true)

@@ -40,7 +40,7 @@ pub use routes::{Ui, router};
 pub use source::{
     Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLoad, DashboardSource, Detection,
     HopEdge, Identity, InstanceRow, LaneAppRow, LaneCell, LaneCountsView, LaneErrorSeries,
-    LaneFindingRow, LaneGroupLine, LaneGroupView, LaneInstance, LaneScope, LanesIndex, LanesPage,
-    MissingRow, OpLine, Overview, SourceError, Step, StepPoints, TimeRange, TraceHit, TraceSearch,
-    TraceSpan, TraceView, UnknownInstance, WeightPreview, WindowFinding,
+    LaneFindingRow, LaneGroupLine, LaneGroupView, LaneInstance, LaneMarkLine, LaneScope,
+    LanesIndex, LanesPage, MissingRow, OpLine, Overview, SourceError, Step, StepPoints, TimeRange,
+    TraceHit, TraceSearch, TraceSpan, TraceView, UnknownInstance, WeightPreview, WindowFinding,
 };

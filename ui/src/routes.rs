@@ -449,6 +449,20 @@ async fn search(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
                 .map(|v| v.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0))
                 .map(|v| v.ok_or("min_duration_ms: a number ≥ 0"))
                 .transpose()?,
+            lane: param(&p, "lane").map(str::to_owned),
+            lane_tag: param(&p, "lane_tag").map(str::to_owned),
+            lane_group: param(&p, "lane_group").map(str::to_owned),
+            lane_finding: param(&p, "lane_finding")
+                .map(|f| pages::trace::lane_finding_filter(f).ok_or(f))
+                .transpose()
+                .map_err(|o| {
+                    format!(
+                        "lane_finding={o:?}: any or one of {}",
+                        pages::trace::lane_finding_types()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })?,
             limit: param(&p, "limit")
                 .map(|v| v.parse::<usize>().ok().filter(|v| (1..=1000).contains(v)))
                 .map(|v| v.ok_or("limit: 1..1000"))

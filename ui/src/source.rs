@@ -392,15 +392,29 @@ pub struct TraceSpan {
     pub hops: Vec<String>,
     /// Channels this span lacks a decision for.
     pub missing_decision_channels: Vec<String>,
-    /// The lane of its instance (domain §7.1); none for spans stored before lanes were read.
+    /// The lane of its instance (domain §7.1; spans stored before lanes were read are base);
+    /// none when the source tells no lane.
     pub lane: Option<String>,
     /// The lane tag it carries, if any.
     pub lane_tag: Option<String>,
     /// Its intended lane (domain §7.2) for an entry span; `undetermined` when it cannot be told.
     pub intended_lane: Option<String>,
-    /// Lane markers on this span: one line each (a tag dropped here, the request left its
-    /// lane here, base traffic served in a lane here, a tag set here).
-    pub lane_marks: Vec<String>,
+    /// The lane group of its app at its start (none: in no group); its lane links to the
+    /// group's lanes page.
+    pub lane_group: Option<String>,
+    /// Lane markers on this span (a tag dropped here, the request left its lane here, base
+    /// traffic served in a lane here, a tag set here, or an outcome the analyzer counts).
+    pub lane_marks: Vec<LaneMarkLine>,
+}
+
+/// One lane mark on a span.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneMarkLine {
+    /// Its type: `lane_leak`, `lane_tag_dropped`, `lane_pollution`, `lane_tag_changed`,
+    /// `lane_fallback`, `failover`, `reverse_fallback` or `tag_not_recorded`.
+    pub mark: String,
+    /// What it says, one line (lane, apps and reason).
+    pub text: String,
 }
 
 /// The trace page's data: one page of the trace's spans in depth-first order (a trace may
@@ -423,6 +437,8 @@ pub struct TraceView {
     pub hop_spans: usize,
     /// Spans of the whole trace with a missing decision.
     pub missing_spans: usize,
+    /// Spans of the whole trace with a lane mark.
+    pub lane_mark_spans: usize,
     /// This page's spans, depth-first, children by start.
     pub spans: Vec<TraceSpan>,
 }
@@ -442,6 +458,15 @@ pub struct TraceSearch {
     pub hop: Option<bool>,
     /// Minimum duration, ms.
     pub min_duration_ms: Option<f64>,
+    /// A span served by an instance of this lane (domain §7.1).
+    pub lane: Option<String>,
+    /// A span carrying this lane tag.
+    pub lane_tag: Option<String>,
+    /// A span of an app in this lane group at the span's start.
+    pub lane_group: Option<String>,
+    /// With a lane finding of this type (`lane_leak`, `lane_tag_dropped`, `lane_pollution`,
+    /// `lane_tag_changed`) or of any (`any`).
+    pub lane_finding: Option<String>,
     /// At most this many, newest first.
     pub limit: usize,
 }

@@ -49,6 +49,7 @@ fn wide(offset: usize) -> TraceView {
         lane: None,
         lane_tag: None,
         intended_lane: None,
+        lane_group: None,
         lane_marks: vec![],
     };
     TraceView {
@@ -60,6 +61,7 @@ fn wide(offset: usize) -> TraceView {
         end_unix_nano: T0 + WIDE_SPANS as i64,
         hop_spans: 0,
         missing_spans: 0,
+        lane_mark_spans: 0,
         spans: (offset.min(WIDE_SPANS)..(offset + 10).min(WIDE_SPANS))
             .map(span)
             .collect(),
@@ -225,6 +227,7 @@ impl DashboardSource for Fixture {
             end_unix_nano: T0 + 10_000_000,
             hop_spans: 1,
             missing_spans: 0,
+            lane_mark_spans: 1,
             spans: vec![
                 TraceSpan {
                     span_id: "aaaaaaaaaaaaaaaa".into(),
@@ -248,10 +251,8 @@ impl DashboardSource for Fixture {
                     lane: Some("gray".into()),
                     lane_tag: Some("gray".into()),
                     intended_lane: Some("gray".into()),
-                    lane_marks: vec![
-                        "LANE LEAK gray: order (gray) → inventory (base), tag_dropped".into(),
-                        "TAG DROPPED gray by order, in_process".into(),
-                    ],
+                    lane_group: Some("mall".into()),
+                    lane_marks: vec![],
                 },
                 TraceSpan {
                     span_id: "bbbbbbbbbbbbbbbb".into(),
@@ -278,7 +279,18 @@ impl DashboardSource for Fixture {
                     lane: Some("base".into()),
                     lane_tag: None,
                     intended_lane: Some("gray".into()),
-                    lane_marks: vec![],
+                    lane_group: Some("mall".into()),
+                    lane_marks: vec![
+                        LaneMarkLine {
+                            mark: "lane_leak".into(),
+                            text: "LANE LEAK gray: order (gray) → inventory (base), tag_dropped"
+                                .into(),
+                        },
+                        LaneMarkLine {
+                            mark: "lane_tag_dropped".into(),
+                            text: "TAG DROPPED gray by order, in_process".into(),
+                        },
+                    ],
                 },
             ],
         }))
@@ -294,7 +306,9 @@ impl DashboardSource for Fixture {
         Ok(lanes::page(scope))
     }
     async fn search(&self, q: &TraceSearch, _: TimeRange) -> Result<Vec<TraceHit>, SourceError> {
-        Ok(if q.hop == Some(false) {
+        // The trace below is in lane group mall.
+        let other_group = q.lane_group.as_deref().is_some_and(|g| g != "mall");
+        Ok(if q.hop == Some(false) || other_group {
             vec![]
         } else {
             vec![TraceHit {
@@ -542,7 +556,7 @@ async fn a_trace_page_shows_one_page_and_says_how_many_spans_it_left_out() {
 async fn trace_page_marks_the_hop_span_and_search_lists_it() {
     let (status, html, _) = get(&app(Arc::default()), &format!("/traces/{TRACE}"), None).await;
     assert_eq!(status, StatusCode::OK);
-    let hop_row = html.find("data-span-id=\"bbbbbbbbbbbbbbbb\" class=\"span hop error\"");
+    let hop_row = html.find("data-span-id=\"bbbbbbbbbbbbbbbb\" class=\"span hop error lane-mark\"");
     assert!(hop_row.is_some(), "{html}");
     assert!(
         html.contains(

@@ -1,6 +1,7 @@
 //! The alert book: every finding type raises an alert named `Dyeline` + the type in
 //! CamelCase, keyed by its labels (type, channel, app, color, kind; plus instance for skew
-//! and from/to app for hops). An alert fires as soon as a window's condition holds and
+//! and from/to app for hops; a lane finding has lane_group and lane instead of channel and
+//! colour, see `crate::analyze::detect::lane_alerts`). An alert fires as soon as a window's condition holds and
 //! resolves once the condition has not held for one whole window (plus the lateness allowed
 //! for spans); repeated findings update it, never duplicate it. Pure state.
 
@@ -28,8 +29,8 @@ pub enum AlertState {
 /// One alert.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Alert {
-    /// Labels: `alertname`, `type`, `channel`, and where they apply `app`, `color`, `kind`,
-    /// `instance`, `from_app`, `to_app`.
+    /// Labels: `alertname`, `type`, `channel` (or `lane_group` and `lane`), and where they
+    /// apply `app`, `color`, `kind`, `instance`, `from_app`, `to_app`, `reason`, ....
     pub labels: BTreeMap<String, String>,
     /// `summary` (observed value, comparator, threshold), `description`, `exemplar_trace_ids`.
     pub annotations: BTreeMap<String, String>,
@@ -43,6 +44,10 @@ pub struct Alert {
     pub last_window_end_unix_nano: i64,
     /// Up to 5 trace ids for drilldown.
     pub exemplar_trace_ids: Vec<String>,
+    /// The tumbling window of its findings, ns: it resolves once a whole one (plus the
+    /// lateness) passed without them.
+    #[serde(skip)]
+    pub window_ns: i64,
 }
 
 /// A state change to deliver.
@@ -62,12 +67,15 @@ pub struct AlertBook {
 }
 
 /// What the findings of `report` tell the alerts, in the report's order (a hop's summary
-/// counts the hops of its alert seen so far).
-fn observations(report: &Report, config: &AnalyzerConfig) -> Vec<Observation> {
+/// counts the hops of its alert seen so far), each with its window's length (ns).
+fn observations(report: &Report, config: &AnalyzerConfig) -> Vec<(Observation, i64)> {
     let mut seen = AlertCounts::new();
     report
         .findings()
-        .map(|f| f.alert(config.for_channel(f.channel()), &mut seen))
+        .map(|f| {
+            let window = f.window(config).as_nanos().max(1) as i64;
+            (f.alert(config, &mut seen), window)
+        })
         .collect()
 }
 
@@ -75,7 +83,7 @@ impl AlertBook {
     /// Records the findings of one evaluation at `now`; returns alerts that began firing.
     pub fn observe(&mut self, report: &Report, config: &AnalyzerConfig, now: i64) -> Vec<Change> {
         let mut changes = Vec::new();
-        for o in observations(report, config) {
+        for (o, window_ns) in observations(report, config) {
             let key: Vec<(String, String)> = o.labels.clone().into_iter().collect();
             let alert = self.alerts.entry(key).or_insert_with(|| Alert {
                 labels: o.labels.clone(),
@@ -85,6 +93,7 @@ impl AlertBook {
                 ends_at_unix_nano: None,
                 last_window_end_unix_nano: i64::MIN,
                 exemplar_trace_ids: Vec::new(),
+                window_ns,
             });
             // New, or resolved before this window ended: (re)fire. A finding of a window that
             // ended before the alert resolved is old news.
@@ -123,18 +132,16 @@ impl AlertBook {
 
     /// Resolves firing alerts whose condition last held more than one window (plus
     /// `lateness`) ago.
-    pub fn sweep(&mut self, config: &AnalyzerConfig, lateness: i64, now: i64) -> Vec<Change> {
+    pub fn sweep(&mut self, lateness: i64, now: i64) -> Vec<Change> {
         let mut changes = Vec::new();
         for alert in self.alerts.values_mut() {
             if alert.state != AlertState::Firing {
                 continue;
             }
-            let channel = alert.labels.get("channel").map_or("", String::as_str);
-            let window = config.for_channel(channel).window.as_nanos() as i64;
             if now
                 >= alert
                     .last_window_end_unix_nano
-                    .saturating_add(window)
+                    .saturating_add(alert.window_ns)
                     .saturating_add(lateness)
             {
                 alert.state = AlertState::Resolved;
@@ -199,6 +206,51 @@ mod tests {
 
     const S: i64 = 1_000_000_000;
 
+    /// A lane leak fires an alert labelled by lane group and lane, without a channel, and
+    /// resolves by the lane window, not the channels'.
+    #[test]
+    fn a_lane_alert_resolves_by_the_lane_window() {
+        use crate::analyze::detect::lanes::{LaneLeak, LaneReport, LeakReason};
+        let mut cfg = AnalyzerConfig::default();
+        cfg.lanes.window = std::time::Duration::from_secs(10);
+        let t = 1_000 * S + 3 * S;
+        let report = Report {
+            lane: Some(LaneReport {
+                leaks: vec![LaneLeak {
+                    trace_id: "ef".repeat(16),
+                    span_id: "01".repeat(8),
+                    t_unix_nano: t,
+                    group: Some("mall".into()),
+                    lane: "gray".into(),
+                    kind: TrafficKind::Rpc,
+                    reason: LeakReason::TagIgnored,
+                    from_app: "(none)".into(),
+                    from_lane: None,
+                    to_app: "order".into(),
+                    to_lane: "base".into(),
+                    via: Vec::new(),
+                }],
+                ..LaneReport::default()
+            }),
+            ..Report::default()
+        };
+        let mut book = AlertBook::default();
+        let fired = book.observe(&report, &cfg, t + S);
+        let [Change::Fired(a)] = &fired[..] else {
+            panic!("{fired:?}")
+        };
+        assert_eq!(a.labels["alertname"], "DyelineLaneLeak");
+        assert_eq!(
+            (a.labels["lane_group"].as_str(), a.labels["lane"].as_str()),
+            ("mall", "gray")
+        );
+        assert!(!a.labels.contains_key("channel"));
+        assert_eq!(a.exemplar_trace_ids, vec!["ef".repeat(16)]);
+        // window [1000, 1010) s: resolved at 1010 + 10 + lateness 5, not a minute later
+        assert!(book.sweep(5 * S, 1_024 * S).is_empty());
+        assert_eq!(book.sweep(5 * S, 1_025 * S).len(), 1);
+    }
+
     #[test]
     fn fires_once_dedupes_and_resolves_after_a_quiet_window() {
         let cfg = AnalyzerConfig::default();
@@ -231,9 +283,9 @@ mod tests {
         );
         assert_eq!(book.list(None).len(), 1);
         // not resolved while the condition held within the last window
-        assert!(book.sweep(&cfg, 30 * S, w0 + 150 * S).is_empty());
+        assert!(book.sweep(30 * S, w0 + 150 * S).is_empty());
         // resolved once a whole window (+ lateness) passed without it
-        let r = book.sweep(&cfg, 30 * S, w0 + 210 * S);
+        let r = book.sweep(30 * S, w0 + 210 * S);
         assert_eq!(r.len(), 1);
         assert_eq!(book.list(Some(AlertState::Resolved)).len(), 1);
         assert!(book.firing().is_empty());

@@ -10,16 +10,26 @@ use tokio::sync::mpsc;
 
 use super::book::{Alert, AlertState};
 
+/// The dashboard page of `a`: its channel's, or for a lane alert its lane group's (`_ungrouped`
+/// for an app in no group).
+fn page(a: &Alert) -> String {
+    match (a.labels.get("channel"), a.labels.get("lane")) {
+        (None, Some(_)) => format!(
+            "lanes/{}",
+            a.labels
+                .get("lane_group")
+                .map_or("_ungrouped", String::as_str)
+        ),
+        (channel, _) => format!("channels/{}", channel.map_or("", String::as_str)),
+    }
+}
+
 fn am_alert(a: &Alert, external_url: &str) -> Value {
     let mut v = json!({
         "labels": a.labels,
         "annotations": a.annotations,
         "startsAt": rfc3339(a.starts_at_unix_nano),
-        "generatorURL": format!(
-            "{}/channels/{}",
-            external_url.trim_end_matches('/'),
-            a.labels.get("channel").map_or("", String::as_str)
-        ),
+        "generatorURL": format!("{}/{}", external_url.trim_end_matches('/'), page(a)),
     });
     if let Some(end) = a.ends_at_unix_nano {
         v["endsAt"] = json!(rfc3339(end));
@@ -103,4 +113,44 @@ pub fn start(
         }
     });
     tx
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn alert(labels: &[(&str, &str)]) -> Alert {
+        Alert {
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            annotations: BTreeMap::new(),
+            state: AlertState::Firing,
+            starts_at_unix_nano: 0,
+            ends_at_unix_nano: None,
+            last_window_end_unix_nano: 0,
+            exemplar_trace_ids: Vec::new(),
+            window_ns: 1,
+        }
+    }
+
+    #[test]
+    fn an_alert_links_to_its_channel_or_lane_group_page() {
+        let url = |a: &Alert| am_alert(a, "http://d:1/")["generatorURL"].clone();
+        assert_eq!(
+            url(&alert(&[("channel", "trade")])),
+            "http://d:1/channels/trade"
+        );
+        assert_eq!(
+            url(&alert(&[("lane_group", "mall"), ("lane", "gray")])),
+            "http://d:1/lanes/mall"
+        );
+        assert_eq!(
+            url(&alert(&[("lane", "gray")])),
+            "http://d:1/lanes/_ungrouped"
+        );
+    }
 }

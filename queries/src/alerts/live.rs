@@ -1,7 +1,10 @@
 //! Live evaluation in `dyeline serve` (issue: analyzer, item 3): every `alerts.interval` the
 //! analyzer judges the open window and the last closed one (spans up to `alerts.lateness`
-//! late still count), the alert book fires and resolves alerts, and changes are handed to
-//! the delivery queue ([`super::deliver`]).
+//! late still count) with every detection, the lane rules included (each span judged by the
+//! lane group in force at its start, presence from the spans and the OTLP metrics and logs
+//! signals), the alert book fires and resolves alerts, and changes are handed to the
+//! delivery queue ([`super::deliver`]). The lane counts (`lane_fallback`, ...) are no
+//! findings and never alert.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,12 +13,14 @@ use dyeline_model::time::now_unix_nano;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use dyeline_store::table::SpansTable;
+
 use super::book::{Alert, Change, SharedAlerts};
+use crate::analyze::detect::lanes::{LaneReport, LeakReason, PollutionReason};
 use crate::analyze::detect::windows::window_start;
-use crate::analyze::{AnalyzerConfig, analyze};
+use crate::analyze::{AnalyzerConfig, Detection, run};
 use crate::ports::Releases;
 use crate::rollup::SharedRollup;
-use crate::sql::SqlEngine;
 
 /// `[alerts]` settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,8 +67,9 @@ impl Default for AlertSettings {
 
 /// What the live evaluation reads and writes.
 pub struct Live {
-    /// The SQL session it scans the recent windows with.
-    pub engine: Arc<SqlEngine>,
+    /// The store's `spans` (memory ∪ files, with its presence rows) it reads the recent
+    /// windows from.
+    pub spans: Arc<SpansTable>,
     /// The release state (its timeline places spans in channels).
     pub releases: Arc<dyn Releases>,
     /// The alert book it fires and resolves alerts in.
@@ -81,7 +87,7 @@ pub fn spawn(
     mut stop: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let Live {
-        engine,
+        spans,
         releases,
         book,
         rollup,
@@ -96,11 +102,12 @@ pub fn spawn(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let lateness = settings.lateness.as_nanos() as i64;
         let quiet = settings.trace_quiet.as_nanos() as i64;
+        let presence = analyzer.lanes.presence_window.as_nanos() as i64;
         let window = analyzer
             .channels
             .values()
             .map(|t| t.window)
-            .chain(std::iter::once(analyzer.defaults.window))
+            .chain([analyzer.defaults.window, analyzer.lanes.window])
             .max()
             .unwrap_or(Duration::from_secs(60))
             .as_nanos()
@@ -117,12 +124,12 @@ pub fn spawn(
             // One more window is read so that traces starting before `from` keep their
             // root: a trace cut at the range's edge would be judged without it (a hop missed,
             // or reported again from "(none)"). Findings of that extra window are dropped.
-            let mut report = match analyze(
-                engine.context(),
+            let mut report = match run(
+                &spans,
                 &timeline,
                 &analyzer,
-                Some(from - window),
-                Some(now),
+                (Some(from - window), Some(now)),
+                &Detection::ALL,
                 false,
             )
             .await
@@ -164,10 +171,13 @@ pub fn spawn(
             report
                 .error_spike
                 .retain(|d| d.window_start_unix_nano >= from);
+            if let Some(l) = &mut report.lane {
+                settled_lanes(l, from, now - quiet, presence);
+            }
             let (mut changes, firing) = {
                 let mut b = book.lock();
                 let mut c = b.observe(&report, &analyzer, now);
-                c.extend(b.sweep(&analyzer, lateness, now));
+                c.extend(b.sweep(lateness, now));
                 (c, b.firing())
             };
             let resend = now - last_resend >= settings.resend_interval.as_nanos() as i64;
@@ -195,4 +205,106 @@ pub fn spawn(
             }
         }
     })
+}
+
+/// Keeps of the lane findings `l` of one live evaluation those that are settled: per-span
+/// findings of spans started in `[from, settled]` (the rest of their trace has arrived), and
+/// of those, the ones that rest on an app's *absence* from a lane (a strict-lane or
+/// wrong-fallback leak, base traffic in a lane for want of a base instance) only once the
+/// presence window `w` has passed after the span too (a signal up to `w` later would make the
+/// app present: judged earlier, a request served by its fallback would alert falsely). Lane
+/// error spikes are kept from the windows starting at `from` on.
+fn settled_lanes(l: &mut LaneReport, from: i64, settled: i64, w: i64) {
+    let by_presence = settled.saturating_sub(w);
+    let keep =
+        |t: i64, absence: bool| (from..=if absence { by_presence } else { settled }).contains(&t);
+    l.leaks.retain(|f| {
+        let absence = matches!(f.reason, LeakReason::StrictLane | LeakReason::WrongFallback);
+        keep(f.t_unix_nano, absence)
+    });
+    l.tags_dropped.retain(|f| keep(f.t_unix_nano, false));
+    l.pollution
+        .retain(|f| keep(f.t_unix_nano, f.reason == PollutionReason::NoBaseInstance));
+    l.tags_changed.retain(|f| keep(f.t_unix_nano, false));
+    l.error_spikes.retain(|f| f.window_start_unix_nano >= from);
+}
+
+#[cfg(test)]
+mod tests {
+    use dyeline_model::TrafficKind;
+
+    use super::*;
+    use crate::analyze::detect::lanes::{LaneLeak, LanePollution};
+
+    const S: i64 = 1_000_000_000;
+
+    fn leak(t: i64, reason: LeakReason) -> LaneLeak {
+        LaneLeak {
+            trace_id: format!("{t:032x}"),
+            span_id: "01".repeat(8),
+            t_unix_nano: t,
+            group: None,
+            lane: "gray".into(),
+            kind: TrafficKind::Rpc,
+            reason,
+            from_app: "(none)".into(),
+            from_lane: None,
+            to_app: "order".into(),
+            to_lane: "base".into(),
+            via: Vec::new(),
+        }
+    }
+
+    fn pollution(t: i64, reason: PollutionReason) -> LanePollution {
+        LanePollution {
+            trace_id: format!("{t:032x}"),
+            span_id: "02".repeat(8),
+            t_unix_nano: t,
+            group: None,
+            app: "order".into(),
+            lane: "gray".into(),
+            kind: TrafficKind::Rpc,
+            reason,
+            from_app: "(none)".into(),
+        }
+    }
+
+    /// A finding resting on a lane's presence is kept once its trace settled; one resting on
+    /// an absence only once the presence window passed too.
+    #[test]
+    fn absence_findings_wait_for_the_presence_window() {
+        let (from, settled, w) = (100 * S, 200 * S, 30 * S);
+        let mut l = LaneReport {
+            leaks: vec![
+                leak(99 * S, LeakReason::TagIgnored),
+                leak(160 * S, LeakReason::TagIgnored),
+                leak(199 * S, LeakReason::TagDropped),
+                leak(201 * S, LeakReason::TagIgnored),
+                leak(160 * S, LeakReason::StrictLane),
+                leak(180 * S, LeakReason::WrongFallback),
+            ],
+            pollution: vec![
+                pollution(190 * S, PollutionReason::Untagged),
+                pollution(170 * S, PollutionReason::NoBaseInstance),
+                pollution(171 * S, PollutionReason::NoBaseInstance),
+            ],
+            ..LaneReport::default()
+        };
+        settled_lanes(&mut l, from, settled, w);
+        let leaks: Vec<(i64, LeakReason)> = l
+            .leaks
+            .iter()
+            .map(|f| (f.t_unix_nano / S, f.reason))
+            .collect();
+        assert_eq!(
+            leaks,
+            [
+                (160, LeakReason::TagIgnored),
+                (199, LeakReason::TagDropped),
+                (160, LeakReason::StrictLane)
+            ]
+        );
+        let polluted: Vec<i64> = l.pollution.iter().map(|f| f.t_unix_nano / S).collect();
+        assert_eq!(polluted, [190, 170]);
+    }
 }

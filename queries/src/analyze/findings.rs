@@ -1,8 +1,10 @@
 //! What the detections find (domain §6): one record per finding type, each an item of
-//! `dyeline analyze --format json` and of `GET /api/v1/findings` (the six detections by name,
-//! [`Detection`], are the model's). Ids are written as lower-case hex ([`hex128`], [`hex64`]), times as
-//! decimal strings of Unix ns. [`FindingRef`] is one finding of any type, as the readers of
-//! findings see it; each detection's file under `detect/` gives its answers.
+//! `dyeline analyze --format json` and of `GET /api/v1/findings` (the detections by name,
+//! [`Detection`], are the model's; the lane findings of §7 are recorded in
+//! `detect/lanes/findings.rs`). Ids are written as lower-case hex ([`hex128`], [`hex64`]),
+//! times as decimal strings of Unix ns. [`FindingRef`] is one finding of any type, as the
+//! readers of findings see it; each detection's file under `detect/` gives its answers (the
+//! lane findings' in `detect/lane_alerts.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,7 +12,10 @@ pub use dyeline_model::Detection;
 use dyeline_model::{Color, TrafficKind};
 use serde::{Serialize, Serializer};
 
-use super::config::Thresholds;
+use super::config::{AnalyzerConfig, Thresholds};
+use super::detect::lanes::{
+    LaneErrorSpike, LaneLeak, LanePollution, LaneTagChanged, LaneTagDropped,
+};
 
 /// Lower-case 32-digit hex of a trace id.
 pub fn hex128(v: u128) -> String {
@@ -231,6 +236,16 @@ pub enum FindingRef<'a> {
     Skew(&'a InstanceSkew),
     /// §6.6 ([`super::detect::error_spike`]).
     Spike(&'a ErrorSpike),
+    /// §7.3.1 ([`super::detect::lanes`]).
+    Leak(&'a LaneLeak),
+    /// §7.3.2.
+    TagDropped(&'a LaneTagDropped),
+    /// §7.3.3.
+    Pollution(&'a LanePollution),
+    /// §7.3.4.
+    TagChanged(&'a LaneTagChanged),
+    /// §7.4.
+    LaneSpike(&'a LaneErrorSpike),
 }
 
 impl<'a> FindingRef<'a> {
@@ -243,30 +258,73 @@ impl<'a> FindingRef<'a> {
             FindingRef::Ratio(_) => Detection::RatioDeviation,
             FindingRef::Skew(_) => Detection::InstanceSkew,
             FindingRef::Spike(_) => Detection::ErrorSpike,
+            FindingRef::Leak(_) => Detection::LaneLeak,
+            FindingRef::TagDropped(_) => Detection::LaneTagDropped,
+            FindingRef::Pollution(_) => Detection::LanePollution,
+            FindingRef::TagChanged(_) => Detection::LaneTagChanged,
+            FindingRef::LaneSpike(_) => Detection::LaneErrorSpike,
         }
     }
 
-    /// Its channel.
-    pub fn channel(self) -> &'a str {
+    /// Its channel (§6); `None` for a lane finding (§7 judges by lane groups).
+    pub fn channel(self) -> Option<&'a str> {
         match self {
-            FindingRef::Hop(f) => &f.channel,
-            FindingRef::Missing(f) => &f.channel,
-            FindingRef::Drained(f) => &f.channel,
-            FindingRef::Ratio(f) => &f.channel,
-            FindingRef::Skew(f) => &f.channel,
-            FindingRef::Spike(f) => &f.channel,
+            FindingRef::Hop(f) => Some(&f.channel),
+            FindingRef::Missing(f) => Some(&f.channel),
+            FindingRef::Drained(f) => Some(&f.channel),
+            FindingRef::Ratio(f) => Some(&f.channel),
+            FindingRef::Skew(f) => Some(&f.channel),
+            FindingRef::Spike(f) => Some(&f.channel),
+            FindingRef::Leak(_)
+            | FindingRef::TagDropped(_)
+            | FindingRef::Pollution(_)
+            | FindingRef::TagChanged(_)
+            | FindingRef::LaneSpike(_) => None,
         }
     }
 
-    /// The start of its window, Unix ns, for a windowed finding (§6.3–6); `None` for the two
-    /// judged per trace (their time is their span's start).
+    /// The lane group of a lane finding (its app's at the time judged), `None` for one of an
+    /// app in no group and for the findings of §6.
+    pub fn lane_group(self) -> Option<&'a str> {
+        match self {
+            FindingRef::Hop(_)
+            | FindingRef::Missing(_)
+            | FindingRef::Drained(_)
+            | FindingRef::Ratio(_)
+            | FindingRef::Skew(_)
+            | FindingRef::Spike(_) => None,
+            FindingRef::Leak(f) => f.group.as_deref(),
+            FindingRef::TagDropped(f) => f.group.as_deref(),
+            FindingRef::Pollution(f) => f.group.as_deref(),
+            FindingRef::TagChanged(f) => f.group.as_deref(),
+            FindingRef::LaneSpike(f) => f.group.as_deref(),
+        }
+    }
+
+    /// The start of its window, Unix ns, for a windowed finding (§6.3–6, §7.4); `None` for
+    /// those judged per span (their time is their span's start).
     pub fn window_start(self) -> Option<i64> {
         match self {
-            FindingRef::Hop(_) | FindingRef::Missing(_) => None,
+            FindingRef::Hop(_)
+            | FindingRef::Missing(_)
+            | FindingRef::Leak(_)
+            | FindingRef::TagDropped(_)
+            | FindingRef::Pollution(_)
+            | FindingRef::TagChanged(_) => None,
             FindingRef::Drained(f) => Some(f.window_start_unix_nano),
             FindingRef::Ratio(f) => Some(f.window_start_unix_nano),
             FindingRef::Skew(f) => Some(f.window_start_unix_nano),
             FindingRef::Spike(f) => Some(f.window_start_unix_nano),
+            FindingRef::LaneSpike(f) => Some(f.window_start_unix_nano),
+        }
+    }
+
+    /// The tumbling window it is judged in (its channel's, or the lane rules' for a lane
+    /// finding): an alert resolves once a whole one passed without it.
+    pub fn window(self, config: &AnalyzerConfig) -> std::time::Duration {
+        match self.channel() {
+            Some(c) => config.for_channel(c).window,
+            None => config.lanes.window,
         }
     }
 
@@ -279,13 +337,20 @@ impl<'a> FindingRef<'a> {
             FindingRef::Ratio(f) => f.line(),
             FindingRef::Skew(f) => f.line(),
             FindingRef::Spike(f) => f.line(),
+            FindingRef::Leak(f) => f.line(),
+            FindingRef::TagDropped(f) => f.line(),
+            FindingRef::Pollution(f) => f.line(),
+            FindingRef::TagChanged(f) => f.line(),
+            FindingRef::LaneSpike(f) => f.line(),
         }
     }
 
-    /// What it tells the alerts, with `t` the thresholds of its channel. `seen` counts the
-    /// findings of each alert key so far in one evaluation (a hop's summary says how many
-    /// hops of its key there were).
-    pub fn alert(self, t: &Thresholds, seen: &mut AlertCounts) -> Observation {
+    /// What it tells the alerts, with `config`'s thresholds of its channel (or its lane
+    /// window). `seen` counts the findings of each alert key so far in one evaluation (a
+    /// hop's summary says how many hops of its key there were).
+    pub fn alert(self, config: &AnalyzerConfig, seen: &mut AlertCounts) -> Observation {
+        let lane_window = config.lanes.window.as_nanos().max(1) as i64;
+        let t = config.for_channel(self.channel().unwrap_or_default());
         match self {
             FindingRef::Hop(f) => f.alert(t, seen),
             FindingRef::Missing(f) => f.alert(t),
@@ -293,15 +358,26 @@ impl<'a> FindingRef<'a> {
             FindingRef::Ratio(f) => f.alert(),
             FindingRef::Skew(f) => f.alert(t),
             FindingRef::Spike(f) => f.alert(t),
+            FindingRef::Leak(f) => f.alert(lane_window, seen),
+            FindingRef::TagDropped(f) => f.alert(lane_window, seen),
+            FindingRef::Pollution(f) => f.alert(lane_window, seen),
+            FindingRef::TagChanged(f) => f.alert(lane_window, seen),
+            FindingRef::LaneSpike(f) => f.alert(),
         }
     }
 
     /// Its row among the dashboard's window findings, with `t` the thresholds of its
     /// channel; `None` for the findings judged per trace (the dashboard shows them as hop
-    /// edges and missing-decision rows).
+    /// edges and missing-decision rows) and for the lane findings (the lanes pages list them).
     pub fn window_finding(self, t: &Thresholds) -> Option<WindowFinding> {
         match self {
-            FindingRef::Hop(_) | FindingRef::Missing(_) => None,
+            FindingRef::Hop(_)
+            | FindingRef::Missing(_)
+            | FindingRef::Leak(_)
+            | FindingRef::TagDropped(_)
+            | FindingRef::Pollution(_)
+            | FindingRef::TagChanged(_)
+            | FindingRef::LaneSpike(_) => None,
             FindingRef::Drained(f) => Some(f.window_finding()),
             FindingRef::Ratio(f) => Some(f.window_finding()),
             FindingRef::Skew(f) => Some(f.window_finding(t)),
@@ -320,12 +396,18 @@ impl Serialize for FindingRef<'_> {
             FindingRef::Ratio(f) => f.serialize(serializer),
             FindingRef::Skew(f) => f.serialize(serializer),
             FindingRef::Spike(f) => f.serialize(serializer),
+            FindingRef::Leak(f) => f.serialize(serializer),
+            FindingRef::TagDropped(f) => f.serialize(serializer),
+            FindingRef::Pollution(f) => f.serialize(serializer),
+            FindingRef::TagChanged(f) => f.serialize(serializer),
+            FindingRef::LaneSpike(f) => f.serialize(serializer),
         }
     }
 }
 
-/// Labels of an alert: `alertname`, `type`, `channel`, and where they apply `app`, `color`,
-/// `kind`, `instance`, `from_app`, `to_app`. An alert is keyed by them.
+/// Labels of an alert: `alertname`, `type`, `channel` (or `lane_group` and `lane` for a lane
+/// finding), and where they apply `app`, `color`, `kind`, `instance`, `from_app`, `to_app`,
+/// `reason`, .... An alert is keyed by them.
 pub type AlertLabels = BTreeMap<String, String>;
 
 /// Findings per alert key seen so far in one evaluation ([`FindingRef::alert`]).

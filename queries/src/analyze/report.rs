@@ -120,16 +120,16 @@ pub struct Report {
     pub instance_skew: Vec<InstanceSkew>,
     /// §6.6.
     pub error_spike: Vec<ErrorSpike>,
-    /// The detections that ran, when not all six did ([`report_of`]): the lists of the
-    /// others are empty because they were not looked for.
+    /// The detections that ran, when not all did ([`report_of`]): the lists of the others
+    /// are empty because they were not looked for.
     pub detections: Option<Vec<&'static str>>,
-    /// Each instance's lane (domain §7.1), with the lane rules (every detection).
+    /// Each instance's lane (domain §7.1), when a lane detection ran.
     pub lanes: Option<Vec<InstanceLane>>,
     /// The spans on which a lane carrier is present (with the lane rules and
     /// `--with-decisions`).
     pub lane_tags: Option<Vec<SpanLaneTag>>,
-    /// The lane rules' findings, counts and coverage (domain §7.3–7.4), when they ran (with
-    /// every detection).
+    /// The lane rules' findings, counts and coverage (domain §7.3–7.4), when a lane
+    /// detection ran (the lists of those that did not are empty).
     pub lane: Option<LaneReport>,
 }
 
@@ -138,11 +138,32 @@ impl Report {
     /// list's order.
     pub fn findings(&self) -> impl Iterator<Item = FindingRef<'_>> {
         let hops = self.cross_color_hops.iter().map(FindingRef::Hop);
+        let lane = self.lane.as_ref();
         hops.chain(self.missing_decisions.iter().map(FindingRef::Missing))
             .chain(self.drained_side.iter().map(FindingRef::Drained))
             .chain(self.ratio_deviation.iter().map(FindingRef::Ratio))
             .chain(self.instance_skew.iter().map(FindingRef::Skew))
             .chain(self.error_spike.iter().map(FindingRef::Spike))
+            .chain(
+                lane.into_iter()
+                    .flat_map(|l| l.leaks.iter().map(FindingRef::Leak)),
+            )
+            .chain(
+                lane.into_iter()
+                    .flat_map(|l| l.tags_dropped.iter().map(FindingRef::TagDropped)),
+            )
+            .chain(
+                lane.into_iter()
+                    .flat_map(|l| l.pollution.iter().map(FindingRef::Pollution)),
+            )
+            .chain(
+                lane.into_iter()
+                    .flat_map(|l| l.tags_changed.iter().map(FindingRef::TagChanged)),
+            )
+            .chain(
+                lane.into_iter()
+                    .flat_map(|l| l.error_spikes.iter().map(FindingRef::LaneSpike)),
+            )
     }
 
     /// The findings of `d`, in its list's order.
@@ -150,7 +171,7 @@ impl Report {
         self.findings().filter(move |f| f.detection() == d)
     }
 
-    /// True when `d` ran (all six do unless [`Report::detections`] lists some).
+    /// True when `d` ran (all do unless [`Report::detections`] lists some).
     pub fn ran(&self, d: Detection) -> bool {
         self.detections
             .as_ref()
@@ -206,6 +227,7 @@ struct ReportJson<'a> {
 impl Serialize for Report {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let faults = self.baggage_faults_read;
+        let lane = |d: Detection| self.lane.as_ref().filter(|_| self.ran(d));
         ReportJson {
             spans: self.spans,
             instances: &self.instances,
@@ -233,11 +255,11 @@ impl Serialize for Report {
             detections: self.detections.as_deref(),
             lanes: self.lanes.as_deref(),
             lane_tags: self.lane_tags.as_deref(),
-            lane_leaks: self.lane.as_ref().map(|l| &l.leaks[..]),
-            lane_tags_dropped: self.lane.as_ref().map(|l| &l.tags_dropped[..]),
-            lane_pollution: self.lane.as_ref().map(|l| &l.pollution[..]),
-            lane_tags_changed: self.lane.as_ref().map(|l| &l.tags_changed[..]),
-            lane_error_spike: self.lane.as_ref().map(|l| &l.error_spikes[..]),
+            lane_leaks: lane(Detection::LaneLeak).map(|l| &l.leaks[..]),
+            lane_tags_dropped: lane(Detection::LaneTagDropped).map(|l| &l.tags_dropped[..]),
+            lane_pollution: lane(Detection::LanePollution).map(|l| &l.pollution[..]),
+            lane_tags_changed: lane(Detection::LaneTagChanged).map(|l| &l.tags_changed[..]),
+            lane_error_spike: lane(Detection::LaneErrorSpike).map(|l| &l.error_spikes[..]),
             lane_counts: self.lane.as_ref().map(|l| &l.counts),
             lane_coverage: self.lane.as_ref().map(|l| &l.coverage[..]),
         }
@@ -260,9 +282,11 @@ pub fn report(spans: &Spans, config: &AnalyzerConfig, with_decisions: bool) -> R
     report_of(spans, config, with_decisions, &Detection::ALL)
 }
 
-/// The report of already loaded spans for `detections` only (all six when it lists them
-/// all; [`Report::detections`] names them otherwise). The baggage faults are reported
-/// whatever runs (the spans carry their decisions).
+/// The report of already loaded spans for `detections` only (all when it lists them all;
+/// [`Report::detections`] names them otherwise). The baggage faults are reported whatever
+/// runs (the spans carry their decisions). Work is skipped by part: the trace walk of §6.1–2,
+/// the window counts of §6.3–6 and the lane rules of §7 each run only when one of their
+/// detections is asked for.
 pub fn report_of(
     spans: &Spans,
     config: &AnalyzerConfig,
@@ -272,7 +296,8 @@ pub fn report_of(
     let run = |d: Detection| detections.contains(&d);
     let all = Detection::ALL.iter().all(|d| run(*d));
     let traces_run = run(Detection::CrossColorHop) || run(Detection::MissingDecision);
-    let windows_run = detections.iter().any(|d| d.is_windowed());
+    let windows_run = detections.iter().any(|d| d.is_counted());
+    let lanes_run = detections.iter().any(|d| d.is_lane());
     let mut r = Report {
         spans: spans.len() as u64,
         detections: (!all).then(|| detections_named(detections)),
@@ -400,9 +425,8 @@ pub fn report_of(
         let d = traces_part(cross_color_hops, missing_decisions);
         (d, windows_part(false))
     };
-    keep_only(&mut r, detections);
-    // The lane rules (domain §7) run with every detection (a run of some names the six).
-    let lanes_took = all.then(|| {
+    // The lane rules (domain §7) find all five lane types in one pass.
+    let lanes_took = lanes_run.then(|| {
         let started = std::time::Instant::now();
         r.lanes = Some(lanes::instance_lanes(spans));
         if with_decisions {
@@ -411,6 +435,7 @@ pub fn report_of(
         r.lane = Some(lanes::find(spans, &config.lanes));
         started.elapsed()
     });
+    keep_only(&mut r, detections);
     tracing::debug!(
         lanes_ms = lanes_took.map_or(0.0, |d| d.as_secs_f64() * 1e3),
         traces_ms = traces_took.as_secs_f64() * 1e3,
@@ -443,6 +468,23 @@ fn keep_only(r: &mut Report, detections: &[Detection]) {
     }
     if !run(Detection::ErrorSpike) {
         r.error_spike.clear();
+    }
+    if let Some(l) = &mut r.lane {
+        if !run(Detection::LaneLeak) {
+            l.leaks.clear();
+        }
+        if !run(Detection::LaneTagDropped) {
+            l.tags_dropped.clear();
+        }
+        if !run(Detection::LanePollution) {
+            l.pollution.clear();
+        }
+        if !run(Detection::LaneTagChanged) {
+            l.tags_changed.clear();
+        }
+        if !run(Detection::LaneErrorSpike) {
+            l.error_spikes.clear();
+        }
     }
     sort_by_fields!(
         r.drained_side,
@@ -481,19 +523,20 @@ fn keep_only(r: &mut Report, detections: &[Detection]) {
 
 /// The report of windowed counts
 /// ([`count_windows_once`](super::read::files::count_windows_once)) for `detections`, all of
-/// them windowed (§6.3–6): the same findings, spans and instances as [`report_of`] over the
+/// them counted (§6.3–6): the same findings, spans and instances as [`report_of`] over the
 /// same spans; no baggage faults (the decisions are not read).
 ///
 /// # Panics
-/// When `detections` holds a trace detection (§6.1–2): counts cannot judge traces.
+/// When `detections` holds a trace detection (§6.1–2) or a lane one (§7): counts cannot
+/// judge traces, nor lanes.
 pub fn report_windows(
     counts: windows::WindowCounts,
     config: &AnalyzerConfig,
     detections: &[Detection],
 ) -> Report {
     assert!(
-        detections.iter().all(|d| d.is_windowed()),
-        "trace detections need spans, not counts"
+        detections.iter().all(|d| d.is_counted()),
+        "trace and lane detections need spans, not counts"
     );
     let t = std::time::Instant::now();
     let mut r = Report {
@@ -540,7 +583,51 @@ mod tests {
     use dyeline_model::Color;
 
     use super::*;
-    use crate::analyze::testkit::{B, releasing};
+    use crate::analyze::testkit::{B, S, T0, leak_and_spike, releasing};
+
+    #[test]
+    fn lane_detections_run_apart_from_the_six() {
+        let spans = leak_and_spike();
+        let config = AnalyzerConfig::default();
+        let all = report(&spans, &config, false);
+        let leaks = &all.lane.as_ref().unwrap().leaks;
+        assert_eq!(leaks.len(), 1);
+        assert_eq!(
+            (
+                leaks[0].to_app.as_str(),
+                leaks[0].lane.as_str(),
+                leaks[0].t_unix_nano
+            ),
+            ("order", "gray", T0 + 20 * S)
+        );
+        assert_eq!(all.error_spike.len(), 2);
+        // Every finding, the lane ones after the six (the requests carry no decisions).
+        let mut types: Vec<&str> = all.findings().map(|f| f.detection().as_str()).collect();
+        types.dedup();
+        assert_eq!(types, ["missing_decision", "error_spike", "lane_leak"]);
+
+        // The six only: the lane rules do not run, and their keys are left out.
+        let six = report_of(&spans, &config, false, &Detection::BLUE_GREEN);
+        assert!(six.lane.is_none() && six.lanes.is_none());
+        assert_eq!(six.error_spike.len(), 2);
+        let json = serde_json::to_value(&six).unwrap();
+        assert!(json.get("lane_leaks").is_none() && json.get("lane_counts").is_none());
+        assert_eq!(json["detections"].as_array().unwrap().len(), 6);
+
+        // One lane type only: none of the six runs; the other lane lists are not written.
+        let leak = report_of(&spans, &config, false, &[Detection::LaneLeak]);
+        assert!(leak.error_spike.is_empty() && !leak.ran(Detection::ErrorSpike));
+        assert_eq!(leak.lane.as_ref().unwrap().leaks, *leaks);
+        let json = serde_json::to_value(&leak).unwrap();
+        assert_eq!(json["lane_leaks"].as_array().unwrap().len(), 1);
+        assert!(json.get("lane_pollution").is_none() && json.get("error_spike").is_none());
+        assert_eq!(json["lane_counts"]["lane_fallback"], 0);
+        assert_eq!(json["lanes"].as_array().unwrap().len(), 3);
+
+        // Another lane type: the leak is not listed.
+        let other = report_of(&spans, &config, false, &[Detection::LanePollution]);
+        assert_eq!(other.findings().count(), 0);
+    }
 
     #[test]
     fn a_report_of_some_detections_names_them_and_drops_the_others() {

@@ -8,7 +8,7 @@ use dyeline_model::{ChannelId, Color, TrafficKind};
 use super::config::AnalyzerConfig;
 use super::read::resolve::resolve;
 use super::report::{Report, report};
-use super::spans::{Kind, NO_SOURCE, SpanRec, Spans};
+use super::spans::{Kind, LaneFact, NO_SOURCE, SpanRec, Spans};
 
 /// A minute-aligned base time (Unix ns).
 /// A minute-aligned base time (Unix ns).
@@ -39,6 +39,10 @@ pub(crate) struct Sp<'a> {
     pub t: f64,
     pub decisions: &'a [(&'a str, Color)],
     pub error: bool,
+    /// Its instance's lane (`base` by default, else decided by `deploy.lane`).
+    pub lane: &'a str,
+    /// The lane tag it carries.
+    pub tag: Option<&'a str>,
 }
 
 impl Default for Sp<'_> {
@@ -54,6 +58,8 @@ impl Default for Sp<'_> {
             t: 0.0,
             decisions: &[],
             error: false,
+            lane: "base",
+            tag: None,
         }
     }
 }
@@ -89,6 +95,17 @@ impl B {
             .map(|(c, col)| (self.spans.channels.intern(c), *col))
             .collect();
         let decision_set = self.spans.decision_sets.intern(decisions);
+        let lanes = &mut self.spans.lanes;
+        let fact = LaneFact {
+            lane: lanes.names.intern(sp.lane),
+            rule: if sp.lane == "base" {
+                0
+            } else {
+                lanes.rules.intern("deploy.lane")
+            },
+            tag: sp.tag.map(|t| lanes.names.intern(t)),
+        };
+        let lane = lanes.intern(fact);
         let traffic = match sp.kind {
             Kind::Server => Some(TrafficKind::Rpc),
             Kind::Consumer => Some(TrafficKind::Mq),
@@ -112,7 +129,7 @@ impl B {
             blue_percent: 50,
             interval: 0,
             source: NO_SOURCE,
-            lane: 0,
+            lane,
         });
         self
     }
@@ -173,4 +190,29 @@ pub(crate) fn releasing(b: &mut B, ch: &str, apps: &[&str], r: u8) {
     b.channel(ch, apps)
         .op(-100.0, ch, Op::Start)
         .op(-100.0, ch, Op::Ratio(r));
+}
+
+/// A request for lane gray served by order's base instance while its gray instance
+/// serves requests 10 s before and after (present): one lane leak; and a blue-green
+/// spike of case 17.
+pub(crate) fn leak_and_spike() -> Spans {
+    let mut b = B::new();
+    releasing(&mut b, "ch1", &["order"], 50);
+    b.requests("order", "order-b1", Color::Blue, 0.0, 200, 0)
+        .requests("order", "order-g1", Color::Green, 0.0, 200, 30);
+    for (trace, t, instance, lane) in [
+        (7, 10.0, "order-gray1", "gray"),
+        (8, 20.0, "order-b1", "base"),
+        (9, 30.0, "order-gray1", "gray"),
+    ] {
+        b.span(Sp {
+            trace,
+            instance,
+            lane,
+            tag: Some("gray"),
+            t,
+            ..Sp::default()
+        });
+    }
+    b.resolved()
 }

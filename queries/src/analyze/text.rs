@@ -1,11 +1,15 @@
 //! The report for people: the text table of `dyeline analyze` ([`table`]) and the short
 //! summary closing `dyeline demo` ([`summary`]): a header of totals, then one section per
-//! detection that ran, each finding's line written by its detection ([`FindingRef::line`]).
+//! detection that ran, each finding's line written by its detection ([`FindingRef::line`]),
+//! and when the lane rules ran their counts and coverage ([`lane_counts`]).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use comfy_table::{CellAlignment, Table, presets};
 use dyeline_model::Color;
 
+use super::detect::lanes::LaneReport;
 use super::findings::{Detection, FindingRef};
 use super::report::Report;
 
@@ -67,8 +71,68 @@ pub fn summary(r: &Report, per_section: usize) -> String {
     listed(r, Some(per_section), "", "")
 }
 
+/// The lane rules' counts (`lane_fallback`, `failover`, ...: counted, never findings) on one
+/// line, then the lane coverage summed over the windows per lane and app, as a table.
+fn lane_counts(l: &LaneReport) -> String {
+    let c = &l.counts;
+    let mut out = format!(
+        "lane counts: lane_fallback {}, failover {}, tag_not_recorded {}, reverse_fallback {}, \
+         undetermined {}, malformed lane tags {}, invalid instance lanes {}\n",
+        c.lane_fallback,
+        c.failover,
+        c.tag_not_recorded,
+        c.reverse_fallback,
+        c.undetermined,
+        c.malformed_lane_tags,
+        c.invalid_instance_lanes
+    );
+    let mut sums: BTreeMap<(&str, &str), [u64; 6]> = BTreeMap::new();
+    for row in &l.coverage {
+        let s = sums.entry((&row.lane, &row.app)).or_default();
+        let add = [
+            row.served_in_lane,
+            row.lane_fallback,
+            row.failover,
+            row.leaked,
+            row.requests,
+            row.errors,
+        ];
+        for (s, a) in s.iter_mut().zip(add) {
+            *s += a;
+        }
+    }
+    if sums.is_empty() {
+        return out;
+    }
+    let mut t = Table::new();
+    t.load_preset(presets::ASCII_MARKDOWN).set_header([
+        "lane",
+        "app",
+        "served in lane",
+        "lane_fallback",
+        "failover",
+        "leaked",
+        "requests",
+        "errors",
+    ]);
+    for ((lane, app), s) in &sums {
+        t.add_row(
+            [lane.to_string(), app.to_string()]
+                .into_iter()
+                .chain(s.iter().map(u64::to_string)),
+        );
+    }
+    for c in 2..8 {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(out, "lane coverage (summed over windows):\n{t}");
+    out
+}
+
 /// The header, then each section: `gap`, its title and count, its first `limit` lines (all
-/// when `None`), and `  … and N more{hint}` for the rest.
+/// when `None`), and `  … and N more{hint}` for the rest; then the lane counts.
 fn listed(r: &Report, limit: Option<usize>, gap: &str, hint: &str) -> String {
     let mut out = header(r);
     for (title, lines) in sections(r) {
@@ -81,6 +145,9 @@ fn listed(r: &Report, limit: Option<usize>, gap: &str, hint: &str) -> String {
             let _ = writeln!(out, "  … and {} more{hint}", lines.len() - shown);
         }
     }
+    if let Some(l) = &r.lane {
+        let _ = write!(out, "{gap}{}", lane_counts(l));
+    }
     out
 }
 
@@ -88,7 +155,49 @@ fn listed(r: &Report, limit: Option<usize>, gap: &str, hint: &str) -> String {
 mod tests {
     use super::*;
     use crate::analyze::report::report_of;
-    use crate::analyze::testkit::{B, releasing};
+    use crate::analyze::testkit::{B, leak_and_spike, releasing};
+
+    #[test]
+    fn lane_findings_have_sections_and_the_lane_counts_a_table() {
+        let spans = leak_and_spike();
+        let r = report_of(&spans, &Default::default(), false, &Detection::LANE);
+        let t = table(&r, 0);
+        let leak = "lane leaks: 1\n  2023-11-14T22:14:20Z (no group) lane gray: (none)(-) → order(base) RPC tag_ignored trace 00000000000000000000000000000008\n";
+        assert!(t.contains(leak), "{t}");
+        for empty in [
+            "dropped lane tags: 0",
+            "base traffic in a lane: 0",
+            "lane tags set or changed mid-trace: 0",
+            "lane error spikes: 0",
+        ] {
+            assert!(t.contains(empty), "{t}");
+        }
+        assert!(!t.contains("one-sided error spikes"), "{t}");
+        assert!(
+            t.contains("lane counts: lane_fallback 0, failover 0, tag_not_recorded 0"),
+            "{t}"
+        );
+        // order's gray requests: two served in lane, one leaked.
+        let row = t
+            .lines()
+            .find(|l| l.starts_with("| gray"))
+            .unwrap_or_else(|| panic!("{t}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(
+            cells[1..9],
+            ["gray", "order", "2", "0", "0", "1", "2", "0"],
+            "{t}"
+        );
+        // The six only: no lane section, no lane counts.
+        let six = table(
+            &report_of(&spans, &Default::default(), false, &Detection::BLUE_GREEN),
+            0,
+        );
+        assert!(
+            !six.contains("lane") && six.contains("one-sided error spikes: 2"),
+            "{six}"
+        );
+    }
 
     #[test]
     fn only_the_sections_of_detections_run_are_listed_with_the_rest_counted() {

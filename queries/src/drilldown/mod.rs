@@ -13,6 +13,7 @@
 //! single parent walks, and the result is flat (no nested `children`), so serialising and
 //! dropping it do not recurse either.
 
+pub(crate) mod lanes;
 pub mod tree;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -26,10 +27,14 @@ use futures::StreamExt;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::analyze::config::LaneWindows;
+use crate::analyze::detect::lanes::Covered;
+use crate::analyze::detect::lanes::LaneMark;
 use crate::analyze::detect::traces::{FindCounts, find_some};
 use crate::analyze::findings::{CrossColorHop, MissingDecision, hex64};
 use crate::analyze::read::columns::load_columns_sql;
 use crate::analyze::read::loader::Loader;
+use crate::analyze::spans::Spans;
 use crate::sql::SqlError;
 use tree::{TreeSpan, tree_order};
 
@@ -72,6 +77,20 @@ pub struct SpanNode {
     pub hops: Vec<CrossColorHop>,
     /// Channels for which this SERVER/CONSUMER span lacks a decision.
     pub missing_decision_channels: Vec<String>,
+    /// The lane of its instance (domain §7.1; `base` for spans stored before lanes were
+    /// read).
+    pub lane: String,
+    /// The lane tag it carries, if any.
+    pub lane_tag: Option<String>,
+    /// Its intended lane (domain §7.2) for an entry span: a lane, or `undetermined`.
+    pub intended_lane: Option<String>,
+    /// The lane group of its app at its start (none: the app was in no group).
+    pub lane_group: Option<String>,
+    /// What the lane rules found of this span (domain §7.3): a finding on it (`lane_leak`,
+    /// `lane_tag_dropped`, `lane_pollution`, `lane_tag_changed`, as `dyeline analyze` writes
+    /// them) or an outcome the analyzer counts (`lane_fallback`, `failover`,
+    /// `reverse_fallback`, `tag_not_recorded`), each with its `type`.
+    pub lane_marks: Vec<LaneMark>,
 }
 
 /// Which part of a trace's depth-first order a view holds.
@@ -116,6 +135,8 @@ pub struct TraceView {
     pub missing_decision_count: usize,
     /// Spans of the whole trace with at least one missing decision.
     pub missing_decision_span_count: usize,
+    /// Spans of the whole trace with at least one lane mark.
+    pub lane_mark_span_count: usize,
     /// This page's spans, depth-first (roots and spans waiting for their parent by start,
     /// each followed by its children, by start then span id).
     pub spans: Vec<SpanNode>,
@@ -221,6 +242,7 @@ impl First {
 pub async fn trace(
     ctx: &SessionContext,
     timeline: &Timeline,
+    lane_windows: &LaneWindows,
     trace_id: &str,
     page: TracePage,
 ) -> Result<Option<TraceView>, SqlError> {
@@ -241,8 +263,13 @@ pub async fn trace(
     let timeline = timeline.clone();
     let First { loader, kept, .. } = first;
     let had_every_row = kept.is_some();
+    let spans = tokio::task::spawn_blocking(move || loader.finish(&timeline))
+        .await
+        .map_err(internal)?;
+    let around = lanes::around(ctx, &spans, lane_windows).await?;
+    let lane_windows = lane_windows.clone();
     let mut shaped = tokio::task::spawn_blocking(move || {
-        let mut s = Shaped::new(loader, &timeline, page)?;
+        let mut s = Shaped::new(&spans, &lane_windows, &around, page)?;
         // A small trace: its rows are at hand.
         for b in kept.iter().flatten() {
             s.fill(b)?;
@@ -293,6 +320,8 @@ struct Shaped {
     /// Findings by span id (indices into `hops` / `missing`).
     hops_of: HashMap<u64, Vec<usize>>,
     missing_of: HashMap<u64, Vec<usize>>,
+    /// The lane side of the page's spans, in page order, and of the trace.
+    lanes: lanes::ViewLanes,
 }
 
 /// What a page row is matched by: (span id, start, is a SERVER span): the two halves of a
@@ -309,9 +338,14 @@ fn span_number(hex: &str) -> u64 {
 }
 
 impl Shaped {
-    /// The tree, findings and page of the spans `loader` read (no page rows yet).
-    fn new(loader: Loader, timeline: &Timeline, page: TracePage) -> Result<Self, SqlError> {
-        let spans = loader.finish(timeline);
+    /// The tree, findings and page of `spans` (one trace; no page rows yet), the lane marks
+    /// judged with the signals `around` it.
+    fn new(
+        spans: &Spans,
+        lane_windows: &LaneWindows,
+        around: &[Covered],
+        page: TracePage,
+    ) -> Result<Self, SqlError> {
         let tree_spans: Vec<TreeSpan> = spans
             .iter()
             .map(|s| TreeSpan {
@@ -338,7 +372,7 @@ impl Shaped {
         // hold 200,000 of them in strings); all are counted.
         let on_page: HashSet<u64> = placed.iter().map(|p| tree_spans[p.index].span).collect();
         let (mut hops, mut missing) = (Vec::new(), Vec::new());
-        let counts = find_some(&spans, &|id| on_page.contains(&id), &mut hops, &mut missing);
+        let counts = find_some(spans, &|id| on_page.contains(&id), &mut hops, &mut missing);
         drop(on_page);
         let mut hops_of: HashMap<u64, Vec<usize>> = HashMap::new();
         for (k, h) in hops.iter().enumerate() {
@@ -351,6 +385,7 @@ impl Shaped {
                 .or_default()
                 .push(k);
         }
+        let lanes = lanes::view_lanes(spans, lane_windows, around, placed.iter().map(|p| p.index));
         let start = spans.iter().map(|s| s.start).min().unwrap_or(0);
         let end = spans
             .iter()
@@ -374,6 +409,7 @@ impl Shaped {
             counts,
             hops_of,
             missing_of,
+            lanes,
         })
     }
 
@@ -390,7 +426,15 @@ impl Shaped {
         let mut page_hops = Vec::new();
         let mut page_missing = Vec::new();
         let mut nodes: Vec<SpanNode> = Vec::with_capacity(self.rows.len());
-        for mut node in std::mem::take(&mut self.rows).into_iter().flatten() {
+        let rows = std::mem::take(&mut self.rows).into_iter().enumerate();
+        for (pos, mut node) in rows.filter_map(|(pos, r)| Some((pos, r?))) {
+            if let Some(l) = self.lanes.rows.get_mut(pos) {
+                node.lane = std::mem::take(&mut l.lane);
+                node.lane_tag = l.tag.take();
+                node.intended_lane = l.intended.take();
+                node.lane_group = l.group.take();
+                node.lane_marks = std::mem::take(&mut l.marks);
+            }
             // Findings are of SERVER and CONSUMER spans only: the CLIENT half of a shared
             // span id takes none of its SERVER half's.
             let judged = [SpanKind::Server, SpanKind::Consumer]
@@ -435,6 +479,7 @@ impl Shaped {
             hop_span_count: self.counts.hop_spans,
             missing_decision_count: self.counts.missing,
             missing_decision_span_count: self.counts.missing_spans,
+            lane_mark_span_count: self.lanes.marked_spans,
             spans: nodes,
             cross_color_hops: page_hops.iter().map(|&k| self.hops[k].clone()).collect(),
             missing_decisions: page_missing
@@ -576,6 +621,11 @@ fn fill_rows(
             waiting_for_parent: p.waiting_for_parent,
             hops: Vec::new(),
             missing_decision_channels: Vec::new(),
+            lane: String::new(),
+            lane_tag: None,
+            intended_lane: None,
+            lane_group: None,
+            lane_marks: Vec::new(),
         });
     }
     Ok(())

@@ -147,6 +147,7 @@ async fn view_in(
     trace(
         ctx,
         timeline,
+        &crate::analyze::config::LaneWindows::default(),
         &TRACE.to_ascii_uppercase(),
         TracePage { offset, limit },
     )
@@ -216,6 +217,24 @@ async fn pages_read_either_way_make_up_the_whole_trace() {
         ),
         ("10", "51", 2)
     );
+    // Spans stored before lanes were read are base; a root's request is meant for base, the
+    // span whose parent is absent cannot be told (domain §7.2), and nothing is marked.
+    let intended: Vec<Option<&str>> = whole
+        .spans
+        .iter()
+        .map(|s| s.intended_lane.as_deref())
+        .collect();
+    assert_eq!(intended[0], Some("base"));
+    assert_eq!(intended[5], Some("undetermined"));
+    assert!(
+        whole
+            .spans
+            .iter()
+            .all(|s| s.lane == "base" && s.lane_tag.is_none() && s.lane_marks.is_empty()),
+        "{:?}",
+        whole.spans
+    );
+    assert_eq!(whole.lane_mark_span_count, 0);
     // Pages of 3 (a second scan fills them): the same spans, rows and all.
     let mut paged = Vec::new();
     let mut offset = Some(0);
@@ -238,6 +257,7 @@ async fn pages_read_either_way_make_up_the_whole_trace() {
     let none = trace(
         &ctx,
         &Timeline::default(),
+        &crate::analyze::config::LaneWindows::default(),
         &"e".repeat(32),
         TracePage {
             offset: 0,

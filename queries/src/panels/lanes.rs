@@ -9,7 +9,9 @@ use dyeline_model::release::LaneGroup;
 
 use super::TimeRange;
 use crate::analyze::Report;
-use crate::analyze::detect::lanes::{LaneCounts, LaneReport};
+use crate::analyze::detect::lanes::{
+    LaneCounts, LaneLeak, LaneMark, LaneReport, LaneTagChanged, LaneTagDropped,
+};
 use crate::analyze::spans::{Kind, Spans};
 
 /// Example traces kept per finding row.
@@ -190,6 +192,69 @@ fn seen_lanes(spans: &Spans, apps: &BTreeSet<&str>) -> Vec<String> {
     lanes.into_iter().collect()
 }
 
+/// Where a leak went: `from (lane) → to (lane) via apps`.
+fn leak_place(f: &LaneLeak) -> String {
+    let from = match &f.from_lane {
+        Some(lane) => format!("{} ({lane})", f.from_app),
+        None => f.from_app.clone(),
+    };
+    let via = if f.via.is_empty() {
+        String::new()
+    } else {
+        format!(" via {}", f.via.join(", "))
+    };
+    format!("{from} → {} ({}){via}", f.to_app, f.to_lane)
+}
+
+/// Where a tag was dropped: `dropped_by → app`.
+fn dropped_place(f: &LaneTagDropped) -> String {
+    format!("{} → {}", f.dropped_by, f.app)
+}
+
+/// Where a tag was set or changed: `from (lane) → to (lane)`.
+fn changed_place(f: &LaneTagChanged) -> String {
+    format!(
+        "{} ({}) → {} ({})",
+        f.from_app, f.from_lane, f.to_app, f.to_lane
+    )
+}
+
+/// One line of a lane mark on a trace page's span (domain §7.3), in the words of the lanes
+/// page's finding rows.
+pub fn lane_mark_line(m: &LaneMark) -> String {
+    match m {
+        LaneMark::LaneLeak(f) => format!(
+            "LANE LEAK {}: {}, {}",
+            f.lane,
+            leak_place(f),
+            f.reason.as_str()
+        ),
+        LaneMark::LaneTagDropped(f) => format!(
+            "TAG DROPPED {}: {}, {}",
+            f.lane,
+            dropped_place(f),
+            f.where_.as_str()
+        ),
+        LaneMark::LanePollution(f) => format!(
+            "LANE POLLUTION {}: base traffic from {}, {}",
+            f.lane,
+            f.from_app,
+            f.reason.as_str()
+        ),
+        LaneMark::LaneTagChanged(f) => {
+            format!("TAG CHANGED: {}, {}", changed_place(f), f.reason.as_str())
+        }
+        LaneMark::LaneFallback { lane } => format!("FALLBACK {lane} → base: no {lane} instance"),
+        LaneMark::Failover { lane } => format!("FAILOVER from {lane}: a retry after {lane} failed"),
+        LaneMark::ReverseFallback { lane } => {
+            format!("REVERSE FALLBACK base → {lane}: no base instance")
+        }
+        LaneMark::TagNotRecorded { lane } => {
+            format!("TAG NOT RECORDED {lane}: carried again below")
+        }
+    }
+}
+
 /// The finding rows of the scope (a group id, or `None` for no group), grouped.
 fn findings_of(l: &LaneReport, scope: Option<&str>) -> Vec<FindingRow> {
     let mut rows: BTreeMap<(&'static str, String, String, String, String), FindingRow> =
@@ -229,16 +294,7 @@ fn findings_of(l: &LaneReport, scope: Option<&str>) -> Vec<FindingRow> {
         }
     };
     for f in &l.leaks {
-        let from = match &f.from_lane {
-            Some(lane) => format!("{} ({lane})", f.from_app),
-            None => f.from_app.clone(),
-        };
-        let via = if f.via.is_empty() {
-            String::new()
-        } else {
-            format!(" via {}", f.via.join(", "))
-        };
-        let place = format!("{from} → {} ({}){via}", f.to_app, f.to_lane);
+        let place = leak_place(f);
         add(
             &f.group,
             "lane_leak",
@@ -251,7 +307,7 @@ fn findings_of(l: &LaneReport, scope: Option<&str>) -> Vec<FindingRow> {
         );
     }
     for f in &l.tags_dropped {
-        let place = format!("{} → {}", f.dropped_by, f.app);
+        let place = dropped_place(f);
         add(
             &f.group,
             "lane_tag_dropped",
@@ -277,10 +333,7 @@ fn findings_of(l: &LaneReport, scope: Option<&str>) -> Vec<FindingRow> {
         );
     }
     for f in &l.tags_changed {
-        let place = format!(
-            "{} ({}) → {} ({})",
-            f.from_app, f.from_lane, f.to_app, f.to_lane
-        );
+        let place = changed_place(f);
         add(
             &f.group,
             "lane_tag_changed",

@@ -1,4 +1,4 @@
-//! `dyeline analyze`: the post-mortem run of the six detections (domain §6) over a data dir's
+//! `dyeline analyze`: the post-mortem run of the detections (domain §6 and §7) over a data dir's
 //! spans and its control plane's history (e.g. recorded by `dyeline import --timeline`).
 //! JSON (the format `../shared/tools/check_findings.py` reads) or a table on stdout; logs on
 //! stderr. The analysis and its text are `dyeline_queries::analyze`'s ([`analyze::run`],
@@ -37,16 +37,19 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub with_decisions: bool,
     /// Run only these detections (comma-separated finding types: cross_color_hop,
-    /// missing_decision, drained_side, ratio_deviation, instance_skew, error_spike).
-    /// Default: all six. With only windowed ones (the last four) and no --with-decisions,
-    /// the span ids, decisions and ends are not read, which makes the run faster.
+    /// missing_decision, drained_side, ratio_deviation, instance_skew, error_spike, and the
+    /// lane ones lane_leak, lane_tag_dropped, lane_pollution, lane_tag_changed,
+    /// lane_error_spike). Default: all. With only drained_side, ratio_deviation,
+    /// instance_skew and error_spike and no --with-decisions, the span ids, decisions and ends
+    /// are not read, which makes the run faster; without a lane type the lane rules do not
+    /// run, without one of the first six their work is skipped.
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub detections: Vec<dyeline_queries::analyze::Detection>,
 }
 
 /// Runs the analysis of `config.data_dir` between `from` and `to` (RFC 3339 or Unix ns) and
 /// prints it: JSON (every finding), or [`text::table`] with at most `limit` findings per
-/// detection (0: all). No `detections`: all six.
+/// detection (0: all). No `detections`: all.
 ///
 /// # Errors
 /// A missing or unreadable data dir, a time that does not parse, a failed scan.
@@ -71,7 +74,7 @@ pub async fn run(
 }
 
 /// The report of `detections` over the spans of `config.data_dir` starting in `[from, to)`
-/// (Unix ns; all when absent; all six detections when none is given) against its control
+/// (Unix ns; all when absent; every detection when none is given) against its control
 /// plane's history, with `config.analyzer`'s thresholds ([`analyze::run`], which chooses
 /// between counting and loading the spans). Opens the store and the control plane read-only,
 /// so a server may hold the data dir.
@@ -436,7 +439,7 @@ mod tests {
         let timeline = plane.timeline();
         let windowed: Vec<Detection> = Detection::ALL
             .into_iter()
-            .filter(|d| d.is_windowed())
+            .filter(|d| d.is_counted())
             .collect();
         let json = |r: &Report| serde_json::to_value(r).unwrap();
         let whole = load(engine.context(), &timeline, None, None).await.unwrap();

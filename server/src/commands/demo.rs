@@ -3,8 +3,13 @@
 //! scripted release through the control API, at `--speed` times real time.
 //!
 //! At speed N the fleet sends N times the requests per second and the analyzer's window and
-//! grace (and the live alerts' interval, lateness and trace quiet time) are divided by N, so
-//! every window holds as many requests as at speed 1. The run ends at the end of the script
+//! grace, the lane window and presence window (and the live alerts' interval, lateness and
+//! trace quiet time) are divided by N, so every window holds as many requests as at speed 1;
+//! the instances export their metrics N times as often.
+//!
+//! The gray release beside the blue-green one needs the lane rule and carrier of
+//! [`LANES_TOML`] (the Nacos metadata marker, the seed-001 header `gray`): the demo's defaults
+//! hold them, under the user's own file, environment and flags. The run ends at the end of the script
 //! (or after `--duration`, the fleet then sending steady traffic past the script), or on
 //! Ctrl-C / SIGTERM; the store is flushed either way, so `dyeline serve --data-dir` and
 //! `dyeline analyze --data-dir` can open the data directory afterwards.
@@ -13,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dyeline_control::{ApiToken, Role};
-use dyeline_sim::fleet::{Faults, Fleet, FleetConfig};
+use dyeline_sim::fleet::{Faults, Fleet, FleetConfig, LANES_TOML};
 use dyeline_sim::script::{self, ControlWriter, PLAN_SECS};
 use tokio::sync::{oneshot, watch};
 
@@ -30,7 +35,8 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
     /// Faults to show: all, none, or a comma list of legacy-hop, error-spike, instance-skew,
-    /// job-left-running, consumers-not-stopped, unequal-clusters.
+    /// job-left-running, consumers-not-stopped, unequal-clusters, lane-tag-ignored,
+    /// lane-tag-dropped, lane-pollution, lane-mq-leak, lane-instance-killed, lane-error-spike.
     #[arg(long, default_value = "all")]
     pub faults: String,
     /// Stop after this long (e.g. 150s, 10m); default: at the end of the script. Past the
@@ -73,11 +79,14 @@ pub struct DemoOptions {
 }
 
 /// The demo's defaults under any file, environment and flags: a fresh temporary data
-/// directory (`<tmp>/dyeline-demo-<pid>-<ms>`), ports chosen by the OS on 127.0.0.1, and no
-/// fsync per write (`store.fsync = "never"`).
+/// directory (`<tmp>/dyeline-demo-<pid>-<ms>`), ports chosen by the OS on 127.0.0.1, no
+/// fsync per write (`store.fsync = "never"`), and the fleet's lane rule and carrier
+/// ([`LANES_TOML`]).
 pub fn defaults() -> Config {
+    use figment::Figment;
+    use figment::providers::{Format, Serialized, Toml};
     let stamp = dyeline_model::time::now_unix_nano() / 1_000_000;
-    Config {
+    let base = Config {
         data_dir: std::env::temp_dir().join(format!("dyeline-demo-{}-{stamp}", std::process::id())),
         otlp_grpc_addr: ([127, 0, 0, 1], 0).into(),
         otlp_http_addr: ([127, 0, 0, 1], 0).into(),
@@ -88,15 +97,20 @@ pub fn defaults() -> Config {
             ..crate::config::StoreSettings::default()
         },
         ..Config::default()
-    }
+    };
+    Figment::from(Serialized::defaults(base))
+        .merge(Toml::string(LANES_TOML))
+        .extract()
+        .expect("the fleet's lane settings are a valid configuration")
 }
 
 fn scaled(d: Duration, speed: f64, floor: Duration) -> Duration {
     d.div_f64(speed).max(floor)
 }
 
-/// Divides the analyzer's windows and grace periods and the live alerts' interval, lateness
-/// and trace quiet time by `speed` (windows at least 1 s, the interval at least 1 s).
+/// Divides the analyzer's windows and grace periods, the lane window and presence window, and
+/// the live alerts' interval, lateness and trace quiet time by `speed` (windows at least 1 s,
+/// the interval at least 1 s).
 pub fn scale_for_speed(config: &mut Config, speed: f64) {
     let sec = Duration::from_secs(1);
     for t in
@@ -105,6 +119,9 @@ pub fn scale_for_speed(config: &mut Config, speed: f64) {
         t.window = scaled(t.window, speed, sec);
         t.grace = scaled(t.grace, speed, Duration::ZERO);
     }
+    let lanes = &mut config.analyzer.lanes;
+    lanes.window = scaled(lanes.window, speed, sec);
+    lanes.presence_window = scaled(lanes.presence_window, speed, sec);
     let a = &mut config.alerts;
     // Each evaluation reads as many spans whatever the speed; more than one a second would
     // cost the collector its CPU on a small machine.
@@ -149,6 +166,12 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
     let token = write_token(&config)?;
     let window = config.analyzer.defaults.window;
     let grace = config.analyzer.defaults.grace;
+    let lanes = config.analyzer.lanes.clone();
+    let fleet = FleetSettings {
+        lane_carriers: config.lane_carriers.clone(),
+        // A quarter of the presence window: an idle instance stays present between exports.
+        metrics_interval: lanes.presence_window / 4,
+    };
     // The same settings (the window and grace scaled for the speed) analyse the run at the end.
     let analysis_config = config.clone();
     let (bound_tx, bound_rx) = oneshot::channel::<Bound>();
@@ -190,7 +213,7 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
     };
     println!("data dir: {}{temporary}", data_dir.display());
     let run_started = dyeline_model::time::now_unix_nano();
-    let result = drive(&bound, &token, &opts, window, signal).await;
+    let result = drive(&bound, &token, &opts, window, fleet, signal).await;
     let _ = stop_tx.send(());
     let served = server.await;
     // `serve` returned: what is left are idle tasks; do not block the async caller on them.
@@ -231,9 +254,11 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
             String::new()
         } else {
             format!(
-                "DYELINE_ANALYZER__DEFAULTS__WINDOW={}ms DYELINE_ANALYZER__DEFAULTS__GRACE={}ms ",
+                "DYELINE_ANALYZER__DEFAULTS__WINDOW={}ms DYELINE_ANALYZER__DEFAULTS__GRACE={}ms DYELINE_ANALYZER__LANES__WINDOW={}ms DYELINE_ANALYZER__LANES__PRESENCE_WINDOW={}ms ",
                 window.as_millis(),
-                grace.as_millis()
+                grace.as_millis(),
+                lanes.window.as_millis(),
+                lanes.presence_window.as_millis()
             )
         };
         // The binary as run (`cargo run` users have no `dyeline` on their PATH).
@@ -256,6 +281,12 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
     result
 }
 
+/// What the fleet takes from the configuration.
+struct FleetSettings {
+    lane_carriers: Vec<dyeline_model::LaneCarrier>,
+    metrics_interval: Duration,
+}
+
 /// Starts the fleet and the script; returns when the run is over, after the fleet's spans
 /// were flushed to the collector.
 async fn drive(
@@ -263,6 +294,7 @@ async fn drive(
     token: &str,
     opts: &DemoOptions,
     window: Duration,
+    fleet: FleetSettings,
     signal: impl std::future::Future<Output = ()>,
 ) -> Result<(), BoxError> {
     let base = format!("http://{}", bound.api);
@@ -276,6 +308,8 @@ async fn drive(
             speed: opts.speed,
             rate: RATE_PER_SEC,
             faults: opts.faults,
+            lane_carriers: fleet.lane_carriers,
+            metrics_interval: fleet.metrics_interval,
         })
         .await?,
     );
@@ -339,4 +373,26 @@ async fn drive(
 /// `--data-dir` given (flag, file or environment) or a temporary one.
 pub fn is_temporary(config: &Config, defaults: &Config) -> bool {
     config.data_dir == defaults.data_dir
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The demo's defaults carry the fleet's lane rule and carrier, and pass the checks a
+    /// user's file gets; the lane windows scale with the speed like the others.
+    #[test]
+    fn the_defaults_read_the_fleets_lanes_and_scale_with_speed() {
+        let mut c = Config::load_over(defaults(), None, figment::Figment::new()).unwrap();
+        assert_eq!(
+            c.lane_rules.iter().map(|r| r.key()).collect::<Vec<_>>(),
+            vec!["nacos.metadata.gray"]
+        );
+        assert_eq!(c.lane_carriers[0].key, "http.request.header.gray");
+        let (w, p) = (c.analyzer.lanes.window, c.analyzer.lanes.presence_window);
+        scale_for_speed(&mut c, 5.0);
+        assert_eq!(c.analyzer.lanes.window, w / 5);
+        assert_eq!(c.analyzer.lanes.presence_window, p / 5);
+        assert_eq!(c.analyzer.defaults.window, Duration::from_secs(12));
+    }
 }

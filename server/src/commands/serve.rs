@@ -337,8 +337,6 @@ pub async fn serve(
     let sql = SqlEngine::bounded(store.table(), config.sql.bounds())?;
     sql.register_table("presence", store.presence_table())?;
     sql.metrics().register(&mut registry);
-    let live_engine = Arc::new(SqlEngine::new(store.table())?);
-    live_engine.register_table("presence", store.presence_table())?;
     let auth = Arc::new(Auth::new(
         api_tokens(&config)?,
         config.api.read_requires_token,
@@ -407,7 +405,7 @@ pub async fn serve(
             config.alerts.clone(),
             config.analyzer.clone(),
             dyeline_queries::alerts::Live {
-                engine: Arc::clone(&live_engine),
+                spans: store.table(),
                 releases: Arc::new(PlaneReleases(Arc::clone(&plane))),
                 book: alert_book,
                 rollup,

@@ -18,9 +18,9 @@ use dyeline_queries::{SqlError, drilldown, search};
 use dyeline_ui::{
     Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLoad, DashboardSource, HopEdge,
     Identity, InstanceRow, LaneAppRow, LaneCell, LaneCountsView, LaneErrorSeries, LaneFindingRow,
-    LaneGroupLine, LaneGroupView, LaneInstance, LaneScope, LanesIndex, LanesPage, MissingRow,
-    OpLine, Overview, SourceError, Step, TimeRange, TraceHit, TraceSearch, TraceSpan, TraceView,
-    UnknownInstance, WeightPreview, WindowFinding,
+    LaneGroupLine, LaneGroupView, LaneInstance, LaneMarkLine, LaneScope, LanesIndex, LanesPage,
+    MissingRow, OpLine, Overview, SourceError, Step, TimeRange, TraceHit, TraceSearch, TraceSpan,
+    TraceView, UnknownInstance, WeightPreview, WindowFinding,
 };
 use parking_lot::Mutex;
 
@@ -144,6 +144,27 @@ impl Inner {
     }
 
     fn alerts_of(&self, channel: &str) -> Vec<AlertLine> {
+        self.alerts_where(
+            |l| l.get("channel").map(String::as_str) == Some(channel),
+            "channel",
+        )
+    }
+
+    /// The alerts of the lane findings of lane group `group` (`None`: of apps in no group).
+    fn lane_alerts_of(&self, group: Option<&str>) -> Vec<AlertLine> {
+        self.alerts_where(
+            |l| l.contains_key("lane") && l.get("lane_group").map(String::as_str) == group,
+            "lane_group",
+        )
+    }
+
+    /// The alerts whose labels `keep` keeps, firing first, newest first, each with its
+    /// labels but `alertname` and `scope` (the label the page is of).
+    fn alerts_where(
+        &self,
+        keep: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
+        scope: &str,
+    ) -> Vec<AlertLine> {
         let mut v: Vec<AlertLine> = self
             .state
             .analysis
@@ -151,7 +172,7 @@ impl Inner {
             .lock()
             .list(None)
             .into_iter()
-            .filter(|a| a.labels.get("channel").map(String::as_str) == Some(channel))
+            .filter(|a| keep(&a.labels))
             .map(|a| AlertLine {
                 name: a.labels.get("alertname").cloned().unwrap_or_default(),
                 state: match a.state {
@@ -161,7 +182,7 @@ impl Inner {
                 labels: a
                     .labels
                     .iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "alertname" | "channel"))
+                    .filter(|(k, _)| k.as_str() != "alertname" && k.as_str() != scope)
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect::<Vec<_>>()
                     .join(" "),
@@ -343,10 +364,18 @@ fn trace_span(node: drilldown::SpanNode) -> TraceSpan {
         waiting_for_parent: node.waiting_for_parent,
         hops: node.hops.iter().map(hop_line).collect(),
         missing_decision_channels: node.missing_decision_channels,
-        lane: None,
-        lane_tag: None,
-        intended_lane: None,
-        lane_marks: vec![],
+        lane: Some(node.lane),
+        lane_tag: node.lane_tag,
+        intended_lane: node.intended_lane,
+        lane_group: node.lane_group,
+        lane_marks: node
+            .lane_marks
+            .iter()
+            .map(|m| LaneMarkLine {
+                mark: m.as_str().to_owned(),
+                text: lanes::lane_mark_line(m),
+            })
+            .collect(),
     }
 }
 
@@ -483,9 +512,15 @@ impl DashboardSource for DashboardAdapter {
             offset,
             limit: page_size,
         };
-        let view = drilldown::trace(state.analysis.sql.context(), &timeline, trace_id, page)
-            .await
-            .map_err(sql_error)?;
+        let view = drilldown::trace(
+            state.analysis.sql.context(),
+            &timeline,
+            &state.analysis.analyzer.lanes,
+            trace_id,
+            page,
+        )
+        .await
+        .map_err(sql_error)?;
         Ok(view.map(|v| {
             state.analysis.trace_views.served(&v);
             TraceView {
@@ -497,6 +532,7 @@ impl DashboardSource for DashboardAdapter {
                 end_unix_nano: v.end_time_unix_nano.parse().unwrap_or(0),
                 hop_spans: v.hop_span_count,
                 missing_spans: v.missing_decision_span_count,
+                lane_mark_spans: v.lane_mark_span_count,
                 spans: v.spans.into_iter().map(trace_span).collect(),
             }
         }))
@@ -543,6 +579,7 @@ impl DashboardSource for DashboardAdapter {
             },
             LaneScope::Ungrouped => None,
         };
+        let alerts = self.inner.lane_alerts_of(scope.map(|g| g.id().as_str()));
         let snap = self.snapshot(range).await?;
         let step = dyeline_ui::range::step_ns(&range);
         let w = self.inner.state.analysis.analyzer.lanes.presence_window;
@@ -557,6 +594,7 @@ impl DashboardSource for DashboardAdapter {
             w,
         );
         Ok(Some(LanesPage {
+            alerts,
             group: p.group.map(|g| LaneGroupView {
                 id: g.id,
                 entry_apps: g.entry_apps,
@@ -617,12 +655,24 @@ impl DashboardSource for DashboardAdapter {
             error: q.error,
             hop: q.hop,
             min_duration_ms: q.min_duration_ms,
+            lane: q.lane.clone(),
+            lane_tag: q.lane_tag.clone(),
+            lane_group: q.lane_group.clone(),
+            lane_finding: q
+                .lane_finding
+                .as_deref()
+                .and_then(search::lane_finding_type),
             from: range.from_unix_nano,
             to: range.to_unix_nano,
             limit: q.limit,
         };
         let snap = self.snapshot(range).await?;
-        let hits = search::search_in(&snap.spans, &snap.report.cross_color_hops, &query);
+        let hits = search::search_in(
+            &snap.spans,
+            &snap.report.cross_color_hops,
+            snap.report.lane.as_ref(),
+            &query,
+        );
         Ok(hits
             .into_iter()
             .map(|h| TraceHit {

@@ -15,6 +15,9 @@ pub enum FleetError {
     /// An instance's OTLP span exporter cannot be built.
     #[error(transparent)]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    /// A lane carrier the lane reader refuses (as Dyeline would).
+    #[error("lane carriers: {0}")]
+    Lanes(String),
     /// The control API cannot be read.
     #[error(transparent)]
     Control(#[from] RouteError),

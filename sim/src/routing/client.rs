@@ -1,5 +1,6 @@
 //! The control API as the routing library reads it: [`ControlClient`] (the effective
-//! configuration of an app, its channel's weights, its event stream over server-sent events)
+//! configuration of an app, its channel's weights, its event stream over server-sent events,
+//! the lane groups' fallbacks)
 //! and its answer types, [`AppConfig`] and [`AppEvent`].
 //!
 //! Owns the read routes' paths and bodies and the SSE reconnection with `Last-Event-ID`. Does
@@ -11,6 +12,7 @@ use serde::Deserialize;
 use tokio::sync::watch;
 
 use super::error::RouteError;
+use super::lane::{LaneGroupsBody, LanePolicies};
 
 /// An app's effective configuration as the SDK holds it (domain §4, §5).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -154,6 +156,15 @@ impl ControlClient {
             cfg.green_weight = w.green_weight;
         }
         Ok(cfg)
+    }
+
+    /// Every app's lane fallbacks, from the lane groups now (`GET /api/v1/lane-groups`).
+    ///
+    /// # Errors
+    /// [`RouteError::Control`] when the API cannot be reached or refuses.
+    pub async fn lane_policies(&self) -> Result<LanePolicies, RouteError> {
+        let body: LaneGroupsBody = self.json("/api/v1/lane-groups").await?;
+        Ok(LanePolicies::from_groups(&body))
     }
 
     /// Follows the app's event stream (SSE) after operation `after`, sending each event to

@@ -1,11 +1,12 @@
 //! Service discovery as the routing library sees it: each app's [`Endpoint`]s (instance,
-//! colour, address, registry factor) in a [`Registry`], and the (blue, green) instance counts
-//! that count-aware weights and the one-colour rule read.
+//! colour, lane, address, registry factor) in a [`Registry`], and the (blue, green) instance
+//! counts that count-aware weights and the one-colour rule read. An instance that stops is
+//! removed ([`Registry::deregister`]): what is registered is what a router counts as present.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use dyeline_model::Color;
+use dyeline_model::{Color, LaneId};
 use parking_lot::RwLock;
 
 /// One instance of an app as service discovery lists it.
@@ -15,8 +16,11 @@ pub struct Endpoint {
     pub app: String,
     /// The instance id (`service.instance.id`).
     pub instance: String,
-    /// Its colour (the cluster it runs in).
+    /// Its colour (the cluster it runs in; `unknown` for an instance in neither, such as a
+    /// gray lane's).
     pub color: Color,
+    /// Its lane (`base` for a production instance; domain §7.1).
+    pub lane: LaneId,
     /// Where it listens.
     pub addr: SocketAddr,
     /// Its share among the instances of its colour, relative (usually 1). A registry entry
@@ -39,6 +43,18 @@ impl Registry {
             Some(x) => *x = e,
             None => list.push(e),
         }
+    }
+
+    /// Removes the endpoint of `instance` of `app` (a stopped instance); true when it was
+    /// registered.
+    pub fn deregister(&self, app: &str, instance: &str) -> bool {
+        let mut apps = self.apps.write();
+        let Some(list) = apps.get_mut(app) else {
+            return false;
+        };
+        let before = list.len();
+        list.retain(|e| e.instance != instance);
+        list.len() != before
     }
 
     /// The endpoints of `app` (empty when none).

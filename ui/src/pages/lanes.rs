@@ -1,12 +1,12 @@
 //! The lanes pages (domain §7): the index `/lanes` (every lane group, then the apps in no
 //! group, with what was found in each) and one page per group, `/lanes/{id}`, or for the apps
 //! in no group, `/lanes/_ungrouped`: the group's settings, the apps × lanes matrix, the lane
-//! findings and counts, and an error rate chart per app. The panels are in [`crate::panels`].
+//! findings and counts, their live alerts, and an error rate chart per app. The panels are in [`crate::panels`].
 
 use leptos::prelude::*;
 
 use super::Chrome;
-use crate::panels::{LaneErrorChart, LaneFindings, LaneMatrix};
+use crate::panels::{Alerts, LaneErrorChart, LaneFindings, LaneMatrix};
 use crate::source::{LanesIndex, LanesPage};
 
 /// The path of the page for the apps in no lane group (`_` is not in the id grammar, so no
@@ -95,6 +95,7 @@ pub fn body(chrome: &Chrome, data: &LanesPage) -> AnyView {
         <p class="facts" id="lane-group-settings">{settings}</p>
         <LaneMatrix lanes=&data.lanes apps=&data.apps/>
         <LaneFindings findings=&data.findings counts=&data.counts/>
+        <Alerts alerts=&data.alerts/>
         <h2>"Error rate per lane"</h2>
         <section class="charts" id="lane-error-charts">{charts}</section>
     }

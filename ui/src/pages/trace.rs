@@ -2,7 +2,7 @@
 //! colour chip, decisions, lane (the lane that served it, its tag and intended lane) and
 //! status; hop, missing-decision and lane spans marked, with the via
 //! apps; one page of a large trace, `?offset=`, saying how many spans it left out) and trace
-//! search `/traces` (the drilldown API's filters).
+//! search `/traces` (the drilldown API's filters, lane, lane tag and lane group among them).
 
 use leptos::prelude::*;
 
@@ -48,7 +48,7 @@ pub fn body(view_: &TraceView) -> AnyView {
             if s.is_error {
                 class.push_str(" error");
             }
-            if !s.lane_marks.is_empty() {
+            if s.lane_marks.iter().any(|m| is_lane_finding(&m.mark)) {
                 class.push_str(" lane-mark");
             }
             let marks = s
@@ -64,7 +64,10 @@ pub fn body(view_: &TraceView) -> AnyView {
             let lane_marks = s
                 .lane_marks
                 .iter()
-                .map(|m| view! { <span class="mark m-lane">{m.clone()}</span> })
+                .map(|m| {
+                    let class = if is_lane_finding(&m.mark) { "mark m-lane" } else { "mark m-lane-counted" };
+                    view! { <span class=class data-mark=m.mark.clone() title=lane_mark_help(&m.mark)>{m.text.clone()}</span> }
+                })
                 .collect_view();
             let waiting = s.waiting_for_parent.then(|| view! { <span class="mark">"waiting for parent"</span> });
             let kind = match &s.traffic_kind {
@@ -81,7 +84,7 @@ pub fn body(view_: &TraceView) -> AnyView {
                     <td>{s.host.clone().unwrap_or_else(|| "–".into())}</td>
                     <td>{chip(&s.color)}</td>
                     <td class="decisions">{if s.decisions.is_empty() { "–".to_owned() } else { s.decisions.clone() }}</td>
-                    <td class="lane">{lane_cell(s)}</td>
+                    <td class="lane">{lane_cell(s, view_)}</td>
                     <td class=if s.is_error { "status error" } else { "status" }>{s.status_code.clone()}{if s.is_error { " (error)" } else { "" }}</td>
                     <td class="num">{format!("{:.2} ms", s.duration_ns as f64 / 1e6)}</td>
                     <td class="bar"><div class="track"><div class="fill" style=format!("margin-left:{left:.2}%;width:{width:.2}%")></div></div></td>
@@ -124,27 +127,145 @@ pub fn body(view_: &TraceView) -> AnyView {
             <span id="span-count">{view_.span_count}</span> " spans · " {format!("{:.2} ms", total / 1e6)}
             " · started " {rfc3339_secs(t0)}
             " · " <span id="hop-count">{view_.hop_spans}</span> " hop span(s) · " <span id="missing-count">{view_.missing_spans}</span> " missing-decision span(s)"
+            " · " <span id="lane-mark-count">{view_.lane_mark_spans}</span> " lane-marked span(s)"
         </p>
         {paging}
         <table class="data waterfall" id="waterfall">
             <thead><tr><th>"span"</th><th>"kind"</th><th>"app"</th><th>"instance"</th><th>"host"</th><th>"colour"</th><th>"decisions"</th><th>"lane"</th><th>"status"</th><th>"duration"</th><th>"timeline"</th><th>"marks"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
+        {lane_legend(view_)}
     }
     .into_any()
 }
 
-/// A span's lane cell: the lane that served it, the tag it carries and the lane its request
-/// was meant for (domain §7.2), each said in words.
-fn lane_cell(s: &crate::source::TraceSpan) -> String {
-    let mut parts = vec![s.lane.clone().unwrap_or_else(|| "–".into())];
+/// The lane mark types, each with its label and what it means (domain §7.3): the findings
+/// first, then the outcomes the analyzer only counts.
+const LANE_MARKS: [(&str, &str, &str); 8] = [
+    (
+        "lane_leak",
+        "LANE LEAK",
+        "the request was meant for a lane and its app had an instance of that lane present, yet it was served elsewhere (or a strict lane was served elsewhere, or another lane took it): the request left its lane here",
+    ),
+    (
+        "lane_tag_dropped",
+        "TAG DROPPED",
+        "the span carries no lane tag while its upstream carried one, and no span below carries it again: the mark was lost on the way here (in_process: inside the caller; on_wire: between caller and callee)",
+    ),
+    (
+        "lane_pollution",
+        "LANE POLLUTION",
+        "base traffic (untagged, or tagged base) served by a lane instance while its app had a base instance present",
+    ),
+    (
+        "lane_tag_changed",
+        "TAG CHANGED",
+        "the span carries a tag other than its upstream's intended lane, and neither app is an entry app of its lane group: the tag was set or changed mid-trace",
+    ),
+    (
+        "lane_fallback",
+        "FALLBACK",
+        "expected, not a finding: marked for a lane its app had no instance of, and served in base",
+    ),
+    (
+        "failover",
+        "FAILOVER",
+        "not a finding: a retry served outside the lane after an earlier try of the same call in the lane failed",
+    ),
+    (
+        "reverse_fallback",
+        "REVERSE FALLBACK",
+        "not a finding: base traffic served in a lane because its app had no base instance, which its lane group allows",
+    ),
+    (
+        "tag_not_recorded",
+        "TAG NOT RECORDED",
+        "not a finding: the span did not record its upstream's tag, but a span below it carries the tag again",
+    ),
+];
+
+/// The lane finding types (the marks that are findings, not outcomes only counted).
+pub fn lane_finding_types() -> impl Iterator<Item = &'static str> {
+    LANE_MARKS[..4].iter().map(|(m, _, _)| *m)
+}
+
+/// A lane mark type is one of the four findings.
+fn is_lane_finding(mark: &str) -> bool {
+    lane_finding_types().any(|m| m == mark)
+}
+
+/// The search's lane finding filter for `text`: `any` or a finding type (`None` for another).
+pub fn lane_finding_filter(text: &str) -> Option<String> {
+    (text == "any" || is_lane_finding(text)).then(|| text.to_owned())
+}
+
+/// What a lane mark type means (the mark's title text).
+fn lane_mark_help(mark: &str) -> String {
+    LANE_MARKS.iter().find(|(m, _, _)| *m == mark).map_or_else(
+        || mark.to_owned(),
+        |(_, label, help)| format!("{label}: {help}"),
+    )
+}
+
+/// The legend of the lane mark types shown on the page (none when the page has no lane mark).
+fn lane_legend(view_: &TraceView) -> Option<AnyView> {
+    let shown: Vec<&(&str, &str, &str)> = LANE_MARKS
+        .iter()
+        .filter(|(m, _, _)| {
+            view_
+                .spans
+                .iter()
+                .any(|s| s.lane_marks.iter().any(|x| x.mark == *m))
+        })
+        .collect();
+    if shown.is_empty() {
+        return None;
+    }
+    let items = shown
+        .into_iter()
+        .map(|(m, label, help)| {
+            view! { <dt data-mark=*m>{*label}</dt><dd>{*help}</dd> }
+        })
+        .collect_view();
+    Some(
+        view! {
+            <h2>"Lane marks"</h2>
+            <dl class="legend" id="lane-legend">{items}</dl>
+        }
+        .into_any(),
+    )
+}
+
+/// A span's lane cell: the lane that served it (a link to its app's lane group's page over
+/// the trace's time, or to the page of the apps in no group), the tag it carries and the lane
+/// its request was meant for (domain §7.2), each said in words.
+fn lane_cell(s: &crate::source::TraceSpan, view_: &TraceView) -> AnyView {
+    let Some(lane) = &s.lane else {
+        return view! { "–" }.into_any();
+    };
+    let page = s.lane_group.as_deref().unwrap_or("_ungrouped");
+    // The lanes page over the minutes around the trace.
+    let minute = 60_000_000_000;
+    let from = view_.start_unix_nano.div_euclid(minute) * minute - 5 * minute;
+    let to = (view_.end_unix_nano.div_euclid(minute) + 1) * minute + 5 * minute;
+    let href = format!(
+        "/lanes/{}?from={}&to={}",
+        super::encode(page),
+        rfc3339_secs(from),
+        rfc3339_secs(to)
+    );
+    let title = match &s.lane_group {
+        Some(g) => format!("lane group {g}"),
+        None => "in no lane group".to_owned(),
+    };
+    let mut rest = String::new();
     if let Some(t) = &s.lane_tag {
-        parts.push(format!("tag {t}"));
+        rest.push_str(&format!(" · tag {t}"));
     }
     if let Some(i) = &s.intended_lane {
-        parts.push(format!("for {i}"));
+        rest.push_str(&format!(" · for {i}"));
     }
-    parts.join(" · ")
+    view! { <a class="lane" href=href title=title>{lane.clone()}</a>{rest} }.into_any()
 }
 
 fn selected(v: &Option<bool>, want: Option<bool>) -> bool {
@@ -175,6 +296,14 @@ pub fn search_body(
         .map(|c| {
             let sel = q.color.as_deref().unwrap_or("") == c;
             view! { <option value=c selected=sel>{if c.is_empty() { "any" } else { c }}</option> }
+        })
+        .collect_view();
+    let lane_finding_options = ["", "any"]
+        .into_iter()
+        .chain(lane_finding_types())
+        .map(|f| {
+            let sel = q.lane_finding.as_deref().unwrap_or("") == f;
+            view! { <option value=f selected=sel>{if f.is_empty() { "–" } else { f }}</option> }
         })
         .collect_view();
     let tri = |name: &'static str, v: &Option<bool>| {
@@ -223,6 +352,10 @@ pub fn search_body(
             <label>" colour " <select name="color">{color_options}</select></label>
             <label>" error " {tri("error", &q.error)}</label>
             <label>" hop " {tri("hop", &q.hop)}</label>
+            <label>" lane " <input name="lane" value=q.lane.clone().unwrap_or_default() size="8" title="a span served by an instance of this lane (base included)"/></label>
+            <label>" lane tag " <input name="lane_tag" value=q.lane_tag.clone().unwrap_or_default() size="8" title="a span carrying this lane tag"/></label>
+            <label>" lane group " <input name="lane_group" value=q.lane_group.clone().unwrap_or_default() size="8" title="a span of an app in this lane group at the span's start"/></label>
+            <label>" lane finding " <select name="lane_finding">{lane_finding_options}</select></label>
             <label>" min duration (ms) " <input name="min_duration_ms" type="number" step="any" min="0" size="6" value=q.min_duration_ms.map(|v| v.to_string()).unwrap_or_default()/></label>
             <label>" limit " <input name="limit" type="number" min="1" max="1000" size="4" value=q.limit.to_string()/></label>
             <button type="submit">"Search"</button>

@@ -1,5 +1,5 @@
-//! The channel page's alerts: firing and resolved, with labels, the observed value against
-//! its threshold, since when and example traces.
+//! A page's alerts (a channel's, or a lane group's): firing and resolved, with labels, the
+//! observed value against its threshold, since when and example traces.
 
 use leptos::prelude::*;
 
@@ -10,7 +10,7 @@ use dyeline_model::time::rfc3339_secs;
 /// One row per alert of the channel, in the order given (firing first).
 #[component]
 pub fn Alerts<'a>(
-    /// The channel's alerts, firing first.
+    /// The page's alerts, firing first.
     alerts: &'a [AlertLine],
 ) -> impl IntoView + use<> {
     let rows = alerts

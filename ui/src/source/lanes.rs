@@ -167,6 +167,9 @@ pub struct LanesPage {
     pub findings: Vec<LaneFindingRow>,
     /// The counted exceptions.
     pub counts: LaneCountsView,
+    /// The live alerts of the group's lane findings (of the apps in no group for
+    /// `_ungrouped`), firing first.
+    pub alerts: Vec<super::AlertLine>,
     /// Seconds per step of [`LanesPage::error_rates`].
     pub step_seconds: u64,
     /// Each app's error rate per lane (apps with requests in a lane other than base).

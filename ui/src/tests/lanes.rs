@@ -108,6 +108,17 @@ pub(super) fn page(scope: LaneScope<'_>) -> Option<LanesPage> {
             first_unix_nano: T0 + 90 * SEC,
             trace_ids: vec![TRACE.into()],
         }],
+        alerts: vec![AlertLine {
+            name: "DyelineLaneLeak".into(),
+            state: "firing".into(),
+            labels: "app=inventory lane=gray reason=tag_ignored type=lane_leak".into(),
+            summary: "3 request(s) for lane gray left it".into(),
+            color: None,
+            kind: "lane_leak".into(),
+            starts_at_unix_nano: T0 + 95 * SEC,
+            ends_at_unix_nano: None,
+            trace_ids: vec![TRACE.into()],
+        }],
         counts: LaneCountsView {
             lane_fallback: 36,
             failover: 1,
@@ -226,6 +237,14 @@ async fn a_group_page_shows_its_matrix_findings_counts_and_charts() {
         html.contains(r#"<span id="count-lane-fallback">36</span>"#),
         "{html}"
     );
+    // Its live alert.
+    let alert = &html[html.find(r#"data-alert="lane_leak""#).unwrap()..];
+    let alert = &alert[..alert.find("</tr>").unwrap()];
+    assert!(
+        alert.contains("DyelineLaneLeak") && alert.contains("firing"),
+        "{alert}"
+    );
+    assert!(alert.contains("app=inventory lane=gray"), "{alert}");
     assert!(
         html.contains(r#"<span id="count-undetermined">3</span>"#),
         "{html}"
@@ -257,16 +276,94 @@ async fn the_ungrouped_page_says_its_defaults_and_an_unknown_group_is_404() {
 async fn the_trace_page_shows_each_spans_lane_and_its_lane_marks() {
     let (status, html, _) = get(&app(Arc::default()), &format!("/traces/{TRACE}"), None).await;
     assert_eq!(status, StatusCode::OK);
+    // Each lane links to its group's lanes page over the minutes around the trace.
+    let link = r#"href="/lanes/mall?from=2025-11-24T15:55:00Z&amp;to=2025-11-24T16:06:00Z" title="lane group mall" class="lane">"#;
     assert!(
-        html.contains(r#"<td class="lane">gray · tag gray · for gray</td>"#),
+        html.contains(&format!(
+            r#"<td class="lane"><a {link}gray</a> · tag gray · for gray</td>"#
+        )),
         "{html}"
     );
     assert!(
-        html.contains(r#"<td class="lane">base · for gray</td>"#),
+        html.contains(&format!(
+            r#"<td class="lane"><a {link}base</a> · for gray</td>"#
+        )),
         "{html}"
+    );
+    // The marks are on the inventory span's row, each explained in its title and in the
+    // legend below the waterfall.
+    let row = &html[html.find(r#"data-span-id="bbbbbbbbbbbbbbbb""#).unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains(r#"data-mark="lane_leak" title="LANE LEAK: the request was meant for a lane"#),
+        "{row}"
     );
     assert!(
-        html.contains("LANE LEAK gray: order (gray) → inventory (base), tag_dropped"),
+        row.contains("LANE LEAK gray: order (gray) → inventory (base), tag_dropped"),
+        "{row}"
+    );
+    assert!(
+        row.contains("TAG DROPPED gray by order, in_process"),
+        "{row}"
+    );
+    let order = &html[html.find(r#"data-span-id="aaaaaaaaaaaaaaaa""#).unwrap()..];
+    assert!(!order[..order.find("</tr>").unwrap()].contains("data-mark"));
+    let legend = &html[html.find(r#"id="lane-legend""#).unwrap()..];
+    let legend = &legend[..legend.find("</dl>").unwrap()];
+    assert!(
+        legend.contains(r#"<dt data-mark="lane_leak">LANE LEAK</dt>"#),
+        "{legend}"
+    );
+    assert!(
+        legend.contains(r#"<dt data-mark="lane_tag_dropped">TAG DROPPED</dt>"#),
+        "{legend}"
+    );
+    // Only the types on the page are explained.
+    assert!(!legend.contains("FALLBACK"), "{legend}");
+    assert!(
+        html.contains(r#"<span id="lane-mark-count">1</span>"#),
         "{html}"
     );
+}
+
+#[tokio::test]
+async fn trace_search_takes_lane_tag_group_and_finding_from_its_form() {
+    let app = app(Arc::default());
+    let (status, html, _) = get(
+        &app,
+        "/traces?lane=gray&lane_tag=gray2&lane_group=mall",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    // The form (no JavaScript) keeps what was asked.
+    for (name, value) in [
+        ("lane", "gray"),
+        ("lane_tag", "gray2"),
+        ("lane_group", "mall"),
+    ] {
+        assert!(
+            html.contains(&format!(r#"name="{name}" value="{value}""#)),
+            "{name}: {html}"
+        );
+    }
+    assert!(html.contains("1 trace(s)"), "{html}");
+    // The source is asked for the group given: another group has none.
+    let (_, html, _) = get(&app, "/traces?lane_group=promo", None).await;
+    assert!(html.contains("0 trace(s)"), "{html}");
+    let (status, html, _) = get(&app, "/traces?lane_finding=lane_leak", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        html.contains(r#"<option value="lane_leak" selected>"#),
+        "{html}"
+    );
+    let (status, html, _) = get(&app, "/traces?lane_finding=leak", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        html.contains("any or one of lane_leak, lane_tag_dropped"),
+        "{html}"
+    );
+    // Empty fields, as a form sends them, filter nothing.
+    let (_, html, _) = get(&app, "/traces?lane=&lane_tag=&lane_group=", None).await;
+    assert!(html.contains("1 trace(s)"), "{html}");
 }

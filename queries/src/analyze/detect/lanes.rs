@@ -7,11 +7,13 @@
 //! [`LaneGroups`] (the group of an app as it was at a time) and presence through
 //! [`presence::Presence`] (which instances signalled around a time). A [`LaneJudge`] takes one
 //! trace at a time ([`LaneJudge::trace`]: the trace's structure in [`tree`], the rules in
-//! [`judge`]) and is finished into a [`LaneReport`] ([`windows`] judges the per-window counts).
+//! [`judge`]) and is finished into a [`LaneReport`] ([`windows`] judges the per-window counts);
+//! [`marks`] runs it over one trace for the drilldown's per-span marks.
 //! Lane ids are dense `u32`s of one interner in which [`BASE`] (`base`) is id 0.
 
 pub mod findings;
 pub(crate) mod judge;
+pub mod marks;
 pub mod presence;
 pub mod records;
 pub(crate) mod timeline;
@@ -30,6 +32,7 @@ pub use findings::{
     LaneTagChanged, LaneTagDropped, LeakReason, PollutionReason, TagChangeReason,
 };
 pub use judge::LaneJudge;
+pub use marks::{Covered, LaneMark, TraceLanes, asks_capacity, trace_lanes};
 pub use records::{InstanceLane, LaneSpan, SpanLaneTag, find, instance_lanes, span_lane_tags};
 pub use timeline::TimelineGroups;
 

@@ -10,6 +10,7 @@ use super::findings::{
     DropWhere, LaneLeak, LanePollution, LaneReport, LaneTagChanged, LaneTagDropped, LeakReason,
     PollutionReason, TagChangeReason,
 };
+use super::marks::Counted;
 use super::presence::Presence;
 use super::tree::{Intent, Parent, Tree, Up};
 use super::windows::{Cells, Outcome};
@@ -32,6 +33,9 @@ pub struct LaneJudge<'a, G: LaneGroups> {
     window_ns: i64,
     report: LaneReport,
     cells: Cells,
+    /// The counted outcomes of the spans of the last trace judged, by index, when kept
+    /// ([`LaneJudge::keep_counted`]).
+    counted: Option<Vec<(usize, Counted)>>,
 }
 
 impl<'a, G: LaneGroups> LaneJudge<'a, G> {
@@ -54,6 +58,36 @@ impl<'a, G: LaneGroups> LaneJudge<'a, G> {
             window_ns,
             report: LaneReport::default(),
             cells: Cells::default(),
+            counted: None,
+        }
+    }
+
+    /// Keeps each span's counted outcome (not a finding) of the traces judged from now on, by
+    /// index into the trace's slice ([`LaneJudge::take_counted`]).
+    pub(crate) fn keep_counted(&mut self) {
+        self.counted = Some(Vec::new());
+    }
+
+    /// The counted outcomes kept since the last call.
+    pub(crate) fn take_counted(&mut self) -> Vec<(usize, Counted)> {
+        self.counted
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Counts outcome `c` of span `i` (and keeps it when asked to).
+    fn count(&mut self, i: usize, c: Counted) {
+        let n = &mut self.report.counts;
+        *match c {
+            Counted::Undetermined => &mut n.undetermined,
+            Counted::LaneFallback => &mut n.lane_fallback,
+            Counted::Failover => &mut n.failover,
+            Counted::ReverseFallback => &mut n.reverse_fallback,
+            Counted::TagNotRecorded => &mut n.tag_not_recorded,
+        } += 1;
+        if let Some(v) = &mut self.counted {
+            v.push((i, c));
         }
     }
 
@@ -80,7 +114,7 @@ impl<'a, G: LaneGroups> LaneJudge<'a, G> {
                 continue;
             }
             match tree.intent[i] {
-                Intent::Undetermined => self.report.counts.undetermined += 1,
+                Intent::Undetermined => self.count(i, Counted::Undetermined),
                 Intent::Lane { lane, explicit } if ss[i].lane_kind().is_judged() => {
                     self.judge(ss, &mut tree, i, lane, explicit);
                 }
@@ -145,13 +179,13 @@ impl<'a, G: LaneGroups> LaneJudge<'a, G> {
             let outcome = if served == lane {
                 Outcome::Served
             } else if self.failover(ss, tree, i, lane) {
-                self.report.counts.failover += 1;
+                self.count(i, Counted::Failover);
                 Outcome::Failover
             } else if let Some(reason) = self.leak_reason(ss, tree, i, lane) {
                 self.leak(ss, tree, i, lane, reason);
                 Outcome::Leaked
             } else {
-                self.report.counts.lane_fallback += 1;
+                self.count(i, Counted::LaneFallback);
                 Outcome::Fallback
             };
             self.cells.cover(w, lane, app, outcome);
@@ -163,7 +197,7 @@ impl<'a, G: LaneGroups> LaneJudge<'a, G> {
                     PollutionReason::Untagged
                 })
             } else if self.groups.reverse_fallback(app, t) {
-                self.report.counts.reverse_fallback += 1;
+                self.count(i, Counted::ReverseFallback);
                 None
             } else {
                 Some(PollutionReason::NoBaseInstance)
@@ -283,7 +317,7 @@ impl<'a, G: LaneGroups> LaneJudge<'a, G> {
             return;
         };
         if tree.tag_below(ss, i, lane) {
-            self.report.counts.tag_not_recorded += 1;
+            self.count(i, Counted::TagNotRecorded);
             return;
         }
         let where_ = match tree.caller(ss, i) {

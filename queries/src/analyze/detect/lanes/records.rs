@@ -9,7 +9,8 @@ use std::num::NonZeroU64;
 
 use serde::Serialize;
 
-use super::presence::PresenceBuilder;
+use super::marks::Covered;
+use super::presence::{Presence, PresenceBuilder};
 use super::{BASE, LaneFields, LaneJudge, LaneKind, LaneReport, TimelineGroups};
 use crate::analyze::config::LaneWindows;
 use crate::analyze::findings::{hex64, hex128};
@@ -65,7 +66,7 @@ pub struct LaneSpan {
 }
 
 impl LaneSpan {
-    fn of(s: &SpanRec, spans: &Spans) -> Self {
+    pub(crate) fn of(s: &SpanRec, spans: &Spans) -> Self {
         let fact = spans.lanes.fact(s.lane);
         let kind = match s.kind {
             Kind::Server => LaneKind::Server,
@@ -136,41 +137,8 @@ impl LaneFields for LaneSpan {
 /// ([`Spans::lane_groups`]), with presence from the spans and their signals
 /// ([`Spans::signals`]).
 pub fn find(spans: &Spans, windows: &LaneWindows) -> LaneReport {
-    let signals = &spans.signals;
     let table = &spans.lanes;
-    let lane_of = |name: &str| table.names.get(name);
-    // Only apps with an instance outside base are ever asked for capacity, and only their
-    // requests are counted per lane.
-    let mut tracked = vec![false; spans.apps.len()];
-    for s in spans.iter() {
-        if table.fact(s.lane).lane != BASE {
-            tracked[s.app as usize] = true;
-        }
-    }
-    for g in signals {
-        if let (Some(app), Some(lane)) = (spans.apps.get(&g.app), lane_of(&g.lane))
-            && lane != BASE
-        {
-            tracked[app as usize] = true;
-        }
-    }
-    let w = i64::try_from(windows.presence_window.as_nanos()).unwrap_or(i64::MAX);
-    let mut presence = PresenceBuilder::new(w, tracked.clone());
-    for s in spans.iter() {
-        presence.signal(s.app, table.fact(s.lane).lane, s.instance, s.start, s.end);
-    }
-    // Instances only seen in signals take ids after the spans' instances.
-    let mut extra = crate::analyze::intern::Interner::default();
-    for g in signals {
-        let (Some(app), Some(lane)) = (spans.apps.get(&g.app), lane_of(&g.lane)) else {
-            continue;
-        };
-        let instance = spans.instances.get(&g.instance).unwrap_or_else(|| {
-            u32::try_from(spans.instances.len()).unwrap_or(u32::MAX) + extra.intern(&g.instance)
-        });
-        presence.signal(app, lane, instance, g.t_unix_nano, g.t_unix_nano);
-    }
-    let presence = presence.finish();
+    let (presence, tracked) = presence(spans, windows, &[]);
     let groups = TimelineGroups::new(&spans.lane_groups, &spans.apps, &table.names);
     let window = i64::try_from(windows.window.as_nanos()).unwrap_or(i64::MAX);
     let mut judge = LaneJudge::new(
@@ -193,6 +161,58 @@ pub fn find(spans: &Spans, windows: &LaneWindows) -> LaneReport {
     report.counts.invalid_instance_lanes = table.invalid_values.len() as u64;
     report.sort();
     report
+}
+
+/// Presence (domain §7.1) from `spans`, their signals ([`Spans::signals`]) and the signals
+/// `around` them (other traces' spans, presence rows: see [`Covered`]), and the tracked apps:
+/// those with an instance outside base among them (no other app's capacity is ever asked,
+/// and only their requests are counted per lane).
+pub(crate) fn presence(
+    spans: &Spans,
+    windows: &LaneWindows,
+    around: &[Covered],
+) -> (Presence, Vec<bool>) {
+    let table = &spans.lanes;
+    let lane_of = |name: &str| table.names.get(name);
+    let others = spans
+        .signals
+        .iter()
+        .map(|g| (&g.app, &g.instance, &g.lane, g.t_unix_nano, g.t_unix_nano))
+        .chain(
+            around
+                .iter()
+                .map(|c| (&c.app, &c.instance, &c.lane, c.start, c.end)),
+        );
+    let mut tracked = vec![false; spans.apps.len()];
+    for s in spans.iter() {
+        if table.fact(s.lane).lane != BASE {
+            tracked[s.app as usize] = true;
+        }
+    }
+    for (app, _, lane, _, _) in others.clone() {
+        if let (Some(app), Some(lane)) = (spans.apps.get(app), lane_of(lane))
+            && lane != BASE
+        {
+            tracked[app as usize] = true;
+        }
+    }
+    let w = i64::try_from(windows.presence_window.as_nanos()).unwrap_or(i64::MAX);
+    let mut presence = PresenceBuilder::new(w, tracked.clone());
+    for s in spans.iter() {
+        presence.signal(s.app, table.fact(s.lane).lane, s.instance, s.start, s.end);
+    }
+    // Instances only seen in signals take ids after the spans' instances.
+    let mut extra = crate::analyze::intern::Interner::default();
+    for (app, instance, lane, start, end) in others {
+        let (Some(app), Some(lane)) = (spans.apps.get(app), lane_of(lane)) else {
+            continue;
+        };
+        let instance = spans.instances.get(instance).unwrap_or_else(|| {
+            u32::try_from(spans.instances.len()).unwrap_or(u32::MAX) + extra.intern(instance)
+        });
+        presence.signal(app, lane, instance, start, end);
+    }
+    (presence.finish(), tracked)
 }
 
 /// Each instance seen in `spans` or `signals` with its lane and the rule that decided it, by

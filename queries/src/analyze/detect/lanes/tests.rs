@@ -10,21 +10,21 @@ use super::presence::{Presence, PresenceBuilder};
 use super::*;
 use crate::analyze::intern::Interner;
 
-const MS: i64 = 1_000_000;
-const S: i64 = 1_000 * MS;
+pub(super) const MS: i64 = 1_000_000;
+pub(super) const S: i64 = 1_000 * MS;
 /// Every trace starts here (a whole minute).
-const T0: i64 = 1_800_000_000 * S;
+pub(super) const T0: i64 = 1_800_000_000 * S;
 
 // Apps.
-const GW: u32 = 0;
-const ORDER: u32 = 1;
-const INV: u32 = 2;
-const NOTIFY: u32 = 3;
-const PAY: u32 = 4;
-const PRICING: u32 = 5;
-const COUPON: u32 = 6;
-const SETTLE: u32 = 7;
-const BFF: u32 = 8;
+pub(super) const GW: u32 = 0;
+pub(super) const ORDER: u32 = 1;
+pub(super) const INV: u32 = 2;
+pub(super) const NOTIFY: u32 = 3;
+pub(super) const PAY: u32 = 4;
+pub(super) const PRICING: u32 = 5;
+pub(super) const COUPON: u32 = 6;
+pub(super) const SETTLE: u32 = 7;
+pub(super) const BFF: u32 = 8;
 const APPS: [&str; 9] = [
     "gateway",
     "order",
@@ -37,11 +37,11 @@ const APPS: [&str; 9] = [
     "bff",
 ];
 // Lanes.
-const GRAY: u32 = 1;
-const GRAY2: u32 = 2;
+pub(super) const GRAY: u32 = 1;
+pub(super) const GRAY2: u32 = 2;
 
 #[derive(Clone, Debug)]
-struct T {
+pub(super) struct T {
     span: u64,
     parent: Option<NonZeroU64>,
     kind: LaneKind,
@@ -50,7 +50,7 @@ struct T {
     lane: u32,
     tag: Option<u32>,
     start: i64,
-    err: bool,
+    pub(super) err: bool,
 }
 
 impl LaneFields for T {
@@ -92,10 +92,10 @@ impl LaneFields for T {
     }
 }
 
-use LaneKind::{Client as C, Consumer as Q, Internal as I, Producer as P, Server as Sv};
+pub(super) use LaneKind::{Client as C, Consumer as Q, Internal as I, Producer as P, Server as Sv};
 
 /// A span `id` under `parent` (0: a root), of `kind`, app and serving lane, with its tag.
-fn sp(id: u64, parent: u64, kind: LaneKind, app: u32, lane: u32, tag: Option<u32>) -> T {
+pub(super) fn sp(id: u64, parent: u64, kind: LaneKind, app: u32, lane: u32, tag: Option<u32>) -> T {
     T {
         span: id,
         parent: NonZeroU64::new(parent),
@@ -111,7 +111,7 @@ fn sp(id: u64, parent: u64, kind: LaneKind, app: u32, lane: u32, tag: Option<u32
 
 /// The "mall" group of the stories: gateway is its entry app; `strict` lanes fall back to
 /// none; coupon is in "promo", which allows reverse fallback.
-struct Groups {
+pub(super) struct Groups {
     strict: HashSet<u32>,
 }
 
@@ -137,16 +137,16 @@ impl LaneGroups for Groups {
     }
 }
 
-struct World {
-    apps: Interner,
-    lanes: Interner,
-    presence: Presence,
-    groups: Groups,
-    tracked: Vec<bool>,
+pub(super) struct World {
+    pub(super) apps: Interner,
+    pub(super) lanes: Interner,
+    pub(super) presence: Presence,
+    pub(super) groups: Groups,
+    pub(super) tracked: Vec<bool>,
 }
 
 /// Instances present all along: `(app, lane)` each.
-fn world(present: &[(u32, u32)], strict: &[u32]) -> World {
+pub(super) fn world(present: &[(u32, u32)], strict: &[u32]) -> World {
     let mut apps = Interner::default();
     for a in APPS {
         apps.intern(a);
@@ -171,15 +171,20 @@ fn world(present: &[(u32, u32)], strict: &[u32]) -> World {
     }
 }
 
-fn judge(w: &World, traces: &[Vec<T>]) -> LaneReport {
-    let mut j = LaneJudge::new(
+/// A judge of `w` with nothing judged yet.
+pub(super) fn judge_of(w: &World) -> LaneJudge<'_, Groups> {
+    LaneJudge::new(
         &w.presence,
         &w.groups,
         &w.apps,
         &w.lanes,
         &w.tracked,
         60 * S,
-    );
+    )
+}
+
+pub(super) fn judge(w: &World, traces: &[Vec<T>]) -> LaneReport {
+    let mut j = judge_of(w);
     for t in traces {
         j.trace(t);
     }
@@ -187,7 +192,7 @@ fn judge(w: &World, traces: &[Vec<T>]) -> LaneReport {
 }
 
 /// Every base instance present, plus the given lane instances.
-fn with_base(lane_instances: &[(u32, u32)]) -> Vec<(u32, u32)> {
+pub(super) fn with_base(lane_instances: &[(u32, u32)]) -> Vec<(u32, u32)> {
     let mut v: Vec<(u32, u32)> = (0..APPS.len() as u32).map(|a| (a, BASE)).collect();
     v.extend_from_slice(lane_instances);
     v
