@@ -105,20 +105,21 @@ def main():
     os.makedirs(work, exist_ok=True)
     data, meta_path = os.path.join(work, "data"), os.path.join(work, "meta.json")
     config = os.path.join(args.capture, "dyeline.toml")
-    exe, binary = a10m.ready_binary(os.path.join(args.target_dir, args.profile, "dyeline"),
-                                    args.wait_binary, work)
+    src_exe = os.path.join(args.target_dir, args.profile, "dyeline")
     out = {"date": datetime.date.today().isoformat(), "profile": args.profile,
-           "git": a10m.git_info(), "machine": a10m.machine(), "binary": binary,
+           "git": a10m.git_info(), "machine": a10m.machine(),
            "target_ratio": TARGET_RATIO, "before_phase": {}}
     if args.reuse:
         with open(meta_path) as f:
             meta = json.load(f)
+        exe, out["binary"] = a10m.ready_binary(src_exe, args.wait_binary, work)
     else:
         shutil.rmtree(data, ignore_errors=True)
         gen = os.path.join(work, "gen")
         os.makedirs(gen, exist_ok=True)
         meta = a10m.generate(args.capture, gen, args.spans, 0, 1, 1)
         metrics = copy_metrics(args.capture, gen, meta["copies"], meta["period_s"] * 10**9)
+        exe, out["binary"] = a10m.ready_binary(src_exe, args.wait_binary, work)
         a10m.wait_quiet("import", args.wait_binary, out)
         a10m.log(f"importing {meta['spans']:,} spans and {len(metrics)} metrics files ...")
         with open(os.path.join(work, "import.log"), "w") as f:

@@ -105,6 +105,7 @@ fn main() {
         ..ConvertOptions::default()
     };
     if let Some(path) = &args.lane_config {
+        use figment::providers::Format;
         let lanes: LaneConfig = figment::Figment::from(figment::providers::Toml::file(path))
             .extract()
             .expect("lane config");
