@@ -27,7 +27,11 @@ the run weighs on both alike; the results carry each page's medians for both and
 binary's warm trace search drifted from 2.8 to 4.5 ms over three consecutive runs.)
 
 Usage: python3 bench/page_render.py [--profile bench-fast] [--n 30] [--baseline EXE]
-       [--capture ../shared/fixtures/analysis/release-walk | --data-dir DIR] [--label NAME]
+       [--capture ../shared/fixtures/analysis/release-walk | --data-dir DIR [--config-dir C]]
+       [--label NAME]
+A capture's or --config-dir's dyeline.toml is passed to import and serve (`--config`); when
+the server holds lane groups, the lanes pages (`/lanes`, `/lanes/{group}` for each group,
+`/lanes/_ungrouped`) are timed too.
        [--server-log FILE]
 --data-dir serves a copy of an existing data dir (e.g. one hour of `dyeline demo --speed 1
 --duration 60m --data-dir DIR`) instead of importing a capture.
@@ -89,15 +93,18 @@ class Server:
     def __init__(self, exe, args, log_path=None):
         self.exe = exe
         self.data = tempfile.mkdtemp(prefix="dyeline-render-")
+        # A capture's dyeline.toml (lane rules and carriers) applies to import and serve alike.
+        config = os.path.join(args.config_dir or args.capture, "dyeline.toml")
+        config = ["--config", config] if os.path.exists(config) else []
         if args.data_dir:
             shutil.copytree(args.data_dir, self.data, dirs_exist_ok=True)
         else:
             files = sorted(glob.glob(os.path.join(args.capture, "*.jsonl*")))
-            subprocess.run([exe, "import", "--data-dir", self.data, "--timeline",
+            subprocess.run([exe, "import", *config, "--data-dir", self.data, "--timeline",
                             os.path.join(args.capture, "timeline.json")] + files,
                            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         api, grpc, self.http = free_port(), free_port(), free_port()
-        self.proc = subprocess.Popen([exe, "serve", "--data-dir", self.data,
+        self.proc = subprocess.Popen([exe, "serve", *config, "--data-dir", self.data,
                                       "--api-addr", f"127.0.0.1:{api}",
                                       "--otlp-grpc-addr", f"127.0.0.1:{grpc}",
                                       "--otlp-http-addr", f"127.0.0.1:{self.http}"],
@@ -145,6 +152,8 @@ def main():
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--capture", default=os.path.join(ROOT, "..", "shared", "fixtures", "analysis", "release-walk"))
     ap.add_argument("--data-dir", help="serve a copy of this data dir instead of importing --capture")
+    ap.add_argument("--config-dir", help="serve with DIR/dyeline.toml (default: the capture's, if "
+                    "it has one; with --data-dir, e.g. the demo's config dir)")
     ap.add_argument("--label", default="", help="added to the results file name")
     ap.add_argument("--server-log", help="write the server's stderr here (e.g. with "
                     "DYELINE_LOG=dyeline_queries=debug for the analyzer's phase times)")
@@ -169,7 +178,10 @@ def main():
         # default for a capture), so the probe spans sent "now" stay outside it.
         frm, to = newest + 1 - 3600 * 10**9, newest + 1
         rng = f"?from={frm}&to={to}"
-        pages = [p + rng for p in ["/", "/channels/trade", "/traces"]] + (
+        # The lanes pages: the index, each lane group's page and the page of apps in no group.
+        groups = [g["id"] for g in json.loads(get(base + "/api/v1/lane-groups")[2]).get("lane_groups", [])]
+        lanes = (["/lanes"] + [f"/lanes/{g}" for g in groups] + ["/lanes/_ungrouped"]) if groups else []
+        pages = [p + rng for p in ["/", "/channels/trade", "/traces"] + lanes] + (
             [f"/traces/{trace}"] if trace else [])
         fresh_n = [0]
 

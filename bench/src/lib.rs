@@ -194,6 +194,46 @@ pub fn request(seed: u64, index: u64, spans: usize) -> ExportTraceServiceRequest
     }
 }
 
+/// Marks `req` as a gray release of the seed-001 kind would (domain §7.1), for measuring lane
+/// resolution on spans that carry lanes: every fourth resource gets the Nacos metadata
+/// attribute `nacos.metadata.gray = "true"` (a gray instance under a `[[lane_rules]]` attribute
+/// rule); every second span the captured header `http.request.header.gray = ["true"]` (a user
+/// carrier's key) and every fourth other span the baggage-copied `x-deploy-lane = "gray"` (the
+/// first built-in carrier). The request keeps its spans and ids.
+pub fn stain_lanes(req: &mut ExportTraceServiceRequest) {
+    let header = KeyValue {
+        key: "http.request.header.gray".to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::ArrayValue(
+                opentelemetry_proto::tonic::common::v1::ArrayValue {
+                    values: vec![AnyValue {
+                        value: Some(any_value::Value::StringValue("true".into())),
+                    }],
+                },
+            )),
+        }),
+        ..Default::default()
+    };
+    let mut n = 0usize;
+    for (k, r) in req.resource_spans.iter_mut().enumerate() {
+        if k % 4 == 0
+            && let Some(resource) = r.resource.as_mut()
+        {
+            resource
+                .attributes
+                .push(kv_str("nacos.metadata.gray", "true"));
+        }
+        for span in r.scope_spans.iter_mut().flat_map(|s| s.spans.iter_mut()) {
+            if n % 2 == 0 {
+                span.attributes.push(header.clone());
+            } else if n % 8 == 1 {
+                span.attributes.push(kv_str("x-deploy-lane", "gray"));
+            }
+            n += 1;
+        }
+    }
+}
+
 /// Process CPU time (user + system) of `pid` in seconds, from `/proc/<pid>/stat`.
 pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -40,10 +40,25 @@ struct Args {
     /// Time only the flusher's part (for profiling it); the other figures are left out.
     #[arg(long)]
     flush_only: bool,
+    /// Lane rules and carriers from this TOML file (its `[[lane_rules]]` and `[[lane_carriers]]`,
+    /// e.g. a lane fixture's `dyeline.toml`), and requests marked by `stain_lanes` (a quarter
+    /// of the instances gray, most spans with a lane tag): the cost of lanes where there are
+    /// lanes. Without it: the default chains on requests without lane marks.
+    #[arg(long)]
+    lane_config: Option<std::path::PathBuf>,
     /// Convert with lane resolution skipped (`ConvertOptions::skip_lanes_bench_only`; the
     /// six lane columns null), to compare with a default run: the cost of reading lanes.
     #[arg(long)]
     skip_lanes: bool,
+}
+
+/// The lane sections of a `dyeline.toml` (other keys ignored).
+#[derive(serde::Deserialize)]
+struct LaneConfig {
+    #[serde(default)]
+    lane_rules: Vec<dyeline_model::LaneRule>,
+    #[serde(default)]
+    lane_carriers: Vec<dyeline_model::LaneCarrier>,
 }
 
 /// The wire reader's views of one request body.
@@ -68,7 +83,13 @@ fn median_seconds(reps: usize, mut pass: impl FnMut(bool)) -> f64 {
 fn main() {
     let args = Args::parse();
     let bodies: Vec<Vec<u8>> = (0..args.requests)
-        .map(|i| dyeline_bench::request(1, i, args.spans).encode_to_vec())
+        .map(|i| {
+            let mut r = dyeline_bench::request(1, i, args.spans);
+            if args.lane_config.is_some() {
+                dyeline_bench::stain_lanes(&mut r);
+            }
+            r.encode_to_vec()
+        })
         .collect();
     let spans = args.requests as f64 * args.spans as f64;
     let bytes: usize = bodies.iter().map(Vec::len).sum();
@@ -79,10 +100,22 @@ fn main() {
             std::hint::black_box(ExportTraceServiceRequest::decode(&b[..]).expect("decode"));
         }
     });
-    let options = ConvertOptions {
+    let mut options = ConvertOptions {
         skip_lanes_bench_only: args.skip_lanes,
         ..ConvertOptions::default()
     };
+    if let Some(path) = &args.lane_config {
+        use figment::providers::Format;
+        let lanes: LaneConfig = figment::Figment::from(figment::providers::Toml::file(path))
+            .extract()
+            .expect("lane config");
+        options.lane_rules = std::sync::Arc::new(
+            dyeline_model::LaneRules::new(&lanes.lane_rules).expect("lane rules"),
+        );
+        options.lane_carriers = std::sync::Arc::new(
+            dyeline_model::LaneCarriers::new(&lanes.lane_carriers).expect("lane carriers"),
+        );
+    }
     let mut arrow_bytes = 0usize;
     let mut column_bytes: std::collections::BTreeMap<String, usize> = Default::default();
     let full = median_seconds(stage_reps, |first| {
@@ -202,6 +235,7 @@ fn main() {
         serde_json::json!({
             "spans": spans,
             "lanes_skipped": args.skip_lanes,
+            "lane_config": args.lane_config.as_ref().map(|p| p.display().to_string()),
             "protobuf_bytes_per_span": bytes as f64 / spans,
             "prost_decode_cpu_s_per_million": decode / spans * 1e6,
             "prost_decode_spans_per_second": spans / decode,
