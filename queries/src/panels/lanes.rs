@@ -3,7 +3,9 @@
 //! matrix, findings, counts and error rates ([`lanes_panel`]). The groups shown are the ones
 //! the caller gives (the control plane's now); the findings name each span's group as it was.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 use dyeline_model::release::LaneGroup;
 
@@ -182,14 +184,27 @@ fn fallbacks(l: &LaneReport, keep: impl Fn(&str) -> bool) -> u64 {
         .sum()
 }
 
+/// Which app ids of `spans` are among `apps` (a span's app is then one index, not a name
+/// looked up in a set per span).
+fn app_ids_in(spans: &Spans, apps: &BTreeSet<&str>) -> Vec<bool> {
+    (0..spans.apps.len() as u32)
+        .map(|a| apps.contains(spans.apps.name(a)))
+        .collect()
+}
+
 /// Lanes other than base that the spans of `apps` were served in or tagged for, sorted.
 fn seen_lanes(spans: &Spans, apps: &BTreeSet<&str>) -> Vec<String> {
-    let mut lanes = BTreeSet::new();
+    let in_scope = app_ids_in(spans, apps);
+    // Lane facts are few: each is looked at once.
+    let mut facts = BTreeSet::new();
     for s in spans.iter() {
-        if !apps.contains(spans.apps.name(s.app)) {
-            continue;
+        if in_scope[s.app as usize] {
+            facts.insert(s.lane);
         }
-        let f = spans.lanes.fact(s.lane);
+    }
+    let mut lanes = BTreeSet::new();
+    for fact in facts {
+        let f = spans.lanes.fact(fact);
         for l in std::iter::once(f.lane).chain(f.tag) {
             if l != 0 {
                 lanes.insert(spans.lanes.names.name(l).to_owned());
@@ -418,40 +433,65 @@ pub fn lanes_panel(
     let step = step_ns.max(1);
     let steps = ((range.to_unix_nano - range.from_unix_nano) / step + 1) as usize;
     let mut series: BTreeMap<(String, usize), Vec<(u64, u64)>> = BTreeMap::new();
+    // One pass over the spans keyed by ids (app, lane index, instance); names come after.
+    let in_scope = app_ids_in(spans, &set);
+    let lane_index: Vec<Option<usize>> = (0..spans.lanes.facts())
+        .map(|fact| {
+            let lane = spans.lanes.fact(u16::try_from(fact).unwrap_or(0)).lane;
+            lane_at(spans.lanes.names.name(lane))
+        })
+        .collect();
+    let mut by_instance: FastMap<(u32, usize, u32), i64> = FastMap::default();
+    let mut by_app: FastMap<(u32, usize), (Vec<(u64, u64)>, u64, u64)> = FastMap::default();
     for s in spans.iter() {
-        let app = spans.apps.name(s.app);
-        if !set.contains(app) {
+        if !in_scope[s.app as usize] {
             continue;
         }
-        let f = spans.lanes.fact(s.lane);
-        let Some(li) = lane_at(spans.lanes.names.name(f.lane)) else {
+        // An id past the table reads as fact 0, as `LaneTable::fact` does.
+        let Some(li) = lane_index
+            .get(usize::from(s.lane))
+            .copied()
+            .unwrap_or(lane_index[0])
+        else {
             continue;
         };
-        let e = seen
-            .entry((
-                app.to_owned(),
-                li,
-                spans.instances.name(s.instance).to_owned(),
-            ))
-            .or_insert((BTreeSet::new(), i64::MIN));
-        e.0.insert("spans");
-        e.1 = e.1.max(s.end);
+        let last = by_instance
+            .entry((s.app, li, s.instance))
+            .or_insert(i64::MIN);
+        *last = (*last).max(s.end);
         if s.kind == Kind::Server {
-            if li == 0
-                && let Some(c) = cells.get_mut(app)
-            {
-                c[0].requests += 1;
-                c[0].errors += u64::from(s.is_error);
-            }
+            let (v, requests, errors) = by_app
+                .entry((s.app, li))
+                .or_insert_with(|| (vec![(0, 0); steps], 0, 0));
+            *requests += 1;
+            *errors += u64::from(s.is_error);
             let k = ((s.start - range.from_unix_nano).max(0) / step) as usize;
-            let v = series
-                .entry((app.to_owned(), li))
-                .or_insert_with(|| vec![(0, 0); steps]);
             if let Some(p) = v.get_mut(k) {
                 p.0 += 1;
                 p.1 += u64::from(s.is_error);
             }
         }
+    }
+    for ((app, li, instance), last) in by_instance {
+        let e = seen
+            .entry((
+                spans.apps.name(app).to_owned(),
+                li,
+                spans.instances.name(instance).to_owned(),
+            ))
+            .or_insert((BTreeSet::new(), i64::MIN));
+        e.0.insert("spans");
+        e.1 = e.1.max(last);
+    }
+    for ((app, li), (v, requests, errors)) in by_app {
+        let app = spans.apps.name(app);
+        if li == 0
+            && let Some(c) = cells.get_mut(app)
+        {
+            c[0].requests += requests;
+            c[0].errors += errors;
+        }
+        series.insert((app.to_owned(), li), v);
     }
     for g in &spans.signals {
         if !set.contains(g.app.as_str()) {
