@@ -32,7 +32,8 @@ pub use findings::{
     LaneTagChanged, LaneTagDropped, LeakReason, PollutionReason, TagChangeReason,
 };
 pub use judge::LaneJudge;
-pub use marks::{Covered, LaneMark, TraceLanes, asks_capacity, trace_lanes};
+pub use marks::{LaneMark, TraceLanes, asks_capacity, trace_lanes};
+pub use presence::Covered;
 pub use records::{InstanceLane, LaneSpan, SpanLaneTag, find, instance_lanes, span_lane_tags};
 pub use timeline::TimelineGroups;
 

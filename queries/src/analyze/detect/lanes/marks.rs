@@ -14,30 +14,13 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::findings::{LaneLeak, LanePollution, LaneTagChanged, LaneTagDropped};
+use super::presence::Covered;
 use super::records::{LaneSpan, presence};
 use super::tree::{Intent, Tree};
 use super::{BASE, LaneFields, LaneGroups, LaneJudge, TimelineGroups};
 use crate::analyze::config::LaneWindows;
 use crate::analyze::intern::Interner;
 use crate::analyze::spans::Spans;
-
-/// An interval over which an instance signalled (domain §7.1): a span of another trace, or
-/// the times of OTLP metrics or logs exports (an instant: `start == end`). Several signals may
-/// be given as one interval from the first start to the last end when none of them is more
-/// than W from the next one's bucket (see the drilldown's reading of them).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Covered {
-    /// App.
-    pub app: String,
-    /// Instance id.
-    pub instance: String,
-    /// The instance's lane.
-    pub lane: String,
-    /// First signal, Unix ns.
-    pub start: i64,
-    /// Last signal's end, Unix ns.
-    pub end: i64,
-}
 
 /// An outcome of §7.2–7.3 that the analyzer counts and does not report one by one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

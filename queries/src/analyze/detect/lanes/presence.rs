@@ -6,11 +6,30 @@
 //! and logs exports. [`PresenceBuilder`] takes them in any order and keeps, per instance, its
 //! signals as sorted disjoint intervals; [`Presence::has_capacity`] answers with two binary
 //! searches per instance of the app and lane. Only the apps the caller asks to track are kept
-//! (the apps with a lane instance: no other app's capacity is ever asked).
+//! (the apps with a lane instance: no other app's capacity is ever asked). [`Covered`] is an
+//! instance's signals over an interval as read from the store around one trace (its page).
 
 use std::collections::HashMap;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// An interval over which an instance signalled (domain §7.1): a span of another trace, or
+/// the times of OTLP metrics or logs exports (an instant: `start == end`). Several signals may
+/// be given as one interval from the first start to the last end when none of them is more
+/// than W from the next one's bucket (see the drilldown's reading of them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Covered {
+    /// App.
+    pub app: String,
+    /// Instance id.
+    pub instance: String,
+    /// The instance's lane.
+    pub lane: String,
+    /// First signal, Unix ns.
+    pub start: i64,
+    /// Last signal's end, Unix ns.
+    pub end: i64,
+}
 
 /// Signals of one instance: intervals, merged when they overlap.
 #[derive(Default)]

@@ -9,8 +9,7 @@ use std::num::NonZeroU64;
 
 use serde::Serialize;
 
-use super::marks::Covered;
-use super::presence::{Presence, PresenceBuilder};
+use super::presence::{Covered, Presence, PresenceBuilder};
 use super::{BASE, LaneFields, LaneJudge, LaneKind, LaneReport, TimelineGroups};
 use crate::analyze::config::LaneWindows;
 use crate::analyze::findings::{hex64, hex128};
