@@ -224,7 +224,7 @@ pub fn stain_lanes(req: &mut ExportTraceServiceRequest) {
                 .push(kv_str("nacos.metadata.gray", "true"));
         }
         for span in r.scope_spans.iter_mut().flat_map(|s| s.spans.iter_mut()) {
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 span.attributes.push(header.clone());
             } else if n % 8 == 1 {
                 span.attributes.push(kv_str("x-deploy-lane", "gray"));

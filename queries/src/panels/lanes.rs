@@ -7,6 +7,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// One app's SERVER spans in one lane over the range: (requests, errors) per step, and their
+/// totals.
+type AppLane = (Vec<(u64, u64)>, u64, u64);
+
 use dyeline_model::release::LaneGroup;
 
 use super::TimeRange;
@@ -442,7 +446,7 @@ pub fn lanes_panel(
         })
         .collect();
     let mut by_instance: FastMap<(u32, usize, u32), i64> = FastMap::default();
-    let mut by_app: FastMap<(u32, usize), (Vec<(u64, u64)>, u64, u64)> = FastMap::default();
+    let mut by_app: FastMap<(u32, usize), AppLane> = FastMap::default();
     for s in spans.iter() {
         if !in_scope[s.app as usize] {
             continue;
