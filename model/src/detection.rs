@@ -69,6 +69,15 @@ impl Detection {
         Detection::LaneErrorSpike,
     ];
 
+    /// The four lane findings judged one span at a time (§7.3), the ones a trace carries:
+    /// [`Detection::LANE`] without the windowed lane error spike (§7.4).
+    pub const LANE_PER_SPAN: [Detection; 4] = [
+        Detection::LaneLeak,
+        Detection::LaneTagDropped,
+        Detection::LanePollution,
+        Detection::LaneTagChanged,
+    ];
+
     /// The title of its section in the text table (`cross-colour hops`, ...).
     pub fn title(self) -> &'static str {
         match self {
@@ -193,6 +202,12 @@ mod tests {
             ]
         );
         assert!(Detection::LaneErrorSpike.is_windowed() && !Detection::LaneLeak.is_windowed());
+        // The per-span lane findings are the lane ones that are not windowed.
+        let per_span: Vec<Detection> = Detection::LANE
+            .into_iter()
+            .filter(|d| !d.is_windowed())
+            .collect();
+        assert_eq!(per_span, Detection::LANE_PER_SPAN);
         for d in Detection::ALL {
             let json = format!("\"{d}\"");
             assert_eq!(serde_json::to_string(&d).unwrap(), json);

@@ -524,7 +524,9 @@ async fn search_traces(
                 "invalid_query",
                 format!(
                     "lane_finding {f:?} is not any or one of {}",
-                    crate::search::LANE_FINDINGS.join(", ")
+                    dyeline_model::Detection::LANE_PER_SPAN
+                        .map(|d| d.as_str())
+                        .join(", ")
                 ),
             )
         })?),

@@ -6,8 +6,8 @@
 use std::collections::{BTreeSet, HashSet};
 
 use datafusion::prelude::SessionContext;
-use dyeline_model::Color;
 use dyeline_model::release::Timeline;
+use dyeline_model::{Color, Detection};
 use serde::Serialize;
 
 use crate::analyze::config::LaneWindows;
@@ -39,7 +39,7 @@ pub struct TraceQuery {
     pub lane_tag: Option<String>,
     /// A span of an app that was in this lane group at the span's start.
     pub lane_group: Option<String>,
-    /// Has a lane finding of this type ([`LANE_FINDINGS`]; of any of them for `Some(None)`).
+    /// Has a lane finding of this type ([`Detection::LANE_PER_SPAN`]; of any of them for `Some(None)`).
     pub lane_finding: Option<Option<&'static str>>,
     /// Spans starting at or after, Unix ns.
     pub from: i64,
@@ -72,21 +72,18 @@ pub struct TraceSummary {
     pub hops: usize,
 }
 
-/// The lane finding types a search filters by (domain §7.3), as `dyeline analyze` names them.
-pub const LANE_FINDINGS: [&str; 4] = [
-    "lane_leak",
-    "lane_tag_dropped",
-    "lane_pollution",
-    "lane_tag_changed",
-];
-
-/// A lane finding filter's value: `any` or one of [`LANE_FINDINGS`] (`None` for another).
+/// A lane finding filter's value: `any` or the name of one of
+/// [`Detection::LANE_PER_SPAN`] (domain §7.3; `None` for another).
 pub fn lane_finding_type(text: &str) -> Option<Option<&'static str>> {
     let t = text.trim();
     if t == "any" {
         return Some(None);
     }
-    LANE_FINDINGS.iter().find(|f| **f == t).map(|f| Some(*f))
+    Detection::LANE_PER_SPAN
+        .iter()
+        .map(|d| d.as_str())
+        .find(|f| *f == t)
+        .map(Some)
 }
 
 /// Runs a search; the lane findings (for `lane_finding`) are judged with the lane windows

@@ -184,9 +184,12 @@ const LANE_MARKS: [(&str, &str, &str); 8] = [
     ),
 ];
 
-/// The lane finding types (the marks that are findings, not outcomes only counted).
+/// The lane finding types (the marks that are findings, not outcomes only counted): the
+/// model's per-span lane detections.
 pub fn lane_finding_types() -> impl Iterator<Item = &'static str> {
-    LANE_MARKS[..4].iter().map(|(m, _, _)| *m)
+    dyeline_model::Detection::LANE_PER_SPAN
+        .into_iter()
+        .map(dyeline_model::Detection::as_str)
 }
 
 /// A lane mark type is one of the four findings.
