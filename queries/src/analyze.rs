@@ -14,7 +14,7 @@
 //! The files, each floor importing only from those below it:
 //!
 //! ```text
-//! analyze.rs (this face: analyze(), run(), the re-exports)
+//! analyze.rs (this face: run(), the re-exports)
 //!   text.rs                           the text table and the demo's summary
 //!   read/files.rs, read/scan.rs       the per-file path (with its cache) and the DataFusion scan
 //!   report.rs                         Report, report_of, report_windows
@@ -60,7 +60,6 @@ pub mod spans;
 mod testkit;
 pub mod text;
 
-use datafusion::prelude::SessionContext;
 use dyeline_model::release::Timeline;
 use dyeline_store::table::SpansTable;
 
@@ -75,34 +74,7 @@ pub use report::{
     report_of, report_windows,
 };
 
-use crate::sql::SqlError;
 use read::files::{count_windows_once, load_once};
-
-/// Analyses the spans starting in `[from, to)` (all when absent) of the `spans` table in
-/// `ctx` against `timeline`.
-///
-/// # Errors
-/// [`SqlError`] when the scan fails.
-pub async fn analyze(
-    ctx: &SessionContext,
-    timeline: &Timeline,
-    config: &AnalyzerConfig,
-    from: Option<i64>,
-    to: Option<i64>,
-    with_decisions: bool,
-) -> Result<Report, SqlError> {
-    let started = std::time::Instant::now();
-    let spans = read::scan::load(ctx, timeline, from, to).await?;
-    let loaded = started.elapsed();
-    let r = report(&spans, config, with_decisions);
-    tracing::debug!(
-        spans = spans.len(),
-        load_ms = loaded.as_secs_f64() * 1e3,
-        report_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
-        "analysis"
-    );
-    Ok(r)
-}
 
 /// Runs `detections` (all when empty) over the spans of `table` starting in `range`
 /// (`[from, to)`, Unix ns; unbounded where `None`) against `timeline`, with `config`'s
