@@ -274,8 +274,15 @@ macro_rules! sort_by_fields {
     };
 }
 
-/// Reports over at least this many spans run the trace and window detections on two threads.
+/// Reports over at least this many spans run the trace and window detections, and the lane
+/// rules, on two threads.
 const PARALLEL_DETECTIONS_MIN: usize = 50_000;
+
+/// The detections of `spans` take two threads: enough spans, and a second core.
+pub(crate) fn two_threads(spans: &Spans) -> bool {
+    spans.len() >= PARALLEL_DETECTIONS_MIN
+        && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
+}
 
 /// The report of already loaded spans: every detection.
 pub fn report(spans: &Spans, config: &AnalyzerConfig, with_decisions: bool) -> Report {
@@ -387,8 +394,7 @@ pub fn report_of(
         error_spike,
         ..
     } = &mut r;
-    let parallel = spans.len() >= PARALLEL_DETECTIONS_MIN
-        && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1;
+    let parallel = two_threads(spans);
     // The window counting takes both threads when the trace detections do not run.
     let mut windows_part = |both_threads: bool| {
         let w = std::time::Instant::now();

@@ -398,6 +398,30 @@ impl Spans {
         halves
     }
 
+    /// The spans cut in two halves of about equal length at a trace boundary, each as slices
+    /// in [`Spans::iter`]'s order, every trace whole in one of them (for per-trace folds on two
+    /// threads).
+    pub fn trace_halves(&self) -> [Vec<&[SpanRec]>; 2] {
+        let mut halves: [Vec<&[SpanRec]>; 2] = [Vec::new(), Vec::new()];
+        let mut left = self.len / 2;
+        for c in &self.chunks {
+            let mut at = left.min(c.len());
+            // No trace spans two chunks, but the cut may fall inside one: move it to the
+            // trace's end.
+            if let Some(t) = at.checked_sub(1).map(|i| c[i].trace) {
+                at += c[at..].iter().take_while(|s| s.trace == t).count();
+            }
+            let (a, b) = c.split_at(at);
+            left = left.saturating_sub(a.len());
+            for (half, part) in halves.iter_mut().zip([a, b]) {
+                if !part.is_empty() {
+                    half.push(part);
+                }
+            }
+        }
+        halves
+    }
+
     /// The spans of each trace (they are grouped by trace), one slice per trace.
     pub fn traces(&self) -> impl Iterator<Item = &[SpanRec]> {
         self.chunks

@@ -704,6 +704,49 @@ mod tests {
             prop_assert_eq!(s.traces().count(), sizes.iter().filter(|&&k| k > 0).count());
         }
 
+        /// `trace_halves` cuts at a trace boundary: the halves hold every span once in order,
+        /// no trace is in both, and the first half is the smallest such cut at or past half.
+        #[test]
+        fn trace_halves_keep_every_trace_whole(
+            runs in prop::collection::vec(prop::collection::vec(1usize..5, 0..5), 0..5),
+        ) {
+            let mut n = 0u64;
+            let mut trace = 0u8;
+            let chunks: Vec<Vec<SpanRec>> = runs
+                .iter()
+                .map(|chunk| {
+                    let mut out = Vec::new();
+                    for &k in chunk {
+                        trace += 1;
+                        for _ in 0..k {
+                            n += 1;
+                            let mut l = Loader::default();
+                            add(&mut l, &(trace, n as i64, n, 0, 0, None, false, 0, 0));
+                            out.push(l.spans.remove(0));
+                        }
+                    }
+                    out
+                })
+                .collect();
+            let mut s = Spans::default();
+            s.set_chunks(chunks);
+            let all: Vec<(u128, u64)> = s.iter().map(|r| (r.trace, r.span)).collect();
+            let [a, b] = s.trace_halves();
+            let flat = |h: &Vec<&[SpanRec]>| -> Vec<(u128, u64)> {
+                h.iter().copied().flatten().map(|r| (r.trace, r.span)).collect()
+            };
+            let (a, b) = (flat(&a), flat(&b));
+            prop_assert_eq!([a.clone(), b.clone()].concat(), all.clone());
+            let first: std::collections::HashSet<u128> = a.iter().map(|x| x.0).collect();
+            prop_assert!(b.iter().all(|x| !first.contains(&x.0)));
+            prop_assert!(a.len() >= all.len() / 2);
+            // One span fewer in the first half would cut its last trace or fall short of half.
+            if let Some(last) = a.last() {
+                let tail = a.iter().rev().take_while(|x| x.0 == last.0).count();
+                prop_assert!(a.len() - tail < all.len() / 2 || all.len() / 2 == 0);
+            }
+        }
+
         /// Merging parts, each sorted, gives what loading all the spans in the range at once
         /// gives: same spans grouped by trace (a trace's spans may lie in several parts),
         /// decision records on the same spans, same rules; the two-thread copy gives the

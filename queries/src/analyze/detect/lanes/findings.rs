@@ -324,6 +324,43 @@ pub struct LaneReport {
 }
 
 impl LaneReport {
+    /// Appends the findings and adds the counts of `other` (the judge of other traces; its
+    /// coverage and spikes are judged after the merge, so they are empty).
+    pub(crate) fn absorb(&mut self, other: Self) {
+        let Self {
+            leaks,
+            tags_dropped,
+            pollution,
+            tags_changed,
+            error_spikes,
+            coverage,
+            counts,
+        } = other;
+        self.leaks.extend(leaks);
+        self.tags_dropped.extend(tags_dropped);
+        self.pollution.extend(pollution);
+        self.tags_changed.extend(tags_changed);
+        self.error_spikes.extend(error_spikes);
+        self.coverage.extend(coverage);
+        let LaneCounts {
+            lane_fallback,
+            failover,
+            tag_not_recorded,
+            reverse_fallback,
+            undetermined,
+            malformed_lane_tags,
+            invalid_instance_lanes,
+        } = counts;
+        let n = &mut self.counts;
+        n.lane_fallback += lane_fallback;
+        n.failover += failover;
+        n.tag_not_recorded += tag_not_recorded;
+        n.reverse_fallback += reverse_fallback;
+        n.undetermined += undetermined;
+        n.malformed_lane_tags += malformed_lane_tags;
+        n.invalid_instance_lanes += invalid_instance_lanes;
+    }
+
     /// Sorts every list by time, then by ids and names (a load's span order differs between a
     /// scan and a merge of files).
     pub fn sort(&mut self) {

@@ -123,6 +123,13 @@ impl<'a, G: LaneGroups> LaneJudge<'a, G> {
         }
     }
 
+    /// Adds what `other` judged (other traces, by the same presence, groups and windows) to
+    /// this judge, as if this one had judged them after its own.
+    pub fn absorb(&mut self, other: Self) {
+        self.report.absorb(other.report);
+        self.cells.absorb(other.cells);
+    }
+
     /// The report, with the windows judged.
     pub fn finish(self) -> LaneReport {
         let mut report = self.report;

@@ -13,6 +13,7 @@ use super::presence::{Covered, Presence, PresenceBuilder};
 use super::{BASE, LaneFields, LaneJudge, LaneKind, LaneReport, TimelineGroups};
 use crate::analyze::config::LaneWindows;
 use crate::analyze::findings::{hex64, hex128};
+use crate::analyze::report::two_threads;
 use crate::analyze::spans::{Kind, SpanRec, Spans};
 
 /// An instance and its lane (the `lanes` list of the report).
@@ -140,20 +141,39 @@ pub fn find(spans: &Spans, windows: &LaneWindows) -> LaneReport {
     let (presence, tracked) = presence(spans, windows, &[]);
     let groups = TimelineGroups::new(&spans.lane_groups, &spans.apps, &table.names);
     let window = i64::try_from(windows.window.as_nanos()).unwrap_or(i64::MAX);
-    let mut judge = LaneJudge::new(
-        &presence,
-        &groups,
-        &spans.apps,
-        &table.names,
-        &tracked,
-        window,
-    );
-    let mut trace = Vec::new();
-    for t in spans.traces() {
-        trace.clear();
-        trace.extend(t.iter().map(|s| LaneSpan::of(s, spans)));
-        judge.trace(&trace);
-    }
+    // Each half of the traces on its own thread, when there are enough: a judge's findings
+    // and cells are added up before the windows are judged.
+    let judge_traces = |slices: &[&[SpanRec]]| {
+        let mut judge = LaneJudge::new(
+            &presence,
+            &groups,
+            &spans.apps,
+            &table.names,
+            &tracked,
+            window,
+        );
+        let mut trace = Vec::new();
+        for t in slices
+            .iter()
+            .flat_map(|c| c.chunk_by(|a, b| a.trace == b.trace))
+        {
+            trace.clear();
+            trace.extend(t.iter().map(|s| LaneSpan::of(s, spans)));
+            judge.trace(&trace);
+        }
+        judge
+    };
+    let mut judge = if two_threads(spans) {
+        let [first, second] = spans.trace_halves();
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| judge_traces(&second));
+            let mut judge = judge_traces(&first);
+            judge.absorb(other.join().expect("lane judge thread"));
+            judge
+        })
+    } else {
+        judge_traces(&spans.chunks().collect::<Vec<_>>())
+    };
     let malformed: u64 = table.carriers.values().map(|&(_, n)| u64::from(n)).sum();
     judge.count_malformed(malformed, 0);
     let mut report = judge.finish();

@@ -654,3 +654,44 @@ fn a_lane_failing_more_than_base_is_a_lane_error_spike() {
     assert_eq!(s.window_start_unix_nano, T0);
     assert_eq!(s.exemplar_trace_ids.len(), 1);
 }
+
+/// Traces judged by two judges, one absorbing the other, give what one judge gives them all:
+/// findings, counts, coverage cells (requests, outcomes, p99) and spikes, wherever the traces
+/// are cut (the analyzer judges each half of a load on its own thread).
+#[test]
+fn two_judges_absorbed_equal_one_judge() {
+    let w = world(&with_base(&[(ORDER, GRAY), (PAY, GRAY2)]), &[]);
+    let lanes = [BASE, GRAY, GRAY2];
+    let tags = [None, Some(GRAY), Some(GRAY2), Some(BASE)];
+    let traces: Vec<Vec<T>> = (0..300u64)
+        .map(|k| {
+            let at = |mut s: T, n: u64| {
+                s.start = T0 + (k * 400 + n) as i64 * MS;
+                s.err = (k * 7 + n) % 13 == 0;
+                s
+            };
+            let tag = tags[(k % 4) as usize];
+            vec![
+                at(sp(1, 0, Sv, GW, BASE, tag), 0),
+                at(sp(2, 1, C, GW, BASE, tag), 1),
+                at(sp(3, 2, Sv, ORDER, lanes[(k % 3) as usize], tag), 2),
+                at(sp(4, 3, C, ORDER, lanes[(k % 3) as usize], tags[(k % 5 % 4) as usize]), 3),
+                at(sp(5, 4, Sv, PAY, lanes[(k / 3 % 3) as usize], tags[(k % 5 % 4) as usize]), 4),
+            ]
+        })
+        .collect();
+    let mut one = judge(&w, &traces);
+    one.sort();
+    assert!(!one.leaks.is_empty() && !one.pollution.is_empty() && !one.coverage.is_empty());
+    for cut in [0, 1, 150, 299, 300] {
+        let (a, b) = traces.split_at(cut);
+        let mut first = judge_of(&w);
+        a.iter().for_each(|t| first.trace(t));
+        let mut second = judge_of(&w);
+        b.iter().for_each(|t| second.trace(t));
+        first.absorb(second);
+        let mut two = first.finish();
+        two.sort();
+        assert_eq!(two, one, "cut at {cut}");
+    }
+}

@@ -74,6 +74,23 @@ impl Cells {
         }
     }
 
+    /// Adds the cells of `other` (other traces) to these.
+    pub(crate) fn absorb(&mut self, other: Self) {
+        for (k, o) in other.map {
+            let c = self.map.entry(k).or_default();
+            c.served += o.served;
+            c.fallback += o.fallback;
+            c.failover += o.failover;
+            c.leaked += o.leaked;
+            c.requests += o.requests;
+            c.errors += o.errors;
+            c.durations.extend(o.durations);
+            for t in o.error_exemplars {
+                keep(&mut c.error_exemplars, t);
+            }
+        }
+    }
+
     /// The coverage rows (lanes other than base) and the error spikes, each sorted by window,
     /// app, lane.
     pub(crate) fn finish<G: LaneGroups>(
