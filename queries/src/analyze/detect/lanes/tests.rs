@@ -667,16 +667,17 @@ fn two_judges_absorbed_equal_one_judge() {
         .map(|k| {
             let at = |mut s: T, n: u64| {
                 s.start = T0 + (k * 400 + n) as i64 * MS;
-                s.err = (k * 7 + n) % 13 == 0;
+                s.err = (k * 7 + n).is_multiple_of(13);
                 s
             };
-            let tag = tags[(k % 4) as usize];
+            let (tag, below) = (tags[(k % 4) as usize], tags[(k % 5 % 4) as usize]);
+            let (order, pay) = (lanes[(k % 3) as usize], lanes[(k / 3 % 3) as usize]);
             vec![
                 at(sp(1, 0, Sv, GW, BASE, tag), 0),
                 at(sp(2, 1, C, GW, BASE, tag), 1),
-                at(sp(3, 2, Sv, ORDER, lanes[(k % 3) as usize], tag), 2),
-                at(sp(4, 3, C, ORDER, lanes[(k % 3) as usize], tags[(k % 5 % 4) as usize]), 3),
-                at(sp(5, 4, Sv, PAY, lanes[(k / 3 % 3) as usize], tags[(k % 5 % 4) as usize]), 4),
+                at(sp(3, 2, Sv, ORDER, order, tag), 2),
+                at(sp(4, 3, C, ORDER, order, below), 3),
+                at(sp(5, 4, Sv, PAY, pay, below), 4),
             ]
         })
         .collect();
