@@ -3,8 +3,9 @@
 //! epoch, without claiming it (a check next to a running node must not fence it). What
 //! `dyeline storage check` prints and what `dyeline serve` runs in the background at start.
 //!
-//! Does not own retrying or stopping the server (the caller decides, by
-//! [`CheckError::is_fatal`]).
+//! [`check_until_passed`] is the server's form: it retries what may pass later (a store or a
+//! catalog that is down, logged each time) and returns on a pass or on what cannot (a store
+//! that overwrites). Does not own stopping the server (the caller decides).
 
 use std::fmt;
 
@@ -116,4 +117,40 @@ pub async fn check(settings: &CheckSettings) -> Result<CheckReport, CheckError> 
         node: settings.node.clone(),
         owner_epoch: owner_epoch?,
     })
+}
+
+/// First wait between two attempts of [`check_until_passed`]; it doubles up to
+/// [`RETRY_MAX`].
+pub const RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+/// Longest wait between two attempts of [`check_until_passed`].
+pub const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs [`check`] until it passes (logged at info) or fails in a way retrying cannot mend
+/// ([`CheckError::is_fatal`], returned); any other failure is logged as a warning and tried
+/// again after a wait doubling from [`RETRY_FIRST`] to [`RETRY_MAX`].
+///
+/// # Errors
+/// The fatal [`CheckError`].
+pub async fn check_until_passed(settings: &CheckSettings) -> Result<CheckReport, CheckError> {
+    let mut wait = RETRY_FIRST;
+    loop {
+        match check(settings).await {
+            Ok(report) => {
+                tracing::info!(
+                    object_store = %report.object_store,
+                    catalog = %report.catalog_host,
+                    schema_version = report.schema_version,
+                    node = %report.node,
+                    "shared storage checked"
+                );
+                return Ok(report);
+            }
+            Err(e) if e.is_fatal() => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?wait, "shared storage unavailable: uploads wait, ingest goes on");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RETRY_MAX);
+            }
+        }
+    }
 }

@@ -28,7 +28,7 @@ pub mod urls;
 pub mod testkit;
 
 pub use catalog::{Catalog, CatalogError, FileKind, SpanFile};
-pub use check::{CheckError, CheckReport, CheckSettings, check};
+pub use check::{CheckError, CheckReport, CheckSettings, check, check_until_passed};
 pub use node::NodeId;
 pub use objects::{Objects, ObjectsError, SelfTest};
 pub use urls::{ObjectStoreUrl, PostgresUrl, UrlError};
