@@ -13,6 +13,14 @@ async fn catalog(pg: &Postgres) -> Catalog {
         .unwrap()
 }
 
+/// A catalog on `pg` and node `n1`, claimed: its epoch.
+async fn claimed(pg: &Postgres) -> (Catalog, NodeId, i64) {
+    let c = catalog(pg).await;
+    let n = node("n1");
+    let epoch = c.claim_node(&n).await.unwrap();
+    (c, n, epoch)
+}
+
 fn node(id: &str) -> NodeId {
     NodeId::parse(id).unwrap()
 }
@@ -33,6 +41,18 @@ fn file(key: &str, min: i64, max: i64) -> SpanFile {
     }
 }
 
+/// Registers `files` of spans for `n` at `epoch`, up to WAL position `position`.
+async fn register(
+    c: &Catalog,
+    n: &NodeId,
+    epoch: i64,
+    files: &[SpanFile],
+    position: u64,
+) -> Result<Registered, CatalogError> {
+    c.register_upload(n, epoch, FileKind::Spans, files, position)
+        .await
+}
+
 fn keys(files: &[ListedFile]) -> Vec<&str> {
     files.iter().map(|f| f.file.key.as_str()).collect()
 }
@@ -44,8 +64,7 @@ async fn migrations_apply_once_and_again_change_nothing() {
     assert_eq!(first.schema_version().await.unwrap(), 1);
     let n = node("n1");
     let epoch = first.claim_node(&n).await.unwrap();
-    first
-        .register_upload(&n, epoch, FileKind::Spans, &[file("a", 5, 9)], 3)
+    register(&first, &n, epoch, &[file("a", 5, 9)], 3)
         .await
         .unwrap();
     // A second start (another node, a restart) runs the migrations again: nothing changes.
@@ -69,13 +88,12 @@ async fn an_older_epoch_is_fenced_and_changes_nothing() {
     assert_eq!(c.owner_epoch(&n).await.unwrap(), None);
     let old = c.claim_node(&n).await.unwrap();
     assert_eq!(old, 1);
-    c.register_upload(&n, old, FileKind::Spans, &[file("old-1", 0, 5)], 10)
+    register(&c, &n, old, &[file("old-1", 0, 5)], 10)
         .await
         .unwrap();
     let new = c.claim_node(&n).await.unwrap();
     assert_eq!((new, c.owner_epoch(&n).await.unwrap()), (2, Some(2)));
-    let e = c
-        .register_upload(&n, old, FileKind::Spans, &[file("old-2", 6, 8)], 20)
+    let e = register(&c, &n, old, &[file("old-2", 6, 8)], 20)
         .await
         .unwrap_err();
     assert!(matches!(e, CatalogError::Fenced { epoch: 1, .. }), "{e}");
@@ -86,7 +104,7 @@ async fn an_older_epoch_is_fenced_and_changes_nothing() {
     );
     assert_eq!(c.checkpoint(&n, FileKind::Spans).await.unwrap(), Some(10));
     // The new owner writes; another node's epoch is its own.
-    c.register_upload(&n, new, FileKind::Spans, &[file("new-1", 6, 8)], 20)
+    register(&c, &n, new, &[file("new-1", 6, 8)], 20)
         .await
         .unwrap();
     assert_eq!(c.checkpoint(&n, FileKind::Spans).await.unwrap(), Some(20));
@@ -96,19 +114,10 @@ async fn an_older_epoch_is_fenced_and_changes_nothing() {
 #[tokio::test]
 async fn a_registration_is_one_transaction_and_registers_no_key_twice() {
     let pg = Postgres::start();
-    let c = catalog(&pg).await;
-    let n = node("n1");
-    let epoch = c.claim_node(&n).await.unwrap();
+    let (c, n, epoch) = claimed(&pg).await;
     // The second file breaks a constraint after the first was inserted: neither the first
     // file nor the checkpoint stays.
-    let e = c
-        .register_upload(
-            &n,
-            epoch,
-            FileKind::Spans,
-            &[file("good", 1, 2), file("bad", 9, 3)],
-            7,
-        )
+    let e = register(&c, &n, epoch, &[file("good", 1, 2), file("bad", 9, 3)], 7)
         .await
         .unwrap_err();
     assert!(e.to_string().contains("registering a file"), "{e}");
@@ -120,22 +129,14 @@ async fn a_registration_is_one_transaction_and_registers_no_key_twice() {
     );
     assert_eq!(c.checkpoint(&n, FileKind::Spans).await.unwrap(), None);
 
-    let done = c
-        .register_upload(
-            &n,
-            epoch,
-            FileKind::Spans,
-            &[file("a", 1, 2), file("b", 3, 4)],
-            7,
-        )
+    let done = register(&c, &n, epoch, &[file("a", 1, 2), file("b", 3, 4)], 7)
         .await
         .unwrap();
     assert_eq!((done.inserted, done.already_known), (2, 0));
     // The same keys again (a retry after a lost commit acknowledgement): nothing twice.
     let mut changed = file("a", 1, 2);
     changed.rows = 999;
-    let again = c
-        .register_upload(&n, epoch, FileKind::Spans, &[changed, file("c", 5, 6)], 5)
+    let again = register(&c, &n, epoch, &[changed, file("c", 5, 6)], 5)
         .await
         .unwrap();
     assert_eq!((again.inserted, again.already_known), (1, 1));
@@ -154,17 +155,13 @@ async fn a_registration_is_one_transaction_and_registers_no_key_twice() {
 #[tokio::test]
 async fn listings_by_time_deleted_files_and_known_keys() {
     let pg = Postgres::start();
-    let c = catalog(&pg).await;
-    let n = node("n1");
-    let epoch = c.claim_node(&n).await.unwrap();
+    let (c, n, epoch) = claimed(&pg).await;
     let files = [
         file("spans/h0/a", 0, 10),
         file("spans/h0/b", 10, 20),
         file("spans/h0/c", 20, 30),
     ];
-    c.register_upload(&n, epoch, FileKind::Spans, &files, 1)
-        .await
-        .unwrap();
+    register(&c, &n, epoch, &files, 1).await.unwrap();
     let mut presence = file("presence/h0/p", 0, 30);
     presence.kind = FileKind::Presence;
     presence.trace_index_key = None;
@@ -227,9 +224,7 @@ async fn listings_by_time_deleted_files_and_known_keys() {
 #[tokio::test]
 async fn the_pool_reconnects_after_a_restart_and_errors_hide_the_password() {
     let pg = Postgres::start();
-    let c = catalog(&pg).await;
-    let n = node("n1");
-    let epoch = c.claim_node(&n).await.unwrap();
+    let (c, n, epoch) = claimed(&pg).await;
     pg.crash();
     let down = c.owner_epoch(&n).await.unwrap_err().to_string();
     assert!(!down.contains(PASSWORD), "{down}");
@@ -246,7 +241,7 @@ async fn the_pool_reconnects_after_a_restart_and_errors_hide_the_password() {
     pg.restart();
     // The same pool, its old connections broken: the next statements get fresh ones.
     assert_eq!(c.owner_epoch(&n).await.unwrap(), Some(epoch));
-    c.register_upload(&n, epoch, FileKind::Spans, &[file("after", 1, 2)], 4)
+    register(&c, &n, epoch, &[file("after", 1, 2)], 4)
         .await
         .unwrap();
     assert_eq!(c.checkpoint(&n, FileKind::Spans).await.unwrap(), Some(4));

@@ -50,7 +50,7 @@ pub enum ObjectsError {
     /// A conditional create of an existing key succeeded (or conditional creates are not
     /// supported): the store overwrites silently.
     #[error(
-        "object store {url} overwrites an existing object on a conditional create ({detail}): \
+        "object store {url} does not refuse to overwrite an existing object ({detail}): \
          refusing it, since two writers could overwrite each other's objects. Setting \
          {ALLOW_UNSAFE_OVERWRITE} uses it anyway, which is unsafe"
     )]
@@ -154,7 +154,7 @@ pub async fn self_test(
             return overwrites(
                 url,
                 allow_unsafe_overwrite,
-                "conditional creates are not implemented",
+                "it does not support conditional creates",
             );
         }
         Ok(Err(e)) => return Err(unreachable(e.to_string())),
@@ -163,7 +163,11 @@ pub async fn self_test(
     let second = match create().await {
         Err(_) => Err(unreachable(format!("no answer within {STEP_TIMEOUT:?}"))),
         Ok(Err(object_store::Error::AlreadyExists { .. })) => Ok(SelfTest::RefusesOverwrite),
-        Ok(Ok(_)) => overwrites(url, allow_unsafe_overwrite, "the second create succeeded"),
+        Ok(Ok(_)) => overwrites(
+            url,
+            allow_unsafe_overwrite,
+            "a second conditional create of the same key succeeded",
+        ),
         Ok(Err(e)) => Err(unreachable(e.to_string())),
     };
     match tokio::time::timeout(STEP_TIMEOUT, store.delete(&key)).await {

@@ -29,6 +29,27 @@ fn storage_check(data_dir: &std::path::Path, env: &[(&str, String)]) -> (bool, S
     )
 }
 
+/// An object store in `dir/objects` and a catalog URL on a port nothing listens on: the
+/// directory, the port and the variables that configure them.
+fn local_store_and_down_catalog(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, u16, Vec<(&'static str, String)>) {
+    let objects = dir.join("objects");
+    std::fs::create_dir_all(&objects).unwrap();
+    let port = free_ports(1)[0];
+    let env = vec![
+        (
+            "DYELINE_STORAGE__OBJECT_STORE_URL",
+            format!("file://{}", objects.display()),
+        ),
+        (
+            "DYELINE_CATALOG__POSTGRES_URL",
+            format!("postgres://dyeline:{PASSWORD}@127.0.0.1:{port}/catalog"),
+        ),
+    ];
+    (objects, port, env)
+}
+
 #[test]
 fn storage_check_passes_against_seaweedfs_and_postgresql() {
     let weed = Seaweed::start();
@@ -73,21 +94,8 @@ fn storage_check_passes_against_seaweedfs_and_postgresql() {
 #[test]
 fn storage_check_passes_on_a_local_directory_and_fails_on_a_down_catalog() {
     let dir = temp_dir();
-    let objects = dir.path().join("objects");
-    std::fs::create_dir_all(&objects).unwrap();
-    // Nothing listens on this port: the catalog is down.
-    let port = free_ports(1)[0];
-    let env = [
-        (
-            "DYELINE_STORAGE__OBJECT_STORE_URL",
-            format!("file://{}", objects.display()),
-        ),
-        (
-            "DYELINE_CATALOG__POSTGRES_URL",
-            format!("postgres://dyeline:{PASSWORD}@127.0.0.1:{port}/catalog"),
-        ),
-        ("DYELINE_CLUSTER__NODE_ID", "n1".into()),
-    ];
+    let (objects, port, mut env) = local_store_and_down_catalog(dir.path());
+    env.push(("DYELINE_CLUSTER__NODE_ID", "n1".into()));
     let (ok, out, err) = storage_check(&dir.path().join("data"), &env);
     assert!(!ok, "a down catalog passed: {out}");
     assert!(
@@ -165,18 +173,9 @@ fn bad_storage_settings_are_refused_naming_the_key() {
 #[test]
 fn serve_ingests_while_its_catalog_is_down() {
     let dir = temp_dir();
-    let objects = dir.path().join("objects");
-    std::fs::create_dir_all(&objects).unwrap();
-    let port = free_ports(1)[0];
-    let url = format!("file://{}", objects.display());
-    let pg_url = format!("postgres://dyeline:{PASSWORD}@127.0.0.1:{port}/catalog");
-    let server = Server::start(
-        &dir.path().join("data"),
-        &[
-            ("DYELINE_STORAGE__OBJECT_STORE_URL", url.as_str()),
-            ("DYELINE_CATALOG__POSTGRES_URL", pg_url.as_str()),
-        ],
-    );
+    let (_, _, env) = local_store_and_down_catalog(dir.path());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start(&dir.path().join("data"), &env);
     let span = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"order"}}]},
         "scopeSpans":[{"spans":[{"traceId":"000000000000000000000000000c0a1a","spanId":"000000000000c0a1","name":"ok","kind":2,
         "startTimeUnixNano":"1718000600000000000","endTimeUnixNano":"1718000600001000000"}]}]}]}"#;
@@ -185,4 +184,55 @@ fn serve_ingests_while_its_catalog_is_down() {
     assert_eq!(count_trace(&server, "000000000000000000000000000c0a1a"), 1);
     // The node id was derived and kept for the uploads to come.
     assert!(dir.path().join("data/node_id").exists());
+}
+
+/// A store without conditional creates (here SeaweedFS with the client's
+/// `AWS_CONDITIONAL_PUT=disabled`) cannot keep two writers apart: `serve` stops with the
+/// message naming the setting that allows it anyway; with that setting the check passes and
+/// says it is unsafe.
+#[test]
+fn a_store_that_cannot_refuse_an_overwrite_stops_serve_unless_allowed() {
+    let weed = Seaweed::start();
+    let pg = Postgres::start();
+    let dir = temp_dir();
+    let mut env = weed.aws_env();
+    env.push(("AWS_CONDITIONAL_PUT", "disabled".into()));
+    env.push((
+        "DYELINE_STORAGE__OBJECT_STORE_URL",
+        "s3://dyeline/e2e".into(),
+    ));
+    env.push(("DYELINE_CATALOG__POSTGRES_URL", pg.url(PASSWORD)));
+    let mut serve = Command::new(dyeline_bin());
+    serve
+        .arg("serve")
+        .args(crate::support::EPHEMERAL_PORTS)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .env("DYELINE_LOG", "warn");
+    for (k, v) in &env {
+        serve.env(k, v);
+    }
+    let out = serve.output().expect("run dyeline serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "serve kept running on an unsafe store"
+    );
+    assert!(
+        err.contains("dyeline: object store s3://dyeline/e2e does not refuse to overwrite")
+            && err.contains("[storage] allow_unsafe_overwrite = true")
+            && err.contains("unsafe"),
+        "{err}"
+    );
+    assert!(!err.contains(PASSWORD), "{err}");
+
+    env.push(("DYELINE_STORAGE__ALLOW_UNSAFE_OVERWRITE", "true".into()));
+    let (ok, out, err) = storage_check(&dir.path().join("data"), &env);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(
+            "self-test: UNSAFE: the store overwrites; used because allow_unsafe_overwrite = true\n"
+        ),
+        "{out}"
+    );
 }
