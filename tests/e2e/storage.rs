@@ -29,27 +29,6 @@ fn storage_check(data_dir: &std::path::Path, env: &[(&str, String)]) -> (bool, S
     )
 }
 
-/// An object store in `dir/objects` and a catalog URL on a port nothing listens on: the
-/// directory, the port and the variables that configure them.
-fn local_store_and_down_catalog(
-    dir: &std::path::Path,
-) -> (std::path::PathBuf, u16, Vec<(&'static str, String)>) {
-    let objects = dir.join("objects");
-    std::fs::create_dir_all(&objects).unwrap();
-    let port = free_ports(1)[0];
-    let env = vec![
-        (
-            "DYELINE_STORAGE__OBJECT_STORE_URL",
-            format!("file://{}", objects.display()),
-        ),
-        (
-            "DYELINE_CATALOG__POSTGRES_URL",
-            format!("postgres://dyeline:{PASSWORD}@127.0.0.1:{port}/catalog"),
-        ),
-    ];
-    (objects, port, env)
-}
-
 #[test]
 fn storage_check_passes_against_seaweedfs_and_postgresql() {
     let weed = Seaweed::start();
@@ -94,8 +73,21 @@ fn storage_check_passes_against_seaweedfs_and_postgresql() {
 #[test]
 fn storage_check_passes_on_a_local_directory_and_fails_on_a_down_catalog() {
     let dir = temp_dir();
-    let (objects, port, mut env) = local_store_and_down_catalog(dir.path());
-    env.push(("DYELINE_CLUSTER__NODE_ID", "n1".into()));
+    let objects = dir.path().join("objects");
+    std::fs::create_dir_all(&objects).unwrap();
+    // Nothing listens on this port: the catalog is down.
+    let port = free_ports(1)[0];
+    let env = [
+        (
+            "DYELINE_STORAGE__OBJECT_STORE_URL",
+            format!("file://{}", objects.display()),
+        ),
+        (
+            "DYELINE_CATALOG__POSTGRES_URL",
+            format!("postgres://dyeline:{PASSWORD}@127.0.0.1:{port}/catalog"),
+        ),
+        ("DYELINE_CLUSTER__NODE_ID", "n1".into()),
+    ];
     let (ok, out, err) = storage_check(&dir.path().join("data"), &env);
     assert!(!ok, "a down catalog passed: {out}");
     assert!(
@@ -169,13 +161,24 @@ fn bad_storage_settings_are_refused_naming_the_key() {
 }
 
 /// The catalog down at start pauses nothing but uploads: the server serves and stores spans
-/// while its start check retries.
+/// while its start check retries, and the check passes (the schema appears) once PostgreSQL
+/// is back.
 #[test]
-fn serve_ingests_while_its_catalog_is_down() {
+fn serve_ingests_while_its_catalog_is_down_and_checks_it_once_back() {
+    let pg = Postgres::start();
+    pg.crash();
     let dir = temp_dir();
-    let (_, _, env) = local_store_and_down_catalog(dir.path());
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let server = Server::start(&dir.path().join("data"), &env);
+    let objects = dir.path().join("objects");
+    std::fs::create_dir_all(&objects).unwrap();
+    let url = format!("file://{}", objects.display());
+    let pg_url = pg.url(PASSWORD);
+    let server = Server::start(
+        &dir.path().join("data"),
+        &[
+            ("DYELINE_STORAGE__OBJECT_STORE_URL", url.as_str()),
+            ("DYELINE_CATALOG__POSTGRES_URL", pg_url.as_str()),
+        ],
+    );
     let span = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"order"}}]},
         "scopeSpans":[{"spans":[{"traceId":"000000000000000000000000000c0a1a","spanId":"000000000000c0a1","name":"ok","kind":2,
         "startTimeUnixNano":"1718000600000000000","endTimeUnixNano":"1718000600001000000"}]}]}]}"#;
@@ -184,6 +187,19 @@ fn serve_ingests_while_its_catalog_is_down() {
     assert_eq!(count_trace(&server, "000000000000000000000000000c0a1a"), 1);
     // The node id was derived and kept for the uploads to come.
     assert!(dir.path().join("data/node_id").exists());
+    assert_eq!(pg.psql("SELECT 1"), None, "the catalog is down");
+
+    pg.restart();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let version = "SELECT max(version) FROM _sqlx_migrations WHERE success";
+    while pg.psql(version).as_deref() != Some("1") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the start check did not migrate the catalog within 20 s of its return"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(count_trace(&server, "000000000000000000000000000c0a1a"), 1);
 }
 
 /// A store without conditional creates (here SeaweedFS with the client's

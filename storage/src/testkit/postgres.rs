@@ -89,6 +89,30 @@ impl Postgres {
         ));
     }
 
+    /// Runs `sql` with `psql` (unaligned, tuples only) in its `postgres` database: the
+    /// output, trimmed, or `None` when psql fails (the server is down, the table absent).
+    pub fn psql(&self, sql: &str) -> Option<String> {
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-At",
+                "-c",
+                sql,
+            ])
+            .arg("-p")
+            .arg(self.port.to_string())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
     fn data(&self) -> PathBuf {
         self.dir.path().join("data")
     }
