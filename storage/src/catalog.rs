@@ -262,7 +262,8 @@ impl Catalog {
     ///
     /// # Errors
     /// [`CatalogError::Fenced`] when `epoch` is no longer the node's; [`CatalogError::Query`]
-    /// (a file row the schema refuses, a lost connection), [`CatalogError::Invalid`].
+    /// (a file row the schema refuses, a lost connection), [`CatalogError::Invalid`] (a file
+    /// of another kind than `kind`, a number past `i64::MAX`).
     pub async fn register_upload(
         &self,
         node: &NodeId,
@@ -272,6 +273,14 @@ impl Catalog {
         wal_position: u64,
     ) -> Result<Registered, CatalogError> {
         let position = to_i64(wal_position, "wal_position")?;
+        if let Some(f) = files.iter().find(|f| f.kind != kind) {
+            return Err(CatalogError::Invalid(format!(
+                "file {} holds {} rows, not {}: one registration is of one kind",
+                f.key,
+                f.kind.as_str(),
+                kind.as_str()
+            )));
+        }
         let mut tx = self
             .pool
             .begin()
@@ -342,7 +351,7 @@ impl Catalog {
         .fetch_optional(&self.pool)
         .await
         .map_err(query_error("reading the checkpoint"))?;
-        Ok(position.map(|p| p.unsigned_abs()))
+        position.map(|p| to_u64(p, "wal_position")).transpose()
     }
 
     /// The live (not deleted) files of `kind` with a row starting in `[from, to)` (Unix
@@ -477,8 +486,8 @@ fn listed_file(r: &sqlx::postgres::PgRow) -> Result<ListedFile, CatalogError> {
             key: r.try_get("key").map_err(query_error("reading a row"))?,
             kind: FileKind::parse(&kind)?,
             hour_unix_nano: get_i64("hour_unix_nano")?,
-            rows: get_i64("rows")?.unsigned_abs(),
-            bytes: get_i64("bytes")?.unsigned_abs(),
+            rows: to_u64(get_i64("rows")?, "rows")?,
+            bytes: to_u64(get_i64("bytes")?, "bytes")?,
             min_start_unix_nano: get_i64("min_start_unix_nano")?,
             max_start_unix_nano: get_i64("max_start_unix_nano")?,
             trace_index_key: r
@@ -486,6 +495,10 @@ fn listed_file(r: &sqlx::postgres::PgRow) -> Result<ListedFile, CatalogError> {
                 .map_err(query_error("reading a row"))?,
         },
     })
+}
+
+fn to_u64(v: i64, what: &str) -> Result<u64, CatalogError> {
+    u64::try_from(v).map_err(|_| CatalogError::Invalid(format!("{what} {v} is negative")))
 }
 
 fn to_i64(v: u64, what: &str) -> Result<i64, CatalogError> {

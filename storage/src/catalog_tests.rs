@@ -147,6 +147,11 @@ async fn a_registration_is_one_transaction_and_registers_no_key_twice() {
         "a key registered before keeps its row"
     );
     assert_eq!(listed[0].node, "n1");
+    // A file of another kind than the registration's is refused before anything is written.
+    let mut presence = file("p", 1, 2);
+    presence.kind = FileKind::Presence;
+    let e = register(&c, &n, epoch, &[presence], 9).await.unwrap_err();
+    assert!(matches!(e, CatalogError::Invalid(_)), "{e}");
     // The checkpoint never goes back (5 < 7), and is kept per kind.
     assert_eq!(c.checkpoint(&n, FileKind::Spans).await.unwrap(), Some(7));
     assert_eq!(c.checkpoint(&n, FileKind::Presence).await.unwrap(), None);
@@ -245,4 +250,24 @@ async fn the_pool_reconnects_after_a_restart_and_errors_hide_the_password() {
         .await
         .unwrap();
     assert_eq!(c.checkpoint(&n, FileKind::Spans).await.unwrap(), Some(4));
+}
+
+#[tokio::test]
+async fn tls_is_spoken_when_asked_and_an_unknown_issuer_is_refused() {
+    let pg = Postgres::start();
+    let url =
+        |mode: &str| PostgresUrl::parse(&format!("{}?sslmode={mode}", pg.url(PASSWORD))).unwrap();
+    let c = Catalog::connect(&url("require"), 1).await.unwrap();
+    assert_eq!(c.schema_version().await.unwrap(), 1);
+    let tls: String =
+        sqlx::query_scalar("SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_one(&c.pool)
+            .await
+            .unwrap();
+    assert_eq!(tls, "true");
+    let e = Catalog::connect(&url("verify-full"), 1)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot connect") && !e.contains(PASSWORD), "{e}");
 }

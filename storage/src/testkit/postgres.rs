@@ -1,6 +1,7 @@
 //! A real PostgreSQL server for tests: `initdb` and `pg_ctl` in a temporary directory (run as
 //! the `postgres` user when the tests run as root, as PostgreSQL refuses root), trust
-//! authentication, listening on 127.0.0.1 only, on a free port. [`Postgres::crash`] stops it
+//! authentication, listening on 127.0.0.1 only, on a free port, TLS on with a self-signed
+//! certificate (made by `openssl`). [`Postgres::crash`] stops it
 //! the way a crash does (`-m immediate`), [`Postgres::restart`] starts it again on the same
 //! port and data; dropping the guard stops it and removes the directory.
 
@@ -25,6 +26,35 @@ impl Postgres {
             .prefix("dyeline-pg-")
             .tempdir()
             .expect("a temporary directory");
+        // A self-signed certificate: the server speaks TLS (`sslmode=require` connects;
+        // `verify-full` refuses the unknown issuer).
+        let cert = Command::new("openssl")
+            .args([
+                "req",
+                "-new",
+                "-x509",
+                "-days",
+                "2",
+                "-nodes",
+                "-subj",
+                "/CN=127.0.0.1",
+            ])
+            .args([
+                "-newkey",
+                "rsa:2048",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.crt",
+            ])
+            .current_dir(dir.path())
+            .output()
+            .expect("openssl is not installed: apt-get install -y openssl");
+        assert!(
+            cert.status.success(),
+            "openssl: {}",
+            String::from_utf8_lossy(&cert.stderr)
+        );
         if as_postgres {
             let owner = |flag: &str| -> u32 {
                 let out = Command::new("id")
@@ -36,8 +66,14 @@ impl Postgres {
                     .parse()
                     .expect("the postgres user (apt-get install postgresql)")
             };
-            std::os::unix::fs::chown(dir.path(), Some(owner("-u")), Some(owner("-g")))
-                .expect("giving the directory to postgres");
+            for path in [
+                dir.path(),
+                &dir.path().join("server.key"),
+                &dir.path().join("server.crt"),
+            ] {
+                std::os::unix::fs::chown(path, Some(owner("-u")), Some(owner("-g")))
+                    .expect("giving the directory to postgres");
+            }
         }
         let pg = Self {
             port: super::free_ports(1)[0],
@@ -82,7 +118,8 @@ impl Postgres {
     pub fn restart(&self) {
         let dir = self.dir.path().display();
         self.run(&format!(
-            "{} -D {} -l {dir}/server.log -w -t 60 -o '-p {} -c listen_addresses=127.0.0.1 -k {dir} -c fsync=off' start",
+            "{} -D {} -l {dir}/server.log -w -t 60 -o '-p {} -c listen_addresses=127.0.0.1 -k {dir} -c fsync=off \
+             -c ssl=on -c ssl_cert_file={dir}/server.crt -c ssl_key_file={dir}/server.key' start",
             self.bin.join("pg_ctl").display(),
             self.data().display(),
             self.port,
