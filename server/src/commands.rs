@@ -1,5 +1,5 @@
 //! The subcommands of `dyeline`, one file each (its arguments and its `run`): [`serve`],
-//! [`sql`], [`analyze`], [`import`], [`demo`], [`channel`] and [`lane_group`]. This face loads the layered
+//! [`sql`], [`analyze`], [`import`], [`demo`], [`channel`], [`lane_group`] and [`storage`]. This face loads the layered
 //! configuration, starts the logs and the runtime, and dispatches ([`run`]).
 
 // The commands' output (tables, JSON, progress, the demo's lines, refusals) is what they print.
@@ -12,6 +12,7 @@ pub mod import;
 pub mod lane_group;
 pub mod serve;
 pub mod sql;
+pub mod storage;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -57,6 +58,9 @@ pub enum Command {
         #[command(subcommand)]
         command: lane_group::LaneGroupCommand,
     },
+    /// Shared storage: the object store and its PostgreSQL catalog.
+    #[command(subcommand)]
+    Storage(storage::StorageCommand),
 }
 
 /// `--format` of `sql` and `analyze` (a value's doc would change `--help`: none on purpose).
@@ -125,6 +129,7 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
         Command::Sql(a) => (a.data_dir.as_ref(), None),
         Command::Import(a) => (a.data_dir.as_ref(), None),
         Command::Analyze(a) => (a.data_dir.as_ref(), None),
+        Command::Storage(c) => (c.data_dir(), None),
         Command::Channel { .. } | Command::LaneGroup { .. } => unreachable!("handled above"),
     };
     let demo_defaults = matches!(command, Command::Demo(_)).then(demo::defaults);
@@ -143,7 +148,7 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
     // (URL, token, each step) in the server's (DYELINE_LOG=info shows them).
     let level = if matches!(
         command,
-        Command::Sql(_) | Command::Analyze(_) | Command::Demo(_)
+        Command::Sql(_) | Command::Analyze(_) | Command::Demo(_) | Command::Storage(_)
     ) {
         "warn"
     } else {
@@ -216,6 +221,7 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
                 )
                 .await
             }
+            Command::Storage(c) => storage::run(config, &c).await,
             Command::Channel { .. } | Command::LaneGroup { .. } => unreachable!("handled above"),
         }
     });

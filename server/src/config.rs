@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 #[cfg(test)]
 mod lanes_doc_tests;
 mod listen;
+mod storage;
 pub use listen::ListenSettings;
+pub use storage::{CatalogSettings, ClusterSettings, SharedStorage, StorageSettings};
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +69,13 @@ pub struct Config {
     pub listen: ListenSettings,
     /// How much of one trace a view loads (`GET /api/v1/traces/{id}`, `/traces/{id}`).
     pub trace_view: TraceViewSettings,
+    /// Shared storage: the object store (`[storage]`), its catalog (`[catalog]`) and this
+    /// node's id (`[cluster]`); off unless both URLs are set.
+    pub storage: StorageSettings,
+    /// The PostgreSQL catalog of shared storage.
+    pub catalog: CatalogSettings,
+    /// This node among others.
+    pub cluster: ClusterSettings,
 }
 
 /// `[trace_view]` settings: one trace view (API or page) is a page of the trace's spans.
@@ -383,6 +392,9 @@ impl Default for Config {
             metrics: MetricsSettings::default(),
             listen: ListenSettings::default(),
             trace_view: TraceViewSettings::default(),
+            storage: StorageSettings::default(),
+            catalog: CatalogSettings::default(),
+            cluster: ClusterSettings::default(),
         }
     }
 }
@@ -586,6 +598,7 @@ impl Config {
                 .map_err(ConfigError::Invalid)?;
         }
         self.api.throttle.validate()?;
+        self.shared_storage()?;
         dyeline_model::ColorRules::with_user_rules(self.color_rules.clone())
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         dyeline_model::LaneRules::new(&self.lane_rules)

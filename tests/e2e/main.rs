@@ -28,5 +28,6 @@ mod otlp_python;
 mod otlp_rust;
 mod presence;
 mod sql;
+mod storage;
 mod support;
 mod util;

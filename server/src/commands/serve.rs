@@ -271,6 +271,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
     on_bound: impl FnOnce(&Bound),
 ) -> Result<(), BoxError> {
+    let storage_check = super::storage::spawn_start_check(&config)?;
     let store = Arc::new(
         tokio::task::spawn_blocking({
             let c = store_config(&config);
@@ -453,7 +454,13 @@ pub async fn serve(
         app,
         stopped(stop_rx.clone()),
     ));
-    shutdown.await;
+    let fatal = tokio::select! {
+        () = shutdown => None,
+        message = super::storage::fatal_start_check(storage_check) => {
+            tracing::error!("{message}");
+            Some(message)
+        }
+    };
     tracing::info!("shutting down: draining requests and flushing the store");
     let _ = stop_tx.send(true);
     let _ = tokio::join!(grpc, http, api);
@@ -463,5 +470,8 @@ pub async fn serve(
     tokio::task::spawn_blocking(move || store.close()).await?;
     plane.close().await;
     tracing::info!("stopped");
-    Ok(())
+    match fatal {
+        Some(message) => Err(message.into()),
+        None => Ok(()),
+    }
 }

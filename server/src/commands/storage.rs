@@ -1,0 +1,97 @@
+//! `dyeline storage check` and the start-up check `dyeline serve` runs in the background
+//! when shared storage is configured. The work (self-test, migrations, retries) is
+//! `dyeline_storage::check`'s; here are the arguments, the node id's resolution against the
+//! data directory, the printing, and the handle `serve` waits on.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use dyeline_storage::CheckSettings;
+
+use super::serve::BoxError;
+use crate::config::{Config, SharedStorage};
+
+/// `dyeline storage …`.
+#[derive(Subcommand)]
+pub enum StorageCommand {
+    /// Check the configured object store and catalog: the store's self-test (it must refuse
+    /// to overwrite), the catalog's connection and migrations, this node's id and owner epoch.
+    /// Exits non-zero with the reason when one fails.
+    Check {
+        /// Data directory (where the derived node id is kept).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+impl StorageCommand {
+    /// The `--data-dir` given.
+    pub fn data_dir(&self) -> Option<&PathBuf> {
+        match self {
+            Self::Check { data_dir } => data_dir.as_ref(),
+        }
+    }
+}
+
+/// The check's settings: `shared` with the node id resolved (`[cluster] node_id`, else the
+/// one kept in the data directory, else one derived from the host name and kept).
+fn check_settings(shared: SharedStorage, config: &Config) -> Result<CheckSettings, BoxError> {
+    let node = dyeline_storage::node::resolve(shared.node_id.as_ref(), &config.data_dir)
+        .map_err(|e| format!("[cluster] node_id: {e}"))?;
+    Ok(CheckSettings {
+        object_store_url: shared.object_store_url,
+        allow_unsafe_overwrite: shared.allow_unsafe_overwrite,
+        postgres_url: shared.postgres_url,
+        node,
+    })
+}
+
+/// Runs `command`, printing what was checked.
+///
+/// # Errors
+/// Shared storage not configured, or the first check that failed.
+pub async fn run(config: Config, command: &StorageCommand) -> Result<(), BoxError> {
+    match command {
+        StorageCommand::Check { .. } => {
+            let shared = config.shared_storage()?.ok_or(
+                "nothing to check: shared storage is off (set [storage] object_store_url and \
+                 [catalog] postgres_url)",
+            )?;
+            let report = dyeline_storage::check(&check_settings(shared, &config)?).await?;
+            println!("{report}");
+            Ok(())
+        }
+    }
+}
+
+/// For `serve`: when shared storage is configured, starts its check in the background
+/// (retried while the store or catalog is down; ingest never waits for it). The handle ends
+/// with `Some(message)` only when the store cannot be used (it overwrites).
+///
+/// # Errors
+/// A node id that cannot be resolved.
+pub fn spawn_start_check(
+    config: &Config,
+) -> Result<Option<tokio::task::JoinHandle<Option<String>>>, BoxError> {
+    let Some(shared) = config.shared_storage()? else {
+        return Ok(None);
+    };
+    let settings = check_settings(shared, config)?;
+    Ok(Some(tokio::spawn(async move {
+        dyeline_storage::check_until_passed(&settings)
+            .await
+            .err()
+            .map(|e| e.to_string())
+    })))
+}
+
+/// Completes with the start check's fatal message; never when there is no check or it
+/// passed.
+pub async fn fatal_start_check(check: Option<tokio::task::JoinHandle<Option<String>>>) -> String {
+    if let Some(handle) = check
+        && let Ok(Some(message)) = handle.await
+    {
+        return message;
+    }
+    std::future::pending().await
+}

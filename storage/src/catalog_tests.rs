@@ -1,0 +1,273 @@
+//! The catalog against a real PostgreSQL (the testkit's, one server per test).
+
+use std::time::Duration;
+
+use super::*;
+use crate::testkit::postgres::Postgres;
+
+const PASSWORD: &str = "hunter2-catalog";
+
+async fn catalog(pg: &Postgres) -> Catalog {
+    Catalog::connect(&PostgresUrl::parse(&pg.url(PASSWORD)).unwrap(), 2)
+        .await
+        .unwrap()
+}
+
+/// A catalog on `pg` and node `n1`, claimed: its epoch.
+async fn claimed(pg: &Postgres) -> (Catalog, NodeId, i64) {
+    let c = catalog(pg).await;
+    let n = node("n1");
+    let epoch = c.claim_node(&n).await.unwrap();
+    (c, n, epoch)
+}
+
+fn node(id: &str) -> NodeId {
+    NodeId::parse(id).unwrap()
+}
+
+const HOUR: i64 = 3_600_000_000_000;
+
+/// A file of `kind` whose rows start from `min` to `max` (hours after the epoch's hour 0).
+fn file(key: &str, min: i64, max: i64) -> SpanFile {
+    SpanFile {
+        key: key.into(),
+        kind: FileKind::Spans,
+        hour_unix_nano: min / HOUR * HOUR,
+        rows: 10,
+        bytes: 1000,
+        min_start_unix_nano: min,
+        max_start_unix_nano: max,
+        trace_index_key: Some(format!("{key}.idx")),
+    }
+}
+
+/// Registers `files` of spans for `n` at `epoch`, up to WAL position `position`.
+async fn register(
+    c: &Catalog,
+    n: &NodeId,
+    epoch: i64,
+    files: &[SpanFile],
+    position: u64,
+) -> Result<Registered, CatalogError> {
+    c.register_upload(n, epoch, FileKind::Spans, files, position)
+        .await
+}
+
+fn keys(files: &[ListedFile]) -> Vec<&str> {
+    files.iter().map(|f| f.file.key.as_str()).collect()
+}
+
+#[tokio::test]
+async fn migrations_apply_once_and_again_change_nothing() {
+    let pg = Postgres::start();
+    let first = catalog(&pg).await;
+    assert_eq!(first.schema_version().await.unwrap(), 1);
+    let n = node("n1");
+    let epoch = first.claim_node(&n).await.unwrap();
+    register(&first, &n, epoch, &[file("a", 5, 9)], 3)
+        .await
+        .unwrap();
+    // A second start (another node, a restart) runs the migrations again: nothing changes.
+    let second = catalog(&pg).await;
+    assert_eq!(second.schema_version().await.unwrap(), 1);
+    assert_eq!(
+        keys(&second.live_files(FileKind::Spans, 0, 100).await.unwrap()),
+        ["a"]
+    );
+    assert_eq!(
+        second.checkpoint(&n, FileKind::Spans).await.unwrap(),
+        Some(3)
+    );
+}
+
+#[tokio::test]
+async fn an_older_epoch_is_fenced_and_changes_nothing() {
+    let pg = Postgres::start();
+    let c = catalog(&pg).await;
+    let n = node("ingest-1");
+    assert_eq!(c.owner_epoch(&n).await.unwrap(), None);
+    let old = c.claim_node(&n).await.unwrap();
+    assert_eq!(old, 1);
+    register(&c, &n, old, &[file("old-1", 0, 5)], 10)
+        .await
+        .unwrap();
+    let new = c.claim_node(&n).await.unwrap();
+    assert_eq!((new, c.owner_epoch(&n).await.unwrap()), (2, Some(2)));
+    let e = register(&c, &n, old, &[file("old-2", 6, 8)], 20)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, CatalogError::Fenced { epoch: 1, .. }), "{e}");
+    assert!(e.to_string().contains("ingest-1"), "{e}");
+    assert_eq!(
+        keys(&c.live_files(FileKind::Spans, 0, 100).await.unwrap()),
+        ["old-1"]
+    );
+    assert_eq!(c.checkpoint(&n, FileKind::Spans).await.unwrap(), Some(10));
+    // The new owner writes; another node's epoch is its own.
+    register(&c, &n, new, &[file("new-1", 6, 8)], 20)
+        .await
+        .unwrap();
+    assert_eq!(c.checkpoint(&n, FileKind::Spans).await.unwrap(), Some(20));
+    assert_eq!(c.claim_node(&node("ingest-2")).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn a_registration_is_one_transaction_and_registers_no_key_twice() {
+    let pg = Postgres::start();
+    let (c, n, epoch) = claimed(&pg).await;
+    // The second file breaks a constraint after the first was inserted: neither the first
+    // file nor the checkpoint stays.
+    let e = register(&c, &n, epoch, &[file("good", 1, 2), file("bad", 9, 3)], 7)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("registering a file"), "{e}");
+    assert!(
+        c.live_files(FileKind::Spans, 0, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(c.checkpoint(&n, FileKind::Spans).await.unwrap(), None);
+
+    let done = register(&c, &n, epoch, &[file("a", 1, 2), file("b", 3, 4)], 7)
+        .await
+        .unwrap();
+    assert_eq!((done.inserted, done.already_known), (2, 0));
+    // The same keys again (a retry after a lost commit acknowledgement): nothing twice.
+    let mut changed = file("a", 1, 2);
+    changed.rows = 999;
+    let again = register(&c, &n, epoch, &[changed, file("c", 5, 6)], 5)
+        .await
+        .unwrap();
+    assert_eq!((again.inserted, again.already_known), (1, 1));
+    let listed = c.live_files(FileKind::Spans, 0, 100).await.unwrap();
+    assert_eq!(keys(&listed), ["a", "b", "c"]);
+    assert_eq!(
+        listed[0].file.rows, 10,
+        "a key registered before keeps its row"
+    );
+    assert_eq!(listed[0].node, "n1");
+    // A file of another kind than the registration's is refused before anything is written.
+    let mut presence = file("p", 1, 2);
+    presence.kind = FileKind::Presence;
+    let e = register(&c, &n, epoch, &[presence], 9).await.unwrap_err();
+    assert!(matches!(e, CatalogError::Invalid(_)), "{e}");
+    // The checkpoint never goes back (5 < 7), and is kept per kind.
+    assert_eq!(c.checkpoint(&n, FileKind::Spans).await.unwrap(), Some(7));
+    assert_eq!(c.checkpoint(&n, FileKind::Presence).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn listings_by_time_deleted_files_and_known_keys() {
+    let pg = Postgres::start();
+    let (c, n, epoch) = claimed(&pg).await;
+    let files = [
+        file("spans/h0/a", 0, 10),
+        file("spans/h0/b", 10, 20),
+        file("spans/h0/c", 20, 30),
+    ];
+    register(&c, &n, epoch, &files, 1).await.unwrap();
+    let mut presence = file("presence/h0/p", 0, 30);
+    presence.kind = FileKind::Presence;
+    presence.trace_index_key = None;
+    c.register_upload(&n, epoch, FileKind::Presence, &[presence], 1)
+        .await
+        .unwrap();
+    // [10, 20) overlaps a (no: its last start is 10, inside), b, not c (starts at 20).
+    let listed = c.live_files(FileKind::Spans, 10, 20).await.unwrap();
+    assert_eq!(keys(&listed), ["spans/h0/a", "spans/h0/b"]);
+    assert_eq!(listed[1].file, files[1]);
+    assert_eq!(
+        keys(&c.live_files(FileKind::Spans, 31, 40).await.unwrap()),
+        Vec::<&str>::new()
+    );
+    assert_eq!(
+        keys(&c.live_files(FileKind::Presence, 0, 1).await.unwrap()),
+        ["presence/h0/p"]
+    );
+
+    assert_eq!(
+        c.mark_deleted(&["spans/h0/a".into(), "nope".into()])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(c.mark_deleted(&["spans/h0/a".into()]).await.unwrap(), 0);
+    assert_eq!(
+        keys(&c.live_files(FileKind::Spans, 0, 40).await.unwrap()),
+        ["spans/h0/b", "spans/h0/c"]
+    );
+    assert!(
+        c.deleted_files(Duration::from_secs(3600), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let deleted = c.deleted_files(Duration::ZERO, 10).await.unwrap();
+    assert_eq!(
+        deleted,
+        [DeletedFile {
+            key: "spans/h0/a".into(),
+            trace_index_key: Some("spans/h0/a.idx".into())
+        }]
+    );
+    // Deleted files stay known until the janitor has deleted their objects.
+    assert_eq!(
+        c.known_keys("spans/").await.unwrap(),
+        [
+            "spans/h0/a",
+            "spans/h0/a.idx",
+            "spans/h0/b",
+            "spans/h0/b.idx",
+            "spans/h0/c",
+            "spans/h0/c.idx"
+        ]
+    );
+    assert_eq!(c.known_keys("presence/").await.unwrap(), ["presence/h0/p"]);
+}
+
+#[tokio::test]
+async fn the_pool_reconnects_after_a_restart_and_errors_hide_the_password() {
+    let pg = Postgres::start();
+    let (c, n, epoch) = claimed(&pg).await;
+    pg.crash();
+    let down = c.owner_epoch(&n).await.unwrap_err().to_string();
+    assert!(!down.contains(PASSWORD), "{down}");
+    let refused = Catalog::connect(&PostgresUrl::parse(&pg.url(PASSWORD)).unwrap(), 1)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("cannot connect")
+            && refused.contains("127.0.0.1")
+            && !refused.contains(PASSWORD),
+        "{refused}"
+    );
+    pg.restart();
+    // The same pool, its old connections broken: the next statements get fresh ones.
+    assert_eq!(c.owner_epoch(&n).await.unwrap(), Some(epoch));
+    register(&c, &n, epoch, &[file("after", 1, 2)], 4)
+        .await
+        .unwrap();
+    assert_eq!(c.checkpoint(&n, FileKind::Spans).await.unwrap(), Some(4));
+}
+
+#[tokio::test]
+async fn tls_is_spoken_when_asked_and_an_unknown_issuer_is_refused() {
+    let pg = Postgres::start();
+    let url =
+        |mode: &str| PostgresUrl::parse(&format!("{}?sslmode={mode}", pg.url(PASSWORD))).unwrap();
+    let c = Catalog::connect(&url("require"), 1).await.unwrap();
+    assert_eq!(c.schema_version().await.unwrap(), 1);
+    let tls: String =
+        sqlx::query_scalar("SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_one(&c.pool)
+            .await
+            .unwrap();
+    assert_eq!(tls, "true");
+    let e = Catalog::connect(&url("verify-full"), 1)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot connect") && !e.contains(PASSWORD), "{e}");
+}
