@@ -16,7 +16,9 @@
 //!     journal
 //! ```
 //!
-//! A compacted file carries the newest write time of its inputs in its name
+//! An hour whose files are all outputs of one compaction is not compacted again, however its
+//! files were cut (the cut judges the size as written, and the footer and bloom filters come
+//! after); a file flushed into it later makes it due again. A compacted file carries the newest write time of its inputs in its name
 //! ([`crate::layout::compacted_name`]), so retention deletes it when the newest of them would
 //! have gone; an hour whose files would expire within twice the grace is left alone. An hour
 //! holding a journal (inputs in their grace) is not compacted again until it is gone. Only
@@ -47,7 +49,8 @@ use crate::config::StoreConfig;
 use crate::file_read::read_trace_index;
 use crate::file_write::{sync_dir, temp_path, write_temp};
 use crate::layout::{
-    FileMeta, HOUR_NS, JOURNAL, Journal, compacted_name, now_unix_ms, read_journal, seq_of,
+    FileMeta, HOUR_NS, JOURNAL, Journal, compacted_name, is_compacted, now_unix_ms, read_journal,
+    seq_of,
 };
 use crate::state::Shared;
 use crate::trace_index::TraceIndex;
@@ -261,7 +264,10 @@ fn due_hours(
         let bytes: u64 = files.iter().map(|f| f.size).sum();
         let newest = files.iter().map(|f| f.written_unix_ms).max().unwrap_or(0);
         let expires = newest.saturating_add(ms(config.retention));
+        // Outputs of one compaction alone are not merged again, however they were cut.
+        let fresh = files.iter().any(|f| !is_compacted(&file_name(&f.path)));
         (ignore_lateness || hour.saturating_add(HOUR_NS) <= closed_before)
+            && fresh
             && files.len() as u64 > bytes.div_ceil(target).max(1)
             && !compactor.pending.iter().any(|p| p.hour == hour)
             && expires > now_ms.saturating_add(2 * ms(config.compaction_grace))

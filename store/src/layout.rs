@@ -54,7 +54,9 @@ pub fn hour_of(start_unix_nano: i64) -> i64 {
     start_unix_nano.div_euclid(HOUR_NS) * HOUR_NS
 }
 
-pub(crate) fn hour_dir_name(hour_start: i64) -> String {
+/// The directory name of the hour partition starting at `hour_start` (Unix ns):
+/// `hour=YYYY-MM-DDTHH` (UTC).
+pub fn hour_dir_name(hour_start: i64) -> String {
     let secs = hour_start.div_euclid(1_000_000_000);
     match chrono::DateTime::from_timestamp(secs, 0) {
         Some(t) => format!("hour={}", t.format("%Y-%m-%dT%H")),
@@ -235,6 +237,13 @@ pub(crate) fn seq_of(name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// True when the file name `name` is a compaction's output ([`compacted_name`]).
+pub(crate) fn is_compacted(name: &str) -> bool {
+    name.strip_prefix("part-")
+        .and_then(|n| n.split('-').nth(2))
+        .is_some_and(|p| p.starts_with('c'))
+}
+
 /// The name of output `n` of a compaction stamped `stamp` (Unix ms when it started) whose
 /// inputs' newest write time is `written` and largest `seq` is `seq` ([`seq_of`]).
 pub(crate) fn compacted_name(written: i64, seq: u64, stamp: i64, n: usize) -> String {
@@ -261,6 +270,7 @@ mod tests {
         for n in [flushed, compacted.as_str()] {
             assert_eq!((written_of(n), seq_of(n)), (1_700_000_000_123, 42), "{n}");
         }
+        assert!(is_compacted(&compacted) && !is_compacted(flushed));
         assert_eq!((written_of("x.parquet"), seq_of("part-5.parquet")), (0, 0));
         let j = Journal {
             outputs: vec![compacted.clone()],

@@ -263,7 +263,8 @@ async fn an_hour_ends_with_at_most_ceil_bytes_over_target_files() {
     close(store).await;
 }
 
-/// An hour is compacted once it closed plus the lateness, not before (unless told to).
+/// An hour is compacted once it closed plus the lateness, not before (unless told to), and
+/// again once a late file joins its compacted one.
 #[tokio::test]
 async fn an_hour_waits_for_its_lateness_unless_told_not_to() {
     let dir = tempfile::tempdir().unwrap();
@@ -280,6 +281,19 @@ async fn an_hour_waits_for_its_lateness_unless_told_not_to() {
     // No grace: the inputs went at once, with the journal.
     assert_eq!(report.deleted_files, 2);
     assert_eq!(on_disk(dir.path()).len(), 1);
+    // A late span's file makes the hour due again; its output is an input like any other.
+    flushes(&store, 200, 1, 10).await;
+    let report = compact_now(&store, true).await;
+    assert_eq!(
+        report
+            .hours
+            .iter()
+            .map(|h| (h.files_before, h.files_after, h.rows))
+            .collect::<Vec<_>>(),
+        [(2, 1, 210)]
+    );
+    assert_eq!(on_disk(dir.path()).len(), 1);
+    assert_eq!(counts(&store).await, (210, 210));
     close(Arc::try_unwrap(store).ok().unwrap()).await;
 }
 
