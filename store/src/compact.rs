@@ -42,7 +42,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
 use crate::config::StoreConfig;
@@ -197,12 +197,13 @@ pub(crate) fn recover(table_dir: &Path) -> io::Result<()> {
 }
 
 /// The `dyeline-compactor` thread: a pass every [`COMPACTION_TICK`] until `stop` says so (or
-/// its sender is dropped).
+/// its sender is dropped: the store closes), which a pass checks between hours.
 pub(crate) fn compactor_loop(shared: &Shared, config: &StoreConfig, stop: &Receiver<()>) {
+    let stopping = || !matches!(stop.try_recv(), Err(TryRecvError::Empty));
     loop {
         match stop.recv_timeout(COMPACTION_TICK) {
             Err(RecvTimeoutError::Timeout) => {
-                run_pass(shared, config, false);
+                run_pass(shared, config, false, &stopping);
             }
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
         }
@@ -210,12 +211,13 @@ pub(crate) fn compactor_loop(shared: &Shared, config: &StoreConfig, stop: &Recei
 }
 
 /// One pass: deletes the inputs whose grace is over, then compacts every due hour (with
-/// `ignore_lateness`, every hour however recent). Failures are counted, logged and reported;
-/// the hour's files stay as they were.
+/// `ignore_lateness`, every hour however recent) until `stopping()`. Failures are counted,
+/// logged and reported; the hour's files stay as they were.
 pub(crate) fn run_pass(
     shared: &Shared,
     config: &StoreConfig,
     ignore_lateness: bool,
+    stopping: &dyn Fn() -> bool,
 ) -> CompactionReport {
     let mut compactor = shared.compaction.lock();
     let mut report = CompactionReport {
@@ -223,6 +225,9 @@ pub(crate) fn run_pass(
         ..CompactionReport::default()
     };
     for (hour, inputs) in due_hours(shared, config, ignore_lateness, &compactor) {
+        if stopping() {
+            break;
+        }
         match compact_hour(shared, config, hour, &inputs) {
             Ok(Some((done, pending))) => {
                 compactor.pending.push(pending);

@@ -399,6 +399,7 @@ impl Store {
             &self.shared,
             &self.config,
             ignore_lateness,
+            &|| false,
         ))
     }
 
