@@ -1,5 +1,5 @@
 //! The subcommands of `dyeline`, one file each (its arguments and its `run`): [`serve`],
-//! [`sql`], [`analyze`], [`import`], [`demo`], [`channel`], [`lane_group`] and [`storage`]. This face loads the layered
+//! [`sql`], [`analyze`], [`import`], [`compact`], [`demo`], [`channel`], [`lane_group`] and [`storage`]. This face loads the layered
 //! configuration, starts the logs and the runtime, and dispatches ([`run`]).
 
 // The commands' output (tables, JSON, progress, the demo's lines, refusals) is what they print.
@@ -7,6 +7,7 @@
 
 pub mod analyze;
 pub mod channel;
+pub mod compact;
 pub mod demo;
 pub mod import;
 pub mod lane_group;
@@ -24,6 +25,7 @@ use figment::providers::Serialized;
 use crate::config::{self, Config, LogFormat};
 use crate::private;
 use analyze::AnalyzeArgs;
+use compact::CompactArgs;
 use demo::DemoArgs;
 use import::ImportArgs;
 use serve::ServeArgs;
@@ -42,6 +44,9 @@ pub enum Command {
     /// Load OTLP/JSON Lines files (`.jsonl`, `.jsonl.gz`) and a channel timeline into a data
     /// directory (offline).
     Import(ImportArgs),
+    /// Merge a data directory's hour files into few large ones now (offline), printing each
+    /// hour's files and bytes before and after.
+    Compact(CompactArgs),
     /// Run the six detections of a release over a data directory (offline post-mortem).
     Analyze(AnalyzeArgs),
     /// Manage release channels through a running server's API.
@@ -128,6 +133,7 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
         Command::Serve(a) => (a.data_dir.as_ref(), Some(a)),
         Command::Sql(a) => (a.data_dir.as_ref(), None),
         Command::Import(a) => (a.data_dir.as_ref(), None),
+        Command::Compact(a) => (a.data_dir.as_ref(), None),
         Command::Analyze(a) => (a.data_dir.as_ref(), None),
         Command::Storage(c) => (c.data_dir(), None),
         Command::Channel { .. } | Command::LaneGroup { .. } => unreachable!("handled above"),
@@ -148,7 +154,11 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
     // (URL, token, each step) in the server's (DYELINE_LOG=info shows them).
     let level = if matches!(
         command,
-        Command::Sql(_) | Command::Analyze(_) | Command::Demo(_) | Command::Storage(_)
+        Command::Sql(_)
+            | Command::Analyze(_)
+            | Command::Demo(_)
+            | Command::Compact(_)
+            | Command::Storage(_)
     ) {
         "warn"
     } else {
@@ -209,6 +219,7 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
                 sql::run(config, &a.query, matches!(a.format, OutputFormat::Json)).await
             }
             Command::Import(a) => import::run(config, &a.files, a.timeline.as_deref()).await,
+            Command::Compact(a) => compact::run(config, a.all).await,
             Command::Analyze(a) => {
                 analyze::run(
                     config,

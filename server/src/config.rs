@@ -15,6 +15,7 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+mod compaction;
 #[cfg(test)]
 mod lanes_doc_tests;
 mod listen;
@@ -303,6 +304,19 @@ pub struct StoreSettings {
     /// newest files keep theirs, a lookup opens the others). Default 256 MiB.
     #[serde(deserialize_with = "byte_size")]
     pub trace_index_max_bytes: ByteSize,
+    /// Merge each closed hour's files into few large ones (docs/storage.md, "Local
+    /// compaction"). Default true.
+    pub compaction: bool,
+    /// An hour is compacted this long after it ends. Default `10m`.
+    #[serde(with = "humantime_serde")]
+    pub compaction_lateness: Duration,
+    /// Size compacted files are cut at, about. Default 512 MiB.
+    #[serde(deserialize_with = "byte_size")]
+    pub compaction_target_bytes: ByteSize,
+    /// Files a compaction replaced are deleted this long after it (queries that started
+    /// before still read them); at least `sql.timeout`. Default `65m`.
+    #[serde(with = "humantime_serde")]
+    pub compaction_grace: Duration,
 }
 
 /// SQL endpoint limits (`POST /api/v1/sql`, `dyeline sql`). A refusal by any of them names
@@ -420,6 +434,10 @@ impl Default for StoreSettings {
             in_memory_only: false,
             discard: false,
             trace_index_max_bytes: ByteSize::b(d.trace_index_max_bytes as u64),
+            compaction: d.compaction,
+            compaction_lateness: d.compaction_lateness,
+            compaction_target_bytes: ByteSize::b(d.compaction_target_bytes),
+            compaction_grace: d.compaction_grace,
         }
     }
 }
@@ -547,6 +565,7 @@ impl Config {
             ));
         }
         self.sql.validate()?;
+        compaction::validate(&self.store, &self.sql)?;
         if !(1..=1_000_000).contains(&self.trace_view.max_spans) {
             return Err(ConfigError::Invalid(
                 "trace_view.max_spans must be 1..=1000000".into(),

@@ -58,12 +58,24 @@ pub struct StoreConfig {
     /// [`trace_index`]: crate::trace_index
     /// [`trim_trace_indexes`]: crate::trim_trace_indexes
     pub trace_index_max_bytes: usize,
+    /// Merge each closed hour's files into few large ones ([`crate::compact`]). Default on.
+    pub compaction: bool,
+    /// An hour is compacted once the wall clock is this far past its end (spans arriving
+    /// late still land in it first). Default 10 min.
+    pub compaction_lateness: Duration,
+    /// Compacted files are cut at about this many bytes, and an hour is compacted while it
+    /// holds more files than `ceil(its bytes / this)`. Default 512 MiB.
+    pub compaction_target_bytes: u64,
+    /// The files a compaction replaced are deleted this long after the swap, so a query that
+    /// took its snapshot before (in this process, or a read-only one on the same directory)
+    /// can still read them. Default 65 min: longer than the longest SQL timeout (1 h).
+    pub compaction_grace: Duration,
 }
 
 impl StoreConfig {
     /// Defaults for `data_dir`: fsync always, flush every 60 s or 500,000 rows, 7 days
     /// retention, 256 queued writes, 1 GiB of rows in memory, zstd level 1, 256 MiB of file
-    /// trace indexes.
+    /// trace indexes; compaction on (10 min lateness, 512 MiB files, 65 min grace).
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
@@ -77,6 +89,10 @@ impl StoreConfig {
             persist: true,
             read_only: false,
             trace_index_max_bytes: 256 * 1024 * 1024,
+            compaction: true,
+            compaction_lateness: Duration::from_secs(600),
+            compaction_target_bytes: 512 * 1024 * 1024,
+            compaction_grace: Duration::from_secs(65 * 60),
         }
     }
 }

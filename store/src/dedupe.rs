@@ -24,6 +24,11 @@
 //! wrongly dropped span is about `p / 2⁶⁴`, and for random span ids `p` is itself about
 //! `n² / 2⁶⁵`.
 //!
+//! A compaction ([`crate::compact`]) replaces an hour's files by others holding the same rows:
+//! a lookup that finds one of its listed files gone lists the hour's files again and looks
+//! the traces up there (the keys of files flushed since the set was made are in it already,
+//! so listing them as unchecked again only costs a read).
+//!
 //! Also [`keys_of`]: the keys of a stored batch, read back from its id columns (WAL replay filters
 //! its records with them).
 
@@ -104,48 +109,44 @@ impl Dedupe {
 
     fn hour_set(&mut self, hour: i64, files: &dyn Fn(i64) -> Vec<FileMeta>) -> &mut HourSet {
         self.hours.entry(hour).or_insert_with(|| {
-            let mut unchecked = Vec::new();
-            let mut unchecked_rows = 0;
-            for f in files(hour) {
-                let traces = match &f.traces {
-                    Some(t) => Ok(Arc::clone(t)),
-                    None => read_trace_index(&f.path).map(Arc::new),
-                };
-                match traces.and_then(|t| Ok((t, read_rows(&f.path)?))) {
-                    Ok((traces, rows)) => {
-                        unchecked_rows += rows;
-                        unchecked.push((f.path, traces));
-                    }
-                    Err(e) => {
-                        tracing::warn!(path = %f.path.display(), error = %e, "cannot read keys for the duplicate filter");
-                    }
-                }
-            }
-            let unchecked_traces = TraceIndex::union(unchecked.iter().map(|(_, t)| &**t));
-            HourSet {
+            let mut set = HourSet {
                 keys: Set::default(),
                 touched: Instant::now(),
-                unchecked,
-                unchecked_traces,
+                unchecked: Vec::new(),
+                unchecked_traces: TraceIndex::default(),
                 looked_up: HashSet::default(),
-                unchecked_rows,
+                unchecked_rows: 0,
                 rows_read: 0,
-            }
+            };
+            set.list_unchecked(files(hour));
+            set
         })
     }
 
     /// Looks `traces` (lower-case hex) up in the unchecked files of `hour` whose index holds
     /// them, adding the keys found to the hour's set; loads the files whole once lookups have
-    /// read as many rows as they hold (module doc).
-    fn look_up(&mut self, hour: i64, mut traces: Vec<String>) {
+    /// read as many rows as they hold (module doc). When one of those files is gone (replaced
+    /// by a compaction), lists the hour's files again (`files`) and looks up there.
+    fn look_up(&mut self, hour: i64, traces: Vec<String>, files: &dyn Fn(i64) -> Vec<FileMeta>) {
+        if self.look_up_listed(hour, traces.clone())
+            && let Some(set) = self.hours.get_mut(&hour)
+        {
+            set.list_unchecked(files(hour));
+            self.look_up_listed(hour, traces);
+        }
+    }
+
+    /// [`Dedupe::look_up`] in the files listed; true when one of them was gone.
+    fn look_up_listed(&mut self, hour: i64, mut traces: Vec<String>) -> bool {
         let Self {
             hours,
             trace_hasher,
             ..
         } = self;
         let Some(set) = hours.get_mut(&hour) else {
-            return;
+            return false;
         };
+        let mut gone = false;
         traces.sort_unstable();
         traces.dedup();
         let mut all_read = true;
@@ -165,6 +166,7 @@ impl Dedupe {
                 }
                 Err(e) => {
                     all_read = false;
+                    gone |= e.kind() == std::io::ErrorKind::NotFound;
                     tracing::warn!(path = %path.display(), error = %e, "cannot read keys for the duplicate filter");
                 }
             }
@@ -173,13 +175,14 @@ impl Dedupe {
         if all_read {
             set.looked_up.extend(traces.iter().map(|t| trace_hash(t)));
         }
-        if !set.unchecked.is_empty() && set.rows_read >= set.unchecked_rows {
+        if !gone && !set.unchecked.is_empty() && set.rows_read >= set.unchecked_rows {
             for (path, _) in std::mem::take(&mut set.unchecked) {
-                load_keys(&mut set.keys, trace_hasher, &path);
+                gone |= !load_keys(&mut set.keys, trace_hasher, &path);
             }
             set.unchecked_traces = TraceIndex::default();
             set.looked_up = HashSet::default();
         }
+        gone
     }
 
     /// Drops rows whose key was seen before (in this batch, in memory or in Parquet).
@@ -236,7 +239,7 @@ impl Dedupe {
             }
         }
         for (hour, traces) in lookups {
-            self.look_up(hour, traces);
+            self.look_up(hour, traces, files);
         }
         let mut keep = Vec::with_capacity(keys.len());
         let mut inserted = Vec::with_capacity(keys.len());
@@ -317,15 +320,44 @@ fn insert_pairs(
     }
 }
 
-/// Adds every key of the file at `path` to `keys` (a file that cannot be read is logged and
-/// passed over).
-fn load_keys(keys: &mut Set, hasher: &foldhash::fast::RandomState, path: &Path) {
+impl HourSet {
+    /// Takes `files` (the hour's, listed now) as the files whose keys the set does not hold:
+    /// their trace indexes, their union and their rows; no trace looked up in them yet.
+    fn list_unchecked(&mut self, files: Vec<FileMeta>) {
+        self.unchecked.clear();
+        self.unchecked_rows = 0;
+        self.rows_read = 0;
+        self.looked_up.clear();
+        for f in files {
+            let traces = match &f.traces {
+                Some(t) => Ok(Arc::clone(t)),
+                None => read_trace_index(&f.path).map(Arc::new),
+            };
+            match traces.and_then(|t| Ok((t, read_rows(&f.path)?))) {
+                Ok((traces, rows)) => {
+                    self.unchecked_rows += rows;
+                    self.unchecked.push((f.path, traces));
+                }
+                Err(e) => {
+                    tracing::warn!(path = %f.path.display(), error = %e, "cannot read keys for the duplicate filter");
+                }
+            }
+        }
+        self.unchecked_traces = TraceIndex::union(self.unchecked.iter().map(|(_, t)| &**t));
+    }
+}
+
+/// Adds every key of the file at `path` to `keys`; false when the file is gone (a file that
+/// cannot be read is logged and passed over).
+fn load_keys(keys: &mut Set, hasher: &foldhash::fast::RandomState, path: &Path) -> bool {
     match read_keys(path) {
         Ok(pairs) => insert_pairs(keys, hasher, pairs),
         Err(e) => {
             tracing::warn!(path = %path.display(), error = %e, "cannot read keys for the duplicate filter");
+            return e.kind() != std::io::ErrorKind::NotFound;
         }
     }
+    true
 }
 
 fn fingerprint(hasher: &foldhash::fast::RandomState, key: &SpanKey) -> Fingerprint {

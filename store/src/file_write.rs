@@ -123,14 +123,10 @@ pub(crate) fn write_hour_file(
 ) -> io::Result<FileMeta> {
     let dir = table_dir.join(hour_dir_name(hour));
     fs::create_dir_all(&dir)?;
-    let name = format!("part-{written_unix_ms}-{seq:06}.parquet");
-    let path = dir.join(&name);
-    let tmp = dir.join(format!("{name}.tmp"));
-    let f = write(File::create(&tmp)?)?;
-    f.sync_all()?;
-    drop(f);
+    let path = dir.join(format!("part-{written_unix_ms}-{seq:06}.parquet"));
+    let tmp = write_temp(&path, write)?;
     fs::rename(&tmp, &path)?;
-    File::open(&dir)?.sync_all()?;
+    sync_dir(&dir)?;
     Ok(FileMeta {
         size: fs::metadata(&path)?.len(),
         path,
@@ -138,6 +134,38 @@ pub(crate) fn write_hour_file(
         written_unix_ms,
         traces: None,
     })
+}
+
+/// The temporary name a file at `path` is written under before it is renamed into place:
+/// `<name>.tmp`, which [`list_files`](crate::layout::list_files) never lists.
+pub(crate) fn temp_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".tmp");
+    name.into()
+}
+
+/// Writes the file that will be `path` under its [`temp_path`] with `write` (given the new
+/// file, returning it written) and fsyncs it; returns the temporary path. The caller renames
+/// it into place and then fsyncs the directory ([`sync_dir`]).
+///
+/// # Errors
+/// I/O errors, and `write`'s.
+pub(crate) fn write_temp(
+    path: &Path,
+    write: impl FnOnce(File) -> io::Result<File>,
+) -> io::Result<std::path::PathBuf> {
+    let tmp = temp_path(path);
+    let f = write(File::create(&tmp)?)?;
+    f.sync_all()?;
+    Ok(tmp)
+}
+
+/// fsyncs the directory `dir`, so the renames and removals in it survive a crash.
+///
+/// # Errors
+/// I/O errors.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 /// Appends every row group of the Parquet file `part` to `writer` (of the same schema) as

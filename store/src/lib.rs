@@ -15,6 +15,8 @@
 //!     ─▶ delete old WAL
 //! open: replay WAL segments through the duplicate filter ─▶ memory, sealed every SEAL_ROWS
 //!     (then flushed)
+//! compactor thread, once a minute: each closed hour's files ─▶ merged into few large ones,
+//!     swapped for them in the file list (one lock), journaled against crashes ([`compact`])
 //! ```
 //!
 //! Owns durability, the one-row-per-span rule (domain §1), retention and the table provider.
@@ -22,7 +24,8 @@
 //! exports (domain §7.1) take a simpler durable path of their own ([`presence`]).
 //!
 //! One file per thread: the writer (`writer.rs`), the flusher (`flusher.rs`, which also runs
-//! `retention.rs`), and at open `recovery.rs` (WAL replay, the background trace indexer); what
+//! `retention.rs`), the compactor ([`compact`]), and at open `recovery.rs` (WAL replay, the
+//! background trace indexer); what
 //! they share is in `state.rs`, what they send each other in `jobs.rs`. The file format, one
 //! concern per file: [`layout`] (where files live, what their names say), [`part`] (the Parquet
 //! format of a part), [`seal`] (segments → parts), [`file_write`] and [`file_read`].
@@ -42,6 +45,7 @@ mod state;
 mod test_support;
 mod writer;
 
+pub mod compact;
 pub mod dedupe;
 pub mod file_read;
 pub mod file_write;
@@ -54,6 +58,7 @@ pub mod table;
 pub mod trace_index;
 pub mod wal;
 
+pub use compact::{CompactionReport, HourCompaction};
 pub use config::{DUPLICATE_FILTER_QUIET, FsyncPolicy, SEAL_BYTES, SEAL_ROWS, StoreConfig};
 pub use dedupe::keys_of;
 pub use error::StoreError;
@@ -97,6 +102,9 @@ pub struct Store {
     lock: Mutex<Option<Arc<std::fs::File>>>,
     /// The `presence` rows of the same data directory.
     presence: Arc<PresenceLog>,
+    /// Stops the compactor thread when dropped.
+    compactor_stop: Mutex<Option<mpsc::Sender<()>>>,
+    config: StoreConfig,
 }
 
 impl Store {
@@ -127,6 +135,7 @@ impl Store {
         let wal_dir = config.data_dir.join("wal");
         if config.persist && !config.read_only {
             std::fs::create_dir_all(&spans_dir).map_err(io)?;
+            compact::recover(&spans_dir).map_err(io)?;
         }
         let files = if config.persist {
             layout::list_files(&spans_dir, !config.read_only).map_err(io)?
@@ -144,6 +153,7 @@ impl Store {
             spans_dir,
             wal_dir: wal_dir.clone(),
             trace_index_max_bytes: config.trace_index_max_bytes,
+            compaction: Mutex::new(compact::Compactor::default()),
         });
         let presence = PresenceLog::open(&config, shared.metrics.clone(), lock.clone())?;
         let mut dedupe = Dedupe::new(DUPLICATE_FILTER_QUIET.max(config.flush_interval * 4));
@@ -157,6 +167,8 @@ impl Store {
                 max_memory_bytes: config.max_memory_bytes,
                 lock: Mutex::new(None),
                 presence,
+                compactor_stop: Mutex::new(None),
+                config,
             });
         }
         let wal_records = config.persist;
@@ -174,6 +186,7 @@ impl Store {
                 .map_err(io)?;
         }
         let max_memory_bytes = config.max_memory_bytes;
+        let store_config = config.clone();
         let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
         let (flush_tx, flush_rx) = mpsc::channel::<FlushJob>();
         let mut threads = Vec::new();
@@ -186,6 +199,23 @@ impl Store {
                     .name("dyeline-flusher".into())
                     .spawn(move || {
                         flusher_loop(&shared, &config, &flush_rx);
+                        drop(lock);
+                    })
+                    .map_err(io)?,
+            );
+        }
+        let mut compactor_stop = None;
+        if config.persist && config.compaction {
+            let (stop, stopped) = mpsc::channel::<()>();
+            compactor_stop = Some(stop);
+            let shared = Arc::clone(&shared);
+            let config = config.clone();
+            let lock = lock.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("dyeline-compactor".into())
+                    .spawn(move || {
+                        compact::compactor_loop(&shared, &config, &stopped);
                         drop(lock);
                     })
                     .map_err(io)?,
@@ -212,6 +242,8 @@ impl Store {
             max_memory_bytes,
             lock: Mutex::new(lock),
             presence,
+            compactor_stop: Mutex::new(compactor_stop),
+            config: store_config,
         };
         Ok(store)
     }
@@ -352,9 +384,29 @@ impl Store {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
+    /// Compacts every hour due now ([`compact`]; with `ignore_lateness`, however recent),
+    /// and deletes the files replaced earlier whose grace is over (blocking; a pass of the
+    /// compactor thread waits for it, and it for one).
+    ///
+    /// # Errors
+    /// [`StoreError::Closed`] on a store that does not write to disk (read-only, in memory)
+    /// or is closed. An hour that fails is in the report, not an error.
+    pub fn compact_now(&self, ignore_lateness: bool) -> Result<CompactionReport, StoreError> {
+        if self.lock.lock().is_none() {
+            return Err(StoreError::Closed);
+        }
+        Ok(compact::run_pass(
+            &self.shared,
+            &self.config,
+            ignore_lateness,
+            &|| false,
+        ))
+    }
+
     /// Stops accepting writes, flushes memory to Parquet, joins the threads and releases the
     /// data directory's lock (blocking).
     pub fn close(&self) {
+        self.compactor_stop.lock().take();
         let tx = self.tx.lock().take();
         if let Some(tx) = tx {
             let (ack, rx) = oneshot::channel();
@@ -376,6 +428,7 @@ impl Drop for Store {
         // Without close(), the WAL still holds everything acknowledged; just stop the threads.
         // The lock is released when they have stopped (they hold clones of it).
         self.tx.lock().take();
+        self.compactor_stop.lock().take();
         self.presence.stop();
     }
 }

@@ -54,6 +54,24 @@ pub struct StoreMetrics {
     pub presence_memory_rows: Gauge,
     /// `dyeline_store_presence_replayed_rows_total`: presence rows recovered from the WAL.
     pub presence_replayed_rows: Counter,
+    /// `dyeline_store_compactions_total`: hours compacted ([`crate::compact`]).
+    pub compactions: Counter,
+    /// `dyeline_store_compaction_failures_total`: hour compactions that failed (the files
+    /// stay as they were; tried again at the next pass).
+    pub compaction_failures: Counter,
+    /// `dyeline_store_compaction_input_files_total`: files merged by compactions.
+    pub compaction_input_files: Counter,
+    /// `dyeline_store_compaction_output_files_total`: files compactions wrote.
+    pub compaction_output_files: Counter,
+    /// `dyeline_store_compaction_input_bytes_total`: bytes of the files merged.
+    pub compaction_input_bytes: Counter,
+    /// `dyeline_store_compaction_output_bytes_total`: bytes of the files written.
+    pub compaction_output_bytes: Counter,
+    /// `dyeline_store_compaction_duplicate_rows_total`: rows compactions dropped as
+    /// duplicates of a span key.
+    pub compaction_duplicate_rows: Counter,
+    /// `dyeline_store_compaction_seconds`: time to compact one hour.
+    pub compaction_seconds: Histogram,
 }
 
 impl Default for StoreMetrics {
@@ -76,6 +94,16 @@ impl Default for StoreMetrics {
             presence_duplicate_rows: Counter::default(),
             presence_memory_rows: Gauge::default(),
             presence_replayed_rows: Counter::default(),
+            compactions: Counter::default(),
+            compaction_failures: Counter::default(),
+            compaction_input_files: Counter::default(),
+            compaction_output_files: Counter::default(),
+            compaction_input_bytes: Counter::default(),
+            compaction_output_bytes: Counter::default(),
+            compaction_duplicate_rows: Counter::default(),
+            compaction_seconds: Histogram::new([
+                0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+            ]),
         }
     }
 }
@@ -167,6 +195,50 @@ impl StoreMetrics {
             "dyeline_store_presence_replayed_rows",
             "Presence rows recovered from the WAL at start",
             self.presence_replayed_rows.clone(),
+        );
+        for (name, help, counter) in [
+            (
+                "dyeline_store_compactions",
+                "Hours whose files were compacted",
+                &self.compactions,
+            ),
+            (
+                "dyeline_store_compaction_failures",
+                "Hour compactions that failed (the files stay; tried again)",
+                &self.compaction_failures,
+            ),
+            (
+                "dyeline_store_compaction_input_files",
+                "Files merged by compactions",
+                &self.compaction_input_files,
+            ),
+            (
+                "dyeline_store_compaction_output_files",
+                "Files written by compactions",
+                &self.compaction_output_files,
+            ),
+            (
+                "dyeline_store_compaction_input_bytes",
+                "Bytes of the files merged by compactions",
+                &self.compaction_input_bytes,
+            ),
+            (
+                "dyeline_store_compaction_output_bytes",
+                "Bytes of the files written by compactions",
+                &self.compaction_output_bytes,
+            ),
+            (
+                "dyeline_store_compaction_duplicate_rows",
+                "Rows compactions dropped as duplicates of a span key",
+                &self.compaction_duplicate_rows,
+            ),
+        ] {
+            r.register(name, help, counter.clone());
+        }
+        r.register(
+            "dyeline_store_compaction_seconds",
+            "Time to compact one hour's files",
+            self.compaction_seconds.clone(),
         );
     }
 }

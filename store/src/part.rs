@@ -106,20 +106,31 @@ pub(crate) fn writer_properties(zstd_level: i32, traces: u64) -> WriterPropertie
 pub(crate) fn part_reader<T: ChunkReader + 'static>(
     input: T,
 ) -> Result<ParquetRecordBatchReaderBuilder<T>, ParquetError> {
-    let meta = ArrowReaderMetadata::load(&input, ArrowReaderOptions::new())?;
-    let meta = if meta.schema().metadata().contains_key(SCHEMA_VERSION_KEY) {
-        let mut schema = meta.schema().as_ref().clone();
-        schema.metadata.remove(SCHEMA_VERSION_KEY);
-        ArrowReaderMetadata::try_new(
-            Arc::clone(meta.metadata()),
-            ArrowReaderOptions::new().with_schema(Arc::new(schema)),
-        )?
-    } else {
-        meta
-    };
+    let meta = part_metadata(&input)?;
     Ok(ParquetRecordBatchReaderBuilder::new_with_metadata(
         input, meta,
     ))
+}
+
+/// The footer of the part or file `input` as [`part_reader`] reads it (the Arrow schema
+/// without [`SCHEMA_VERSION_KEY`]), to build several readers of one file from (one per row
+/// group: [`crate::compact`]).
+///
+/// # Errors
+/// Parquet errors reading the footer.
+pub(crate) fn part_metadata<T: ChunkReader + 'static>(
+    input: &T,
+) -> Result<ArrowReaderMetadata, ParquetError> {
+    let meta = ArrowReaderMetadata::load(input, ArrowReaderOptions::new())?;
+    if !meta.schema().metadata().contains_key(SCHEMA_VERSION_KEY) {
+        return Ok(meta);
+    }
+    let mut schema = meta.schema().as_ref().clone();
+    schema.metadata.remove(SCHEMA_VERSION_KEY);
+    ArrowReaderMetadata::try_new(
+        Arc::clone(meta.metadata()),
+        ArrowReaderOptions::new().with_schema(Arc::new(schema)),
+    )
 }
 
 /// One row of a list of batches: (batch index, row index), as [`interleave_record_batch`](arrow::compute::interleave_record_batch)

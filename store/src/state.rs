@@ -92,6 +92,8 @@ pub(crate) struct Shared {
     ///
     /// [`StoreConfig::trace_index_max_bytes`]: crate::StoreConfig::trace_index_max_bytes
     pub(crate) trace_index_max_bytes: usize,
+    /// The compactions whose replaced files wait for their grace; held by a compaction pass.
+    pub(crate) compaction: parking_lot::Mutex<crate::compact::Compactor>,
 }
 
 /// Keeps the trace indexes of the newest files within `budget` bytes

@@ -36,7 +36,11 @@ pub(crate) fn import(fixture: &str, file: &str) -> (tempfile::TempDir, std::path
 
 /// Writes `findings` (analyze's JSON) to `path` and asserts `check_findings.py` passes it for
 /// the fixture in `fixture_dir`.
-fn check_findings(findings: &str, path: &std::path::Path, fixture_dir: &std::path::Path) {
+pub(crate) fn check_findings(
+    findings: &str,
+    path: &std::path::Path,
+    fixture_dir: &std::path::Path,
+) {
     std::fs::write(path, findings).unwrap();
     let check = std::process::Command::new("python3")
         .arg(shared_dir().join("tools/check_findings.py"))
@@ -49,9 +53,9 @@ fn check_findings(findings: &str, path: &std::path::Path, fixture_dir: &std::pat
     assert!(report.trim_end().ends_with("OK"), "{report}");
 }
 
-/// `dyeline analyze` on `data`, checked by the fixture's own checker; the full report
-/// without `--with-decisions` is returned.
-fn analyze_and_check(data: &std::path::Path, fixture: &str) -> Value {
+/// `dyeline analyze --format json --with-decisions` on `data` (a `data` directory beside
+/// which `findings.json` is written), passed by the checker of `fixture`; its output.
+pub(crate) fn analyze_checked(data: &std::path::Path, fixture: &str) -> String {
     let (ok, out, err) = run_cli(&[
         "analyze",
         "--data-dir",
@@ -66,6 +70,13 @@ fn analyze_and_check(data: &std::path::Path, fixture: &str) -> Value {
         &data.with_file_name("findings.json"),
         &shared_dir().join("fixtures/analysis").join(fixture),
     );
+    out
+}
+
+/// `dyeline analyze` on `data`, checked by the fixture's own checker; the full report
+/// without `--with-decisions` is returned.
+fn analyze_and_check(data: &std::path::Path, fixture: &str) -> Value {
+    let out = analyze_checked(data, fixture);
     // The table form names the same counts.
     let (ok, table, err) = run_cli(&["analyze", "--data-dir", data.to_str().unwrap()]);
     assert!(ok, "{err}");

@@ -12,6 +12,7 @@ mod architecture;
 mod bad_input;
 mod browser;
 mod cases;
+mod compaction;
 mod control;
 mod dashboard;
 mod dashboard_lanes;

@@ -85,6 +85,8 @@ pub async fn run(
     let mut sc = store_config(&config);
     sc.fsync = FsyncPolicy::Never;
     sc.flush_interval = std::time::Duration::from_secs(3600);
+    // Offline: `dyeline compact` (or the server) compacts what was imported.
+    sc.compaction = false;
     let store = Arc::new(tokio::task::spawn_blocking(move || Store::open(sc)).await??);
     let total: u64 = files
         .iter()

@@ -60,6 +60,10 @@ pub fn store_config(config: &Config) -> StoreConfig {
     s.max_memory_bytes = bytes(config.store.max_memory);
     s.persist = !config.store.in_memory_only;
     s.trace_index_max_bytes = bytes(config.store.trace_index_max_bytes);
+    s.compaction = config.store.compaction;
+    s.compaction_lateness = config.store.compaction_lateness;
+    s.compaction_target_bytes = config.store.compaction_target_bytes.as_u64();
+    s.compaction_grace = config.store.compaction_grace;
     s
 }
 

@@ -34,9 +34,7 @@ pub(crate) fn wal_through(file: &FileMeta) -> u64 {
     file.path
         .file_name()
         .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("part-")?.strip_suffix(".parquet"))
-        .and_then(|n| n.split('-').nth(1)?.parse().ok())
-        .unwrap_or(0)
+        .map_or(0, crate::layout::seq_of)
 }
 
 /// Writes `batches` (the `presence` schema) as new files under `dir`, one per hour of
