@@ -438,6 +438,10 @@ pub fn report_of(
         if with_decisions {
             r.lane_tags = Some(lanes::span_lane_tags(spans));
         }
+        tracing::debug!(
+            instance_lanes_ms = started.elapsed().as_secs_f64() * 1e3,
+            "lane lists"
+        );
         r.lane = Some(lanes::find(spans, &config.lanes));
         started.elapsed()
     });

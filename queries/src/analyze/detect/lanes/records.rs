@@ -138,7 +138,9 @@ impl LaneFields for LaneSpan {
 /// ([`Spans::signals`]).
 pub fn find(spans: &Spans, windows: &LaneWindows) -> LaneReport {
     let table = &spans.lanes;
+    let started = std::time::Instant::now();
     let (presence, tracked) = presence(spans, windows, &[]);
+    let presence_took = started.elapsed();
     let groups = TimelineGroups::new(&spans.lane_groups, &spans.apps, &table.names);
     let window = i64::try_from(windows.window.as_nanos()).unwrap_or(i64::MAX);
     // Each half of the traces on its own thread, when there are enough: a judge's findings
@@ -174,11 +176,18 @@ pub fn find(spans: &Spans, windows: &LaneWindows) -> LaneReport {
     } else {
         judge_traces(&spans.chunks().collect::<Vec<_>>())
     };
+    let judge_took = started.elapsed() - presence_took;
     let malformed: u64 = table.carriers.values().map(|&(_, n)| u64::from(n)).sum();
     judge.count_malformed(malformed, 0);
     let mut report = judge.finish();
     report.counts.invalid_instance_lanes = table.invalid_values.len() as u64;
     report.sort();
+    tracing::debug!(
+        presence_ms = presence_took.as_secs_f64() * 1e3,
+        judge_ms = judge_took.as_secs_f64() * 1e3,
+        finish_ms = (started.elapsed() - presence_took - judge_took).as_secs_f64() * 1e3,
+        "lane rules"
+    );
     report
 }
 
