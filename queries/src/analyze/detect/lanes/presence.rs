@@ -31,7 +31,11 @@ pub struct Covered {
     pub end: i64,
 }
 
-/// Signals of one instance: intervals, merged when they overlap.
+/// Signals of one instance: intervals, merged when they overlap or lie within the window W of
+/// each other. Merging across a gap of at most W changes no answer: every time in such a gap
+/// has a signal within W before and after it, so it is present either way, and the times
+/// outside keep the same nearest signal on each side. It keeps a busy instance's signals to
+/// a few intervals however many spans it served.
 #[derive(Default)]
 struct Signals {
     intervals: Vec<(i64, i64)>,
@@ -41,20 +45,20 @@ struct Signals {
 }
 
 impl Signals {
-    fn push(&mut self, start: i64, end: i64) {
+    fn push(&mut self, start: i64, end: i64, w: i64) {
         self.intervals.push((start, end.max(start)));
         if self.intervals.len() > 2 * self.merged.max(32) {
-            self.merge();
+            self.merge(w);
         }
     }
 
-    fn merge(&mut self) {
+    fn merge(&mut self, w: i64) {
         let v = &mut self.intervals;
         v.sort_unstable();
         let mut out: Vec<(i64, i64)> = Vec::with_capacity(v.len());
         for &(a, b) in v.iter() {
             match out.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                Some(last) if a <= last.1.saturating_add(w) => last.1 = last.1.max(b),
                 _ => out.push((a, b)),
             }
         }
@@ -79,8 +83,10 @@ impl Signals {
 pub struct PresenceBuilder {
     window_ns: i64,
     tracked: Vec<bool>,
-    /// (app, lane) → instance → signals.
-    by: FastMap<(u32, u32), FastMap<u32, Signals>>,
+    /// Instance id → its signals per (app, lane) (one pair, unless the instance's lane
+    /// changed). Instance ids are an interner's, dense from 0: a slot per id, no hashing per
+    /// signal.
+    by_instance: Vec<Vec<((u32, u32), Signals)>>,
 }
 
 impl PresenceBuilder {
@@ -89,7 +95,7 @@ impl PresenceBuilder {
         Self {
             window_ns,
             tracked,
-            by: FastMap::default(),
+            by_instance: Vec::new(),
         }
     }
 
@@ -99,35 +105,54 @@ impl PresenceBuilder {
     }
 
     /// A signal of `instance` (of `app`, in `lane`) covering `[start, end]` (an instant:
-    /// `start == end`). Ignored for an app not tracked.
+    /// `start == end`). Ignored for an app not tracked. `instance` is an interned id (dense
+    /// from 0).
     pub fn signal(&mut self, app: u32, lane: u32, instance: u32, start: i64, end: i64) {
         if !self.tracks(app) {
             return;
         }
-        self.by
-            .entry((app, lane))
-            .or_default()
-            .entry(instance)
-            .or_default()
-            .push(start, end);
+        let w = self.window_ns;
+        self.signals_of(instance, (app, lane)).push(start, end, w);
+    }
+
+    fn signals_of(&mut self, instance: u32, key: (u32, u32)) -> &mut Signals {
+        let i = instance as usize;
+        if i >= self.by_instance.len() {
+            self.by_instance.resize_with(i + 1, Vec::new);
+        }
+        let slot = &mut self.by_instance[i];
+        let at = match slot.iter().position(|(k, _)| *k == key) {
+            Some(at) => at,
+            None => {
+                slot.push((key, Signals::default()));
+                slot.len() - 1
+            }
+        };
+        &mut slot[at].1
+    }
+
+    /// Adds the signals `other` collected (of other spans, with the same window and tracked
+    /// apps) to these.
+    pub fn absorb(&mut self, other: Self) {
+        let w = self.window_ns;
+        for (instance, slot) in other.by_instance.into_iter().enumerate() {
+            for (key, signals) in slot {
+                let mine = self.signals_of(instance as u32, key);
+                mine.intervals.extend(signals.intervals);
+                mine.merge(w);
+            }
+        }
     }
 
     /// The finished index.
     pub fn finish(self) -> Presence {
-        let by = self
-            .by
-            .into_iter()
-            .map(|(k, instances)| {
-                let v = instances
-                    .into_values()
-                    .map(|mut s| {
-                        s.merge();
-                        s
-                    })
-                    .collect();
-                (k, v)
-            })
-            .collect();
+        let mut by: FastMap<(u32, u32), Vec<Signals>> = FastMap::default();
+        for slot in self.by_instance {
+            for (key, mut signals) in slot {
+                signals.merge(self.window_ns);
+                by.entry(key).or_default().push(signals);
+            }
+        }
         Presence {
             window_ns: self.window_ns,
             by,
@@ -163,6 +188,62 @@ mod tests {
             b.signal(0, 1, 7, a * S, z * S);
         }
         b.finish()
+    }
+
+    proptest::proptest! {
+        /// Merged signals answer as the signals themselves: present at t when a signal covers
+        /// t, or one covers a time within W before t and another starts within W after it.
+        #[test]
+        fn merged_signals_answer_as_the_raw_ones(
+            raw in proptest::collection::vec((0i64..600, 0i64..40), 0..80),
+        ) {
+            let raw: Vec<(i64, i64)> = raw.iter().map(|&(a, len)| (a * S, (a + len) * S)).collect();
+            let p = one(&raw.iter().map(|&(a, z)| (a / S, z / S)).collect::<Vec<_>>());
+            for t in (0..700).map(|t| t * S) {
+                let covered = raw.iter().any(|&(a, z)| a <= t && t <= z);
+                let before = raw.iter().any(|&(a, z)| a <= t && z >= t - W);
+                let after = raw.iter().any(|&(a, _)| a > t && a <= t + W);
+                proptest::prop_assert_eq!(
+                    p.has_capacity(0, 1, t), covered || (before && after), "t {}", t / S
+                );
+            }
+        }
+
+        /// Signals collected by two builders, one absorbing the other, answer as one builder
+        /// given them all (the analyzer collects each half of a load on its own thread): for
+        /// every app, lane and time. Instance 3 changes lane, app 2 is not tracked.
+        #[test]
+        fn two_builders_absorbed_answer_as_one(
+            signals in proptest::collection::vec(
+                (0u32..3, 0u32..3, 0u32..5, 0i64..400, 0i64..30),
+                0..120,
+            ),
+            cut in 0usize..120,
+        ) {
+            let tracked = vec![true, true, false];
+            let mut all = PresenceBuilder::new(W, tracked.clone());
+            let mut first = PresenceBuilder::new(W, tracked.clone());
+            let mut second = PresenceBuilder::new(W, tracked);
+            for (i, &(app, lane, instance, a, len)) in signals.iter().enumerate() {
+                let (a, z) = (a * S, (a + len) * S);
+                all.signal(app, lane, instance, a, z);
+                let half = if i < cut { &mut first } else { &mut second };
+                half.signal(app, lane, instance, a, z);
+            }
+            first.absorb(second);
+            let (one, two) = (all.finish(), first.finish());
+            for app in 0..3 {
+                for lane in 0..3 {
+                    for t in (0..500).step_by(3) {
+                        proptest::prop_assert_eq!(
+                            one.has_capacity(app, lane, t * S),
+                            two.has_capacity(app, lane, t * S),
+                            "app {} lane {} t {}", app, lane, t
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

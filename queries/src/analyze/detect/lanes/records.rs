@@ -225,10 +225,25 @@ pub(crate) fn presence(
         }
     }
     let w = i64::try_from(windows.presence_window.as_nanos()).unwrap_or(i64::MAX);
-    let mut presence = PresenceBuilder::new(w, tracked.clone());
-    for s in spans.iter() {
-        presence.signal(s.app, table.fact(s.lane).lane, s.instance, s.start, s.end);
-    }
+    // The spans' signals, each half on its own thread when there are enough.
+    let collect = |slices: &[&[SpanRec]]| {
+        let mut b = PresenceBuilder::new(w, tracked.clone());
+        for s in slices.iter().copied().flatten() {
+            b.signal(s.app, table.fact(s.lane).lane, s.instance, s.start, s.end);
+        }
+        b
+    };
+    let mut presence = if two_threads(spans) {
+        let [first, second] = spans.halves();
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| collect(&second));
+            let mut b = collect(&first);
+            b.absorb(other.join().expect("presence thread"));
+            b
+        })
+    } else {
+        collect(&spans.chunks().collect::<Vec<_>>())
+    };
     // Instances only seen in signals take ids after the spans' instances.
     let mut extra = crate::analyze::intern::Interner::default();
     for (app, instance, lane, start, end) in others {
