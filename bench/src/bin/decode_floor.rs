@@ -8,7 +8,8 @@
 //! alone), then those parts written as files (`file_write::write_segments`, which copies their row
 //! groups), wall time of one thread each. Prints one JSON line (`--skip-lanes`: the same
 //! without lane resolution, for its cost). Uses the
-//! server's allocator (mimalloc), so the floor and the full path allocate alike.
+//! server's allocator (mimalloc) with transparent huge pages off, as the server runs, so the
+//! floor and the full path allocate alike.
 
 // The measurement, as JSON on stdout, is what this benchmark is run for.
 #![allow(clippy::print_stdout)]
@@ -81,6 +82,10 @@ fn median_seconds(reps: usize, mut pass: impl FnMut(bool)) -> f64 {
 }
 
 fn main() {
+    // As `dyeline` does at start (server/src/main.rs): without this, a quarter of this
+    // program's samples were the kernel clearing huge pages, which the product does not pay.
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
     let args = Args::parse();
     let bodies: Vec<Vec<u8>> = (0..args.requests)
         .map(|i| {
