@@ -18,7 +18,7 @@ use super::findings::{
     CrossColorHop, Detection, DrainedSide, ErrorSpike, FindingRef, InstanceSkew, MissingDecision,
     RatioDeviation, hex64, hex128,
 };
-use super::spans::{NO_SOURCE, Spans};
+use super::spans::{NO_SOURCE, SpanRec, Spans};
 
 /// An instance and the colour rule that decided it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -282,6 +282,31 @@ const PARALLEL_DETECTIONS_MIN: usize = 50_000;
 pub(crate) fn two_threads(spans: &Spans) -> bool {
     spans.len() >= PARALLEL_DETECTIONS_MIN
         && std::thread::available_parallelism().map_or(1, |n| n.get()) > 1
+}
+
+/// `fold` over the spans: with [`two_threads`], over each half on its own thread (halves cut
+/// at a trace boundary when `whole_traces`), the second half's result handed to `absorb`
+/// with the first's; else over all of them at once.
+pub(crate) fn fold_halves<T: Send>(
+    spans: &Spans,
+    whole_traces: bool,
+    fold: impl Fn(&[&[SpanRec]]) -> T + Sync,
+    absorb: impl FnOnce(&mut T, T),
+) -> T {
+    if !two_threads(spans) {
+        return fold(&spans.chunks().collect::<Vec<_>>());
+    }
+    let [first, second] = if whole_traces {
+        spans.trace_halves()
+    } else {
+        spans.halves()
+    };
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| fold(&second));
+        let mut mine = fold(&first);
+        absorb(&mut mine, other.join().expect("detection thread"));
+        mine
+    })
 }
 
 /// The report of already loaded spans: every detection.

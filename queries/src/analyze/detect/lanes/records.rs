@@ -13,7 +13,7 @@ use super::presence::{Covered, Presence, PresenceBuilder};
 use super::{BASE, LaneFields, LaneJudge, LaneKind, LaneReport, TimelineGroups};
 use crate::analyze::config::LaneWindows;
 use crate::analyze::findings::{hex64, hex128};
-use crate::analyze::report::two_threads;
+use crate::analyze::report::fold_halves;
 use crate::analyze::spans::{Kind, SpanRec, Spans};
 
 /// An instance and its lane (the `lanes` list of the report).
@@ -165,17 +165,7 @@ pub fn find(spans: &Spans, windows: &LaneWindows) -> LaneReport {
         }
         judge
     };
-    let mut judge = if two_threads(spans) {
-        let [first, second] = spans.trace_halves();
-        std::thread::scope(|scope| {
-            let other = scope.spawn(|| judge_traces(&second));
-            let mut judge = judge_traces(&first);
-            judge.absorb(other.join().expect("lane judge thread"));
-            judge
-        })
-    } else {
-        judge_traces(&spans.chunks().collect::<Vec<_>>())
-    };
+    let mut judge = fold_halves(spans, true, judge_traces, |a, b| a.absorb(b));
     let judge_took = started.elapsed() - presence_took;
     let malformed: u64 = table.carriers.values().map(|&(_, n)| u64::from(n)).sum();
     judge.count_malformed(malformed, 0);
@@ -233,17 +223,7 @@ pub(crate) fn presence(
         }
         b
     };
-    let mut presence = if two_threads(spans) {
-        let [first, second] = spans.halves();
-        std::thread::scope(|scope| {
-            let other = scope.spawn(|| collect(&second));
-            let mut b = collect(&first);
-            b.absorb(other.join().expect("presence thread"));
-            b
-        })
-    } else {
-        collect(&spans.chunks().collect::<Vec<_>>())
-    };
+    let mut presence = fold_halves(spans, false, collect, |a, b| a.absorb(b));
     // Instances only seen in signals take ids after the spans' instances.
     let mut extra = crate::analyze::intern::Interner::default();
     for (app, instance, lane, start, end) in others {
