@@ -22,8 +22,8 @@
 
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Postgres, Row, Transaction};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::{Connection, Postgres, Row, Transaction};
 
 use crate::node::NodeId;
 use crate::urls::PostgresUrl;
@@ -184,6 +184,20 @@ impl Catalog {
                 "the URL's options are not valid for PostgreSQL".into(),
             ))
         })?;
+        // One direct attempt first: the pool retries until its timeout and then says only
+        // "pool timed out", hiding the cause (connection refused, no such database, auth).
+        match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await {
+            Ok(Ok(conn)) => {
+                let _ = conn.close().await;
+            }
+            Ok(Err(e)) => return Err(connect_error(e)),
+            Err(_) => {
+                return Err(connect_error(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
+                ))));
+            }
+        }
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
             .acquire_timeout(CONNECT_TIMEOUT)

@@ -10,7 +10,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use object_store::aws::AmazonS3Builder;
+use object_store::ClientConfigKey;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::prefix::PrefixStore;
@@ -83,10 +84,25 @@ pub fn open(url: &ObjectStoreUrl) -> Result<Objects, ObjectsError> {
     };
     let store: Arc<dyn ObjectStore> = match url {
         ObjectStoreUrl::S3 { bucket, prefix } => {
-            let s3 = AmazonS3Builder::from_env()
-                .with_bucket_name(bucket)
-                .build()
-                .map_err(|e| open_error(e.to_string()))?;
+            let builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+            // A plain-HTTP endpoint without AWS_ALLOW_HTTP fails on the first request with
+            // only "builder error": say which variable it lacks here instead.
+            let config = |key| builder.get_config_value(&key).unwrap_or_default();
+            if config(AmazonS3ConfigKey::Endpoint).starts_with("http://")
+                && !matches!(
+                    config(AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp))
+                        .to_ascii_lowercase()
+                        .as_str(),
+                    "1" | "true" | "on" | "yes" | "y"
+                )
+            {
+                return Err(open_error(
+                    "the endpoint (AWS_ENDPOINT_URL) is plain http://: set AWS_ALLOW_HTTP=true \
+                     to use it, or use https://"
+                        .into(),
+                ));
+            }
+            let s3 = builder.build().map_err(|e| open_error(e.to_string()))?;
             if prefix.is_empty() {
                 Arc::new(s3)
             } else {

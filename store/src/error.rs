@@ -27,8 +27,8 @@ pub enum StoreError {
     ///
     /// [`LOCK_FILE`]: crate::LOCK_FILE
     #[error(
-        "data directory {dir} is in use by another process{}: one dyeline serve, import or \
-         demo writes to a data directory at a time (readers such as dyeline sql and analyze \
+        "data directory {dir} is in use by another process{}: one dyeline serve, import, \
+         compact or demo writes to a data directory at a time (readers such as dyeline sql and analyze \
          need no lock)",
         if holder.is_empty() { String::new() } else { format!(" ({holder})") }
     )]

@@ -96,6 +96,8 @@ fn storage_check_passes_on_a_local_directory_and_fails_on_a_down_catalog() {
         )),
         "{err}"
     );
+    // The cause, not the pool's "timed out".
+    assert!(err.contains("refused"), "{err}");
     assert!(
         !out.contains(PASSWORD) && !err.contains(PASSWORD),
         "{out}{err}"
@@ -251,4 +253,36 @@ fn a_store_that_cannot_refuse_an_overwrite_stops_serve_unless_allowed() {
         ),
         "{out}"
     );
+}
+
+/// An `s3://` store at a plain `http://` endpoint without `AWS_ALLOW_HTTP` is refused naming
+/// the variable (the S3 client alone says only "builder error" on its first request); with
+/// the variable set, the same down endpoint is reported unreachable instead.
+#[test]
+fn a_plain_http_endpoint_without_aws_allow_http_is_refused_naming_it() {
+    let dir = temp_dir();
+    let port = free_ports(1)[0];
+    let mut env = vec![
+        (
+            "DYELINE_STORAGE__OBJECT_STORE_URL",
+            "s3://spans/p".to_owned(),
+        ),
+        (
+            "DYELINE_CATALOG__POSTGRES_URL",
+            format!("postgres://dyeline:{PASSWORD}@127.0.0.1:{port}/catalog"),
+        ),
+        ("DYELINE_CLUSTER__NODE_ID", "n1".into()),
+        ("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}")),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID", "k".into()),
+        ("AWS_SECRET_ACCESS_KEY", "s".into()),
+    ];
+    let (ok, out, err) = storage_check(&dir.path().join("data"), &env);
+    assert!(!ok, "{out}");
+    assert!(err.contains("set AWS_ALLOW_HTTP=true"), "{err}");
+    env.push(("AWS_ALLOW_HTTP", "true".into()));
+    let (ok, out, err) = storage_check(&dir.path().join("data"), &env);
+    assert!(!ok, "{out}");
+    assert!(!err.contains("AWS_ALLOW_HTTP"), "{err}");
+    assert!(err.contains("s3://spans/p"), "{err}");
 }

@@ -67,8 +67,9 @@ pub async fn run(config: Config, all: bool) -> Result<(), BoxError> {
         println!("nothing to compact: no hour holds more files than its bytes need");
     } else {
         println!(
-            "compacted {} hours: {before} files → {after}, {} → {}",
+            "compacted {} hour{}: {before} files → {after}, {} → {}",
             report.hours.len(),
+            if report.hours.len() == 1 { "" } else { "s" },
             ByteSize::b(bytes_before),
             ByteSize::b(bytes_after)
         );
