@@ -31,6 +31,9 @@ use import::ImportArgs;
 use serve::ServeArgs;
 use sql::SqlArgs;
 
+/// Errors that end a command (every subcommand's `run` returns them).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 #[derive(Subcommand)]
 pub enum Command {
     /// Run the server with a simulated fleet (real OpenTelemetry SDKs) walking a scripted

@@ -12,7 +12,8 @@ use dyeline_queries::analyze::{self, Detection, Report, text};
 use dyeline_store::Store;
 
 use super::OutputFormat;
-use crate::commands::serve::{BoxError, store_config};
+use crate::commands::BoxError;
+use crate::commands::serve::store_config;
 use crate::config::Config;
 
 #[derive(clap::Args)]

@@ -9,7 +9,8 @@ use bytesize::ByteSize;
 use dyeline_store::Store;
 use dyeline_store::layout::hour_dir_name;
 
-use super::serve::{BoxError, store_config};
+use super::BoxError;
+use super::serve::store_config;
 use crate::config::Config;
 
 #[derive(clap::Args)]

@@ -22,7 +22,8 @@ use dyeline_sim::fleet::{Faults, Fleet, FleetConfig, LANES_TOML};
 use dyeline_sim::script::{self, ControlWriter, PLAN_SECS};
 use tokio::sync::{oneshot, watch};
 
-use crate::commands::serve::{self, Bound, BoxError};
+use crate::commands::BoxError;
+use crate::commands::serve::{self, Bound};
 use crate::config::Config;
 
 #[derive(clap::Args, Clone)]

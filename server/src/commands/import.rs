@@ -18,7 +18,8 @@ use dyeline_model::release::TimelineDoc;
 use dyeline_store::{FsyncPolicy, Store};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::commands::serve::{BoxError, convert_options, store_config};
+use crate::commands::BoxError;
+use crate::commands::serve::{convert_options, store_config};
 use crate::config::Config;
 
 #[derive(clap::Args)]

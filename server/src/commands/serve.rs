@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
+use super::BoxError;
 use crate::config::Config;
 use crate::wiring::http::{ApiState, AuthGate};
 use crate::wiring::plane::PlaneReleases;
@@ -45,9 +46,6 @@ pub struct ServeArgs {
 /// How far back the live channel rollups reach behind the newest minute they hold; older
 /// summary ranges are answered by a scan of the spans.
 pub const ROLLUP_RETENTION: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-
-/// Errors that end a command.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The store settings of `config`.
 pub fn store_config(config: &Config) -> StoreConfig {

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use dyeline_queries::{SqlEngine, render};
 use dyeline_store::Store;
 
+use super::BoxError;
 use super::OutputFormat;
-use super::serve::{BoxError, store_config};
+use super::serve::store_config;
 use crate::config::Config;
 
 #[derive(clap::Args)]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use dyeline_storage::CheckSettings;
 
-use super::serve::BoxError;
+use super::BoxError;
 use crate::config::{Config, SharedStorage};
 
 /// `dyeline storage …`.
