@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::fixtures::analyze_checked;
+use crate::fixtures::{analyze_checked, sql_json};
 use crate::util::*;
 
 /// The `part-*.parquet` files of each hour directory of `data`, and their bytes.
@@ -32,18 +32,12 @@ fn files_per_hour(data: &Path) -> BTreeMap<String, (usize, u64)> {
 }
 
 fn count_spans(data: &Path) -> u64 {
-    let (ok, out, err) = run_cli(&[
-        "sql",
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--format",
-        "json",
+    let rows = sql_json(
+        data,
         "SELECT count(*) AS n, count(DISTINCT trace_id || span_id) AS d FROM spans",
-    ]);
-    assert!(ok, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let n = v["rows"][0][0].as_u64().unwrap();
-    assert_eq!(v["rows"][0][1].as_u64(), Some(n), "a span twice");
+    );
+    let n = rows[0][0].as_u64().unwrap();
+    assert_eq!(rows[0][1].as_u64(), Some(n), "a span twice");
     n
 }
 
