@@ -317,6 +317,11 @@ pub struct StoreSettings {
     /// before still read them); at least `sql.timeout`. Default `65m`.
     #[serde(with = "humantime_serde")]
     pub compaction_grace: Duration,
+    /// With shared storage on: OTLP writes are refused as saturated (with Retry-After) while
+    /// the local files not uploaded yet take this much or more (the bucket or catalog down).
+    /// Not applied to the single-node store, whose files are the data. Default 32 GiB.
+    #[serde(deserialize_with = "byte_size")]
+    pub staging_max_bytes: ByteSize,
 }
 
 /// SQL endpoint limits (`POST /api/v1/sql`, `dyeline sql`). A refusal by any of them names
@@ -438,6 +443,7 @@ impl Default for StoreSettings {
             compaction_lateness: d.compaction_lateness,
             compaction_target_bytes: ByteSize::b(d.compaction_target_bytes),
             compaction_grace: d.compaction_grace,
+            staging_max_bytes: ByteSize::gib(32),
         }
     }
 }

@@ -8,8 +8,9 @@
 //!   [`CatalogError::Fenced`] once another process has claimed the id since.
 //! - `span_files`: one row per uploaded object of `spans` or `presence` rows (its key, hour,
 //!   node, rows, bytes, first and last start, the trace-index object's key, created, deleted).
-//! - `ingest_checkpoints` (per node and kind): the last WAL position whose rows are in
-//!   registered files.
+//! - `ingest_checkpoints` (per node and kind): `uploaded_through_unix_ms`, the write time
+//!   through which the node's local files are in registered objects (migration 0002 renamed it
+//!   from `wal_position`: the staging unit is a local file named by its write time).
 //!
 //! [`Catalog::register_upload`] inserts file rows and advances the checkpoint in one
 //! transaction, fenced: a crash or error at any point leaves either all of it or none, and a
@@ -135,6 +136,16 @@ pub struct ListedFile {
     pub node: String,
     /// The registered fields.
     pub file: SpanFile,
+}
+
+/// A reader's view of the catalog ([`Catalog::listing`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    /// The live files of the kind asked, oldest first.
+    pub files: Vec<ListedFile>,
+    /// The node's checkpoint: its local files written at or before this (Unix ms) are in
+    /// `files`. `None` before its first upload.
+    pub uploaded_through_unix_ms: Option<u64>,
 }
 
 /// What [`Catalog::register_upload`] did.
@@ -271,7 +282,8 @@ impl Catalog {
 
     /// Registers an upload in one transaction: locks `node`'s row checking `epoch`, inserts
     /// `files` (a key registered before is left as it was and counted as already known), and
-    /// advances the checkpoint of (`node`, `kind`) to `wal_position` (never backwards).
+    /// advances the checkpoint of (`node`, `kind`) to `uploaded_through_unix_ms` (never
+    /// backwards).
     /// Any failure rolls all of it back.
     ///
     /// # Errors
@@ -284,9 +296,9 @@ impl Catalog {
         epoch: i64,
         kind: FileKind,
         files: &[SpanFile],
-        wal_position: u64,
+        uploaded_through_unix_ms: u64,
     ) -> Result<Registered, CatalogError> {
-        let position = to_i64(wal_position, "wal_position")?;
+        let position = to_i64(uploaded_through_unix_ms, "uploaded_through_unix_ms")?;
         if let Some(f) = files.iter().find(|f| f.kind != kind) {
             return Err(CatalogError::Invalid(format!(
                 "file {} holds {} rows, not {}: one registration is of one kind",
@@ -330,9 +342,11 @@ impl Catalog {
             }
         }
         sqlx::query(
-            "INSERT INTO ingest_checkpoints (node_id, kind, wal_position) VALUES ($1, $2, $3) \
-             ON CONFLICT (node_id, kind) DO UPDATE \
-             SET wal_position = GREATEST(ingest_checkpoints.wal_position, EXCLUDED.wal_position), \
+            "INSERT INTO ingest_checkpoints (node_id, kind, uploaded_through_unix_ms) \
+             VALUES ($1, $2, $3) ON CONFLICT (node_id, kind) DO UPDATE \
+             SET uploaded_through_unix_ms = GREATEST( \
+                     ingest_checkpoints.uploaded_through_unix_ms, \
+                     EXCLUDED.uploaded_through_unix_ms), \
                  updated_at = now()",
         )
         .bind(node.as_str())
@@ -347,7 +361,7 @@ impl Catalog {
         Ok(done)
     }
 
-    /// The last WAL position of (`node`, `kind`) whose rows are registered, `None` before the
+    /// The write time (Unix ms) through which (`node`, `kind`)'s local files are registered, `None` before the
     /// first registration.
     ///
     /// # Errors
@@ -358,14 +372,17 @@ impl Catalog {
         kind: FileKind,
     ) -> Result<Option<u64>, CatalogError> {
         let position: Option<i64> = sqlx::query_scalar(
-            "SELECT wal_position FROM ingest_checkpoints WHERE node_id = $1 AND kind = $2",
+            "SELECT uploaded_through_unix_ms FROM ingest_checkpoints \
+             WHERE node_id = $1 AND kind = $2",
         )
         .bind(node.as_str())
         .bind(kind.as_str())
         .fetch_optional(&self.pool)
         .await
         .map_err(query_error("reading the checkpoint"))?;
-        position.map(|p| to_u64(p, "wal_position")).transpose()
+        position
+            .map(|p| to_u64(p, "uploaded_through_unix_ms"))
+            .transpose()
     }
 
     /// The live (not deleted) files of `kind` with a row starting in `[from, to)` (Unix
@@ -392,6 +409,54 @@ impl Catalog {
         .await
         .map_err(query_error("listing files"))?;
         rows.iter().map(listed_file).collect()
+    }
+
+    /// What a reader of `kind` needs, as of one moment (one read-only repeatable-read
+    /// transaction, so an upload registered meanwhile is in both or neither): every live file
+    /// of `kind`, oldest first, and `node`'s checkpoint (its local files written at or before
+    /// it are among those files and must not be read twice); no checkpoint without a node.
+    ///
+    /// # Errors
+    /// [`CatalogError::Query`], [`CatalogError::Invalid`].
+    pub async fn listing(
+        &self,
+        node: Option<&NodeId>,
+        kind: FileKind,
+    ) -> Result<Listing, CatalogError> {
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .await
+            .map_err(query_error("starting the listing"))?;
+        let rows = sqlx::query(&format!(
+            "SELECT {FILE_COLUMNS} FROM span_files \
+             WHERE kind = $1 AND deleted_at IS NULL ORDER BY min_start_unix_nano, key"
+        ))
+        .bind(kind.as_str())
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(query_error("listing files"))?;
+        let through: Option<i64> = match node {
+            Some(node) => sqlx::query_scalar(
+                "SELECT uploaded_through_unix_ms FROM ingest_checkpoints \
+                 WHERE node_id = $1 AND kind = $2",
+            )
+            .bind(node.as_str())
+            .bind(kind.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(query_error("reading the checkpoint"))?,
+            None => None,
+        };
+        tx.commit()
+            .await
+            .map_err(query_error("ending the listing"))?;
+        Ok(Listing {
+            files: rows.iter().map(listed_file).collect::<Result<_, _>>()?,
+            uploaded_through_unix_ms: through
+                .map(|p| to_u64(p, "uploaded_through_unix_ms"))
+                .transpose()?,
+        })
     }
 
     /// Marks the files of `keys` deleted (retention; the janitor deletes their objects

@@ -116,6 +116,22 @@ pub fn resolve(configured: Option<&NodeId>, data_dir: &Path) -> Result<NodeId, N
     }
 }
 
+/// The node id kept in `data_dir/node_id`, if any, without writing one (readers).
+///
+/// # Errors
+/// A kept file that cannot be read or holds no valid id.
+pub fn read_kept(data_dir: &Path) -> Result<Option<NodeId>, NodeIdError> {
+    let path = data_dir.join(NODE_ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => NodeId::parse(text.trim()).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(NodeIdError::File {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
 /// The kernel's host name (Linux), else `HOSTNAME`, else empty.
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

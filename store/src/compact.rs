@@ -253,7 +253,8 @@ fn due_hours(
     compactor: &Compactor,
 ) -> Vec<(i64, Vec<FileMeta>)> {
     let mut hours: BTreeMap<i64, Vec<FileMeta>> = BTreeMap::new();
-    for f in &shared.state.read().files {
+    // Objects of shared storage are compacted there, not here.
+    for f in shared.state.read().files.iter().filter(|f| f.is_local()) {
         hours
             .entry(f.hour_start_unix_nano)
             .or_default()
@@ -332,6 +333,7 @@ fn compact_hour(
             written_unix_ms: written,
             size: f.bytes,
             traces: Some(Arc::new(f.traces.clone())),
+            remote: None,
         })
         .collect();
     let installed = install(shared, &dir, &journal, &merged, inputs, outputs);

@@ -70,6 +70,10 @@ pub struct StoreConfig {
     /// took its snapshot before (in this process, or a read-only one on the same directory)
     /// can still read them. Default 65 min: longer than the longest SQL timeout (1 h).
     pub compaction_grace: Duration,
+    /// With shared storage: writes are refused as saturated while the local Parquet files
+    /// not uploaded yet take this many bytes or more (the bucket or catalog down). `u64::MAX`
+    /// (the default) is no bound: without shared storage the local files are the data.
+    pub staging_max_bytes: u64,
 }
 
 impl StoreConfig {
@@ -93,6 +97,7 @@ impl StoreConfig {
             compaction_lateness: Duration::from_secs(600),
             compaction_target_bytes: 512 * 1024 * 1024,
             compaction_grace: Duration::from_secs(65 * 60),
+            staging_max_bytes: u64::MAX,
         }
     }
 }

@@ -224,6 +224,42 @@ pub fn read_rows(path: &Path) -> io::Result<u64> {
     Ok(u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0))
 }
 
+/// The rows of the file at `path` and the first and last `start_time_unix_nano` of them, from
+/// its footer's statistics (`None` when a row group has none).
+///
+/// # Errors
+/// I/O or Parquet errors.
+pub fn read_start_range(path: &Path) -> io::Result<(u64, Option<(i64, i64)>)> {
+    use parquet::file::statistics::Statistics;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(File::open(path)?).map_err(io::Error::other)?;
+    let meta = builder.metadata();
+    let rows = u64::try_from(meta.file_metadata().num_rows()).unwrap_or(0);
+    let Some(i) = meta
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| c.name() == col::START_TIME_UNIX_NANO)
+    else {
+        return Ok((rows, None));
+    };
+    let mut range: Option<(i64, i64)> = None;
+    for g in meta.row_groups() {
+        if g.num_rows() == 0 {
+            continue;
+        }
+        let Some(Statistics::Int64(s)) = g.column(i).statistics() else {
+            return Ok((rows, None));
+        };
+        let (Some(&lo), Some(&hi)) = (s.min_opt(), s.max_opt()) else {
+            return Ok((rows, None));
+        };
+        range = Some(range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+    }
+    Ok((rows, range))
+}
+
 /// The [`TraceIndex`] of the file at `path` (reads its `trace_id` column only).
 ///
 /// # Errors
@@ -354,6 +390,28 @@ impl FileSource {
         self.meta.size
     }
 
+    /// The file opened: a local file as it is; an object of shared storage from the local
+    /// cache, fetched into it first when absent (and again if the cache dropped it meanwhile).
+    fn local_file(&self) -> io::Result<File> {
+        let Some(remote) = &self.meta.remote else {
+            return File::open(self.path());
+        };
+        for _ in 0..2 {
+            remote.objects.fetch(&remote.key, self.path())?;
+            match File::open(self.path()) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                other => return other,
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "object {}: evicted from the cache as soon as fetched",
+                remote.key
+            ),
+        ))
+    }
+
     /// A reader of the columns `columns` (by name; the batches hold them in the file's column
     /// order) in batches of [`READ_BATCH_ROWS`] rows, each of `dictionaries` (as
     /// [`DICTIONARY_COLUMNS`]) that is stored as `Utf8` read as `Dictionary(Int32, Utf8)`, as
@@ -366,7 +424,7 @@ impl FileSource {
     /// [`io::ErrorKind::NotFound`]); a column of `columns` the file lacks that is not a
     /// nullable column of the `spans` schema. Each batch may still carry a read error.
     pub fn open(&self, columns: &[&str], dictionaries: &[&str]) -> io::Result<FileBatches> {
-        let file = File::open(self.path())?;
+        let file = self.local_file()?;
         let plain = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
             .map_err(io::Error::other)?;
         let hinted: Vec<Field> = plain

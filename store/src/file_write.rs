@@ -133,6 +133,7 @@ pub(crate) fn write_hour_file(
         hour_start_unix_nano: hour,
         written_unix_ms,
         traces: None,
+        remote: None,
     })
 }
 

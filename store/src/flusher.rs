@@ -9,7 +9,6 @@ use crate::config::StoreConfig;
 use crate::error::StoreError;
 use crate::file_write;
 use crate::jobs::FlushJob;
-use crate::layout::now_unix_ms;
 use crate::retention::apply_retention;
 use crate::seal;
 use crate::segment::Segment;
@@ -86,14 +85,22 @@ fn flush_frozen(shared: &Shared, config: &StoreConfig, seq: &mut u64) -> Result<
     let started = Instant::now();
     let segments: Vec<&Segment> = frozen.iter().flat_map(|f| &f.segments).collect();
     let rows: usize = segments.iter().map(|s| s.rows()).sum();
+    let written = shared.begin_write();
     let new_files = file_write::write_segments(
         &shared.spans_dir,
         &segments,
-        now_unix_ms(),
+        written,
         seq,
         config.zstd_level,
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| e.to_string());
+    let new_files = match new_files {
+        Ok(f) => f,
+        Err(e) => {
+            shared.end_write();
+            return Err(e);
+        }
+    };
     let n = frozen.len();
     {
         let mut s = shared.state.write();
@@ -102,6 +109,7 @@ fn flush_frozen(shared: &Shared, config: &StoreConfig, seq: &mut u64) -> Result<
         shared.files_changed(&mut s);
         set_memory_gauges(&shared.metrics, &s);
     }
+    shared.end_write();
     if upto > 0 {
         Wal::delete_through(&shared.wal_dir, upto).map_err(|e| e.to_string())?;
     }

@@ -38,9 +38,17 @@ pub struct FileMeta {
     /// for the files found at open; `None` until then, or once the trace-index budget
     /// dropped it (`StoreConfig::trace_index_max_bytes`): the file is then never skipped.
     pub traces: Option<Arc<TraceIndex>>,
+    /// Set when the file is an object in shared storage ([`crate::remote`]); `path` is then
+    /// where the local cache keeps a copy of it once read whole.
+    pub remote: Option<crate::remote::RemoteFile>,
 }
 
 impl FileMeta {
+    /// True when the file is in this data directory (not an object of shared storage).
+    pub fn is_local(&self) -> bool {
+        self.remote.is_none()
+    }
+
     /// True when the file's hour partition may hold span starts in `lo..=hi` (Unix ns).
     pub fn overlaps(&self, lo: i64, hi: i64) -> bool {
         let start = self.hour_start_unix_nano;
@@ -197,6 +205,7 @@ pub fn list_files(spans_dir: &Path, clean: bool) -> io::Result<Vec<FileMeta>> {
                 hour_start_unix_nano: hour_start,
                 size,
                 traces: None,
+                remote: None,
             });
         }
     }

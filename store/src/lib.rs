@@ -52,6 +52,7 @@ pub mod file_write;
 pub mod layout;
 pub mod part;
 pub mod presence;
+pub mod remote;
 pub mod seal;
 pub mod segment;
 pub mod table;
@@ -66,6 +67,7 @@ pub use jobs::WriteReport;
 pub use lock::LOCK_FILE;
 pub use metrics::StoreMetrics;
 pub use presence::{InstancePresence, PresenceLog, PresenceSnapshot, PresenceWrite};
+pub use remote::{RemoteFile, RemoteObjects};
 pub use state::{Snapshot, trim_trace_indexes};
 
 use std::sync::Arc;
@@ -144,6 +146,7 @@ impl Store {
         };
         let metrics = StoreMetrics::default();
         set_file_gauges(&metrics, &files, 0);
+        let local_bytes: u64 = files.iter().map(|f| f.size).sum();
         let shared = Arc::new(Shared {
             state: RwLock::new(State {
                 files,
@@ -154,6 +157,8 @@ impl Store {
             wal_dir: wal_dir.clone(),
             trace_index_max_bytes: config.trace_index_max_bytes,
             compaction: Mutex::new(compact::Compactor::default()),
+            local_file_bytes: std::sync::atomic::AtomicU64::new(local_bytes),
+            names: Mutex::new(remote::WriteNames::default()),
         });
         let presence = PresenceLog::open(&config, shared.metrics.clone(), lock.clone())?;
         let mut dedupe = Dedupe::new(DUPLICATE_FILTER_QUIET.max(config.flush_interval * 4));
@@ -284,8 +289,9 @@ impl Store {
     /// caller's thread, not on the writer's.
     ///
     /// # Errors
-    /// [`StoreError::Saturated`] at once when the queue is full or the rows in memory take
-    /// [`StoreConfig::max_memory_bytes`] or more, [`StoreError::Closed`], [`StoreError::Io`]
+    /// [`StoreError::Saturated`] at once when the queue is full, the rows in memory take
+    /// [`StoreConfig::max_memory_bytes`] or more, or the local files not uploaded yet
+    /// [`StoreConfig::staging_max_bytes`] or more; [`StoreError::Closed`], [`StoreError::Io`]
     /// when the batch cannot be encoded.
     pub fn try_write(
         &self,
@@ -296,7 +302,7 @@ impl Store {
         if self.tx.lock().is_none() {
             return Err(StoreError::Closed);
         }
-        if self.memory_full() {
+        if self.memory_full() || self.staging_full() {
             return Err(StoreError::Saturated);
         }
         let record = self.record(&batch)?;

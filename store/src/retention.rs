@@ -20,7 +20,10 @@ pub(crate) fn apply_retention(shared: &Shared, retention: Duration) {
 /// Removes from `files` those written more than `retention` ago and returns them.
 pub(crate) fn take_expired(files: &mut Vec<FileMeta>, retention: Duration) -> Vec<FileMeta> {
     let cutoff = now_unix_ms() - retention.as_millis() as i64;
-    let (old, keep): (Vec<_>, Vec<_>) = files.drain(..).partition(|f| f.written_unix_ms < cutoff);
+    // Objects of shared storage are kept by the catalog's retention, not this one.
+    let (old, keep): (Vec<_>, Vec<_>) = files
+        .drain(..)
+        .partition(|f| f.is_local() && f.written_unix_ms < cutoff);
     *files = keep;
     old
 }

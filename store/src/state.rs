@@ -94,6 +94,13 @@ pub(crate) struct Shared {
     pub(crate) trace_index_max_bytes: usize,
     /// The compactions whose replaced files wait for their grace; held by a compaction pass.
     pub(crate) compaction: parking_lot::Mutex<crate::compact::Compactor>,
+    /// Bytes of the local files in `state.files` (set by [`Shared::files_changed`]), for the
+    /// staging bound ([`StoreConfig::staging_max_bytes`]).
+    ///
+    /// [`StoreConfig::staging_max_bytes`]: crate::StoreConfig::staging_max_bytes
+    pub(crate) local_file_bytes: std::sync::atomic::AtomicU64,
+    /// How the flusher names files, for safe upload cuts ([`crate::remote`]).
+    pub(crate) names: parking_lot::Mutex<crate::remote::WriteNames>,
 }
 
 /// Keeps the trace indexes of the newest files within `budget` bytes
@@ -148,6 +155,14 @@ impl Shared {
     /// bytes, trace-index bytes); called with the write lock after every change of the files.
     pub(crate) fn files_changed(&self, state: &mut State) {
         state.trace_index_bytes = trim_trace_indexes(&mut state.files, self.trace_index_max_bytes);
+        let local: u64 = state
+            .files
+            .iter()
+            .filter(|f| f.is_local())
+            .map(|f| f.size)
+            .sum();
+        self.local_file_bytes
+            .store(local, std::sync::atomic::Ordering::Relaxed);
         set_file_gauges(&self.metrics, &state.files, state.trace_index_bytes);
     }
 
@@ -165,6 +180,9 @@ impl Shared {
     }
 }
 
+/// The local files of an hour, for the duplicate filter (which reads keys from them) and WAL
+/// replay. Objects of shared storage are left out: a key is looked up in what this node still
+/// stages, and shared compaction drops a span key stored twice.
 pub(crate) fn files_of_hour(shared: &Shared) -> impl Fn(i64) -> Vec<FileMeta> + '_ {
     move |hour| {
         shared
@@ -172,7 +190,7 @@ pub(crate) fn files_of_hour(shared: &Shared) -> impl Fn(i64) -> Vec<FileMeta> + 
             .read()
             .files
             .iter()
-            .filter(|f| f.hour_start_unix_nano == hour)
+            .filter(|f| f.hour_start_unix_nano == hour && f.is_local())
             .cloned()
             .collect()
     }
@@ -211,6 +229,7 @@ mod tests {
                     (0..n as u64).collect(),
                 ))
             }),
+            remote: None,
         }
     }
 

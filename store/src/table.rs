@@ -330,16 +330,14 @@ impl SpansTable {
             .into_iter()
             .filter(|f| f.overlaps(lo, hi) && may_hold_any(f.traces.as_deref(), traces))
             .collect();
-        if !files.is_empty() {
-            inputs.push(parquet_scan(
-                state,
-                &self.schema,
-                &files,
-                projection,
-                filters,
-                limit,
-            )?);
-        }
+        inputs.extend(parquet_scans(
+            state,
+            &self.schema,
+            &files,
+            projection,
+            filters,
+            limit,
+        )?);
         union_or_empty(inputs, &self.schema, projection)
     }
 }
@@ -362,23 +360,84 @@ pub(crate) fn union_or_empty(
     }
 }
 
-/// A scan of the store's Parquet `files` of table `schema`: the filters handed to the Parquet
-/// reader for row-group (and page) pruning, the files spread over the session's partitions.
-/// A file written before a nullable column existed reads it as null (DataFusion adapts each
-/// file to the table schema).
-pub(crate) fn parquet_scan(
+/// The object store URL scans of shared storage's objects are registered under (a name
+/// only: the client is the one the objects came with).
+const SHARED_OBJECTS_URL: &str = "dyeline-shared://objects";
+
+/// Scans of `files`: one over the local files ([`parquet_scan`]) and one over the objects of
+/// shared storage, read by byte ranges through their object store client (registered in the
+/// session's runtime under [`SHARED_OBJECTS_URL`]). None when `files` is empty.
+pub(crate) fn parquet_scans(
     state: &dyn Session,
     schema: &SchemaRef,
     files: &[FileMeta],
     projection: Option<&Vec<usize>>,
     filters: &[Expr],
     limit: Option<usize>,
+) -> Result<Vec<Arc<dyn ExecutionPlan>>> {
+    let (local, remote): (Vec<FileMeta>, Vec<FileMeta>) =
+        files.iter().cloned().partition(FileMeta::is_local);
+    let mut scans = Vec::new();
+    if !local.is_empty() {
+        let parts = local
+            .iter()
+            .map(|f| {
+                let path = f.path.to_string_lossy();
+                PartitionedFile::new(path.trim_start_matches('/'), f.size)
+            })
+            .collect();
+        let url = ObjectStoreUrl::local_filesystem();
+        scans.push(parquet_scan(
+            state,
+            schema,
+            (url, parts),
+            projection,
+            filters,
+            limit,
+        )?);
+    }
+    if let Some(first) = remote.first().and_then(|f| f.remote.as_ref()) {
+        let url = ObjectStoreUrl::parse(SHARED_OBJECTS_URL)?;
+        state
+            .runtime_env()
+            .register_object_store(url.as_ref(), first.objects.object_store());
+        let parts = remote
+            .iter()
+            .filter_map(|f| {
+                let r = f.remote.as_ref()?;
+                Some(PartitionedFile::new(r.key.clone(), f.size))
+            })
+            .collect();
+        scans.push(parquet_scan(
+            state,
+            schema,
+            (url, parts),
+            projection,
+            filters,
+            limit,
+        )?);
+    }
+    Ok(scans)
+}
+
+/// A scan of Parquet files of table `schema` in one object store (`files`: its URL and the
+/// files): the filters handed to the Parquet reader for row-group (and page) pruning, the
+/// files spread over the session's partitions. A file written before a nullable column
+/// existed reads it as null (DataFusion adapts each file to the table schema).
+fn parquet_scan(
+    state: &dyn Session,
+    schema: &SchemaRef,
+    files: (ObjectStoreUrl, Vec<PartitionedFile>),
+    projection: Option<&Vec<usize>>,
+    filters: &[Expr],
+    limit: Option<usize>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
+    let (url, files) = files;
     // Footers, page indexes and bloom filters are read once per file and kept in the
     // session's metadata cache (store files are immutable and never reuse a name), so a
     // trace lookup over many files does not re-read and re-decode every footer.
     let runtime = state.runtime_env();
-    let store = runtime.object_store(ObjectStoreUrl::local_filesystem())?;
+    let store = runtime.object_store(&url)?;
     let factory =
         CachedParquetFileReaderFactory::new(store, runtime.cache_manager.get_file_metadata_cache());
     let mut source =
@@ -392,11 +451,10 @@ pub(crate) fn parquet_scan(
     let n = state.config().target_partitions().max(1);
     let mut groups: Vec<Vec<PartitionedFile>> = vec![Vec::new(); n.min(files.len()).max(1)];
     let groups_len = groups.len();
-    for (i, f) in files.iter().enumerate() {
-        let path = f.path.to_string_lossy();
-        groups[i % groups_len].push(PartitionedFile::new(path.trim_start_matches('/'), f.size));
+    for (i, f) in files.into_iter().enumerate() {
+        groups[i % groups_len].push(f);
     }
-    let config = FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
+    let config = FileScanConfigBuilder::new(url, Arc::new(source))
         .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
         .with_projection_indices(projection.cloned())?
         .with_limit(limit)

@@ -89,7 +89,40 @@ impl TraceIndex {
     pub fn bytes(&self) -> usize {
         std::mem::size_of_val(&*self.hashes)
     }
+
+    /// The index as kept beside an object in shared storage: [`ENCODED_HEADER`], then each
+    /// hash as 8 little-endian bytes, ascending.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(ENCODED_HEADER.len() + self.bytes());
+        out.extend_from_slice(ENCODED_HEADER);
+        for h in &self.hashes {
+            out.extend_from_slice(&h.to_le_bytes());
+        }
+        out
+    }
+
+    /// Reads [`TraceIndex::encode`]'s bytes; `None` for anything else (another header, a
+    /// length that is not a whole number of hashes, hashes out of order).
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let body = bytes.strip_prefix(ENCODED_HEADER)?;
+        if body.len() % 8 != 0 {
+            return None;
+        }
+        let hashes: Vec<u64> = body
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        if hashes.windows(2).any(|w| w[0] >= w[1]) {
+            return None;
+        }
+        Some(Self {
+            hashes: hashes.into_boxed_slice(),
+        })
+    }
 }
+
+/// The first bytes of an encoded [`TraceIndex`] (its format and version).
+pub const ENCODED_HEADER: &[u8] = b"dyeline-trace-index 1\n";
 
 /// True when `index` (if any) may hold one of `ids` (if any): `None` for either means "may".
 pub fn may_hold_any(index: Option<&TraceIndex>, ids: Option<&[String]>) -> bool {
@@ -130,6 +163,24 @@ mod tests {
         ]);
         assert_eq!(u, TraceIndex::from_ids(["a", "b", "c"]));
         assert!(!u.may_contain("d"));
+    }
+
+    #[test]
+    fn an_encoded_index_decodes_to_itself_and_damage_is_refused() {
+        let ix = TraceIndex::from_ids(["a", "b", "c"]);
+        let bytes = ix.encode();
+        assert_eq!(bytes.len(), ENCODED_HEADER.len() + 24);
+        assert_eq!(TraceIndex::decode(&bytes), Some(ix.clone()));
+        assert_eq!(TraceIndex::decode(&bytes[..bytes.len() - 1]), None);
+        assert_eq!(TraceIndex::decode(&bytes[1..]), None);
+        let mut swapped = bytes.clone();
+        let h = ENCODED_HEADER.len();
+        swapped[h..h + 16].rotate_left(8);
+        assert_eq!(TraceIndex::decode(&swapped), None);
+        assert_eq!(
+            TraceIndex::decode(&TraceIndex::default().encode()),
+            Some(TraceIndex::default())
+        );
     }
 
     #[test]

@@ -31,4 +31,5 @@ mod presence;
 mod sql;
 mod storage;
 mod support;
+mod uploads;
 mod util;

@@ -99,6 +99,7 @@ pub async fn analyze_dir(
     let mut sc = store_config(config);
     sc.read_only = true;
     let store = tokio::task::spawn_blocking(move || Store::open(sc)).await??;
+    super::storage::attach_read_only(config, &store).await?;
     let plane = ControlPlane::open_read_only(&config.data_dir).await?;
     let timeline = plane.timeline();
     plane.close().await;

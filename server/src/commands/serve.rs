@@ -62,6 +62,12 @@ pub fn store_config(config: &Config) -> StoreConfig {
     s.compaction_lateness = config.store.compaction_lateness;
     s.compaction_target_bytes = config.store.compaction_target_bytes.as_u64();
     s.compaction_grace = config.store.compaction_grace;
+    if matches!(config.shared_storage(), Ok(Some(_))) {
+        // Objects are compacted in shared storage; local files are uploaded long before an
+        // hour closes.
+        s.compaction = false;
+        s.staging_max_bytes = config.store.staging_max_bytes.as_u64();
+    }
     s
 }
 
@@ -273,7 +279,6 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
     on_bound: impl FnOnce(&Bound),
 ) -> Result<(), BoxError> {
-    let storage_check = super::storage::spawn_start_check(&config)?;
     let store = Arc::new(
         tokio::task::spawn_blocking({
             let c = store_config(&config);
@@ -347,6 +352,8 @@ pub async fn serve(
     let gate = crate::gate::Gate::new(Arc::clone(&auth), config.api.throttle.limits());
     gate.register(&mut registry);
     let (stop_tx, stop_rx) = watch::channel(false);
+    let storage_check =
+        super::storage::spawn_shared_storage(&config, &store, &mut registry, stop_rx.clone())?;
     let control = Arc::new(ControlApi {
         plane: Arc::clone(&plane),
         auth: Arc::clone(&auth),

@@ -38,6 +38,7 @@ pub async fn run(config: Config, query: &str, json: bool) -> Result<(), BoxError
         .into());
     }
     let store = tokio::task::spawn_blocking(move || Store::open(sc)).await??;
+    super::storage::attach_read_only(&config, &store).await?;
     let engine = SqlEngine::bounded(store.table(), config.sql.bounds())?;
     engine.register_table("presence", store.presence_table())?;
     let limits = config.sql.limits();

@@ -4,9 +4,12 @@
 //! data directory, the printing, and the handle `serve` waits on.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Subcommand;
-use dyeline_storage::CheckSettings;
+use dyeline_storage::{CheckSettings, ObjectCache, UploadMetrics, UploadSettings, Uploader};
+use dyeline_store::Store;
+use prometheus_client::registry::Registry;
 
 use super::BoxError;
 use crate::config::{Config, SharedStorage};
@@ -65,24 +68,88 @@ pub async fn run(config: Config, command: &StorageCommand) -> Result<(), BoxErro
 }
 
 /// For `serve`: when shared storage is configured, starts its check in the background
-/// (retried while the store or catalog is down; ingest never waits for it). The handle ends
-/// with `Some(message)` only when the store cannot be used (it overwrites).
+/// (retried while the store or catalog is down; ingest never waits for it), then the uploader
+/// of `store`'s local files until `stop`. The handle ends with `Some(message)` only when the
+/// store cannot be used (it overwrites, it cannot be opened).
 ///
 /// # Errors
 /// A node id that cannot be resolved.
-pub fn spawn_start_check(
+pub fn spawn_shared_storage(
     config: &Config,
+    store: &Arc<Store>,
+    registry: &mut Registry,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<tokio::task::JoinHandle<Option<String>>>, BoxError> {
     let Some(shared) = config.shared_storage()? else {
         return Ok(None);
     };
-    let settings = check_settings(shared, config)?;
+    let settings = check_settings(shared.clone(), config)?;
+    let metrics = UploadMetrics::default();
+    metrics.register(registry);
+    let store = Arc::clone(store);
+    let data_dir = config.data_dir.clone();
+    let local_grace = config.store.compaction_grace;
     Ok(Some(tokio::spawn(async move {
-        dyeline_storage::check_until_passed(&settings)
-            .await
-            .err()
-            .map(|e| e.to_string())
+        if let Err(e) = dyeline_storage::check_until_passed(&settings).await {
+            return Some(e.to_string());
+        }
+        let objects = match dyeline_storage::objects::open(&settings.object_store_url) {
+            Ok(o) => o,
+            Err(e) => return Some(e.to_string()),
+        };
+        let cache = Arc::new(ObjectCache::new(
+            Arc::clone(&objects.store),
+            &data_dir,
+            shared.cache_max_bytes,
+            tokio::runtime::Handle::current(),
+        ));
+        let uploader = Uploader {
+            store,
+            objects,
+            cache,
+            catalog_url: settings.postgres_url.clone(),
+            settings: UploadSettings {
+                node: settings.node.clone(),
+                interval: shared.upload_interval,
+                local_grace,
+                refresh: shared.catalog_refresh,
+                fault: shared.fault,
+            },
+            metrics,
+        };
+        uploader.run(stop).await;
+        None
     })))
+}
+
+/// For `dyeline sql` and `dyeline analyze` on a data directory: when shared storage is
+/// configured, `store` (opened read-only) also lists the catalog's objects, and no longer
+/// the local files the node's checkpoint says are among them.
+///
+/// # Errors
+/// The catalog cannot be read; the object store cannot be opened.
+pub async fn attach_read_only(config: &Config, store: &Store) -> Result<(), BoxError> {
+    let Some(shared) = config.shared_storage()? else {
+        return Ok(());
+    };
+    let node = match &shared.node_id {
+        Some(n) => Some(n.clone()),
+        None => dyeline_storage::node::read_kept(&config.data_dir)
+            .map_err(|e| format!("[cluster] node_id: {e}"))?,
+    };
+    let objects = dyeline_storage::objects::open(&shared.object_store_url)?;
+    let cache = Arc::new(ObjectCache::new(
+        Arc::clone(&objects.store),
+        &config.data_dir,
+        shared.cache_max_bytes,
+        tokio::runtime::Handle::current(),
+    ));
+    let catalog = dyeline_storage::Catalog::connect(&shared.postgres_url, 1).await?;
+    let refreshed =
+        dyeline_storage::uploader::refresh(store, &catalog, &cache, node.as_ref()).await;
+    catalog.close().await;
+    refreshed?;
+    Ok(())
 }
 
 /// Completes with the start check's fatal message; never when there is no check or it

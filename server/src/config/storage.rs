@@ -34,6 +34,17 @@ pub struct StorageSettings {
     /// Tests only: lets `upload_max_bytes` go down to 1 KiB, so a test sees several objects
     /// without writing gigabytes. Default false.
     pub small_uploads_for_tests: bool,
+    /// The local cache of objects read whole (the analyzer; SQL reads byte ranges), under
+    /// `DATA_DIR/cache/objects`. At least 64 MiB. Default 8 GiB.
+    #[serde(deserialize_with = "byte_size")]
+    pub cache_max_bytes: ByteSize,
+    /// How often the catalog's listing is read again, for other nodes' uploads. 1s to 10m.
+    /// Default `30s`.
+    #[serde(with = "humantime_serde")]
+    pub catalog_refresh: Duration,
+    /// Tests only: abort the process at a step of the upload commit, as `kill -9` would
+    /// (`after_put`, `after_commit`, `before_delete`). Default none.
+    pub fault_for_tests: Option<String>,
 }
 
 impl Default for StorageSettings {
@@ -44,6 +55,9 @@ impl Default for StorageSettings {
             upload_max_bytes: ByteSize::gib(1),
             allow_unsafe_overwrite: false,
             small_uploads_for_tests: false,
+            cache_max_bytes: ByteSize::gib(8),
+            catalog_refresh: Duration::from_secs(30),
+            fault_for_tests: None,
         }
     }
 }
@@ -77,6 +91,14 @@ pub struct SharedStorage {
     pub node_id: Option<NodeId>,
     /// `[storage] allow_unsafe_overwrite`.
     pub allow_unsafe_overwrite: bool,
+    /// `[storage] upload_interval`.
+    pub upload_interval: Duration,
+    /// `[storage] catalog_refresh`.
+    pub catalog_refresh: Duration,
+    /// `[storage] cache_max_bytes`.
+    pub cache_max_bytes: u64,
+    /// `[storage] fault_for_tests`.
+    pub fault: Option<dyeline_storage::Fault>,
 }
 
 impl super::Config {
@@ -115,6 +137,24 @@ fn shared_storage(
             &format!("must be between {floor_text} and 1 GiB"),
         );
     }
+    if storage.cache_max_bytes < ByteSize::mib(64) {
+        return bad("[storage] cache_max_bytes", &"must be at least 64 MiB");
+    }
+    if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&storage.catalog_refresh) {
+        return bad("[storage] catalog_refresh", &"must be between 1s and 10m");
+    }
+    let fault = match storage.fault_for_tests.as_deref() {
+        None => None,
+        Some(f) => match dyeline_storage::Fault::parse(f) {
+            Some(f) => Some(f),
+            None => {
+                return bad(
+                    "[storage] fault_for_tests",
+                    &format!("{f:?}: expected after_put, after_commit or before_delete"),
+                );
+            }
+        },
+    };
     let node_id = match &cluster.node_id {
         Some(id) => match NodeId::parse(id) {
             Ok(id) => Some(id),
@@ -143,6 +183,10 @@ fn shared_storage(
             postgres_url,
             node_id,
             allow_unsafe_overwrite: storage.allow_unsafe_overwrite,
+            upload_interval: storage.upload_interval,
+            catalog_refresh: storage.catalog_refresh,
+            cache_max_bytes: storage.cache_max_bytes.as_u64(),
+            fault,
         })),
         (Some(_), None) => bad(
             "[catalog] postgres_url",

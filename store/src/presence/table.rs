@@ -13,7 +13,7 @@ use dyeline_model::presence::{col, presence_schema};
 
 use super::PresenceLog;
 use crate::layout::FileMeta;
-use crate::table::{Scan, parquet_scan, store_table_provider, time_bounds, union_or_empty};
+use crate::table::{Scan, parquet_scans, store_table_provider, time_bounds, union_or_empty};
 
 /// The `presence` table provider.
 pub struct PresenceTable {
@@ -58,16 +58,14 @@ impl PresenceTable {
             .into_iter()
             .filter(|f| f.overlaps(lo, hi))
             .collect();
-        if !files.is_empty() {
-            inputs.push(parquet_scan(
-                scan.state,
-                &self.schema,
-                &files,
-                scan.projection,
-                scan.filters,
-                scan.limit,
-            )?);
-        }
+        inputs.extend(parquet_scans(
+            scan.state,
+            &self.schema,
+            &files,
+            scan.projection,
+            scan.filters,
+            scan.limit,
+        )?);
         union_or_empty(inputs, &self.schema, scan.projection)
     }
 }

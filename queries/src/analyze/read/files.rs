@@ -272,12 +272,14 @@ async fn read_on_cores<T: Send + 'static>(
             let read = Arc::clone(&read);
             async move {
                 let path = file.path().to_path_buf();
+                // An object of shared storage that cannot be read is an error, not retention.
+                let local = file.meta().is_local();
                 let result = tokio::task::spawn_blocking(move || read(&file))
                     .await
                     .map_err(|e| AnalyzeError::Internal(e.to_string()))?;
                 match result {
                     Ok(v) => Ok((at, Some(v))),
-                    Err(_) if !path.exists() => Ok((at, None)),
+                    Err(_) if local && !path.exists() => Ok((at, None)),
                     Err(e) => Err(e),
                 }
             }

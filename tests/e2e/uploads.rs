@@ -1,0 +1,262 @@
+//! Shared storage (issue 26), the upload commit and reads from the catalog, with a real
+//! SeaweedFS and a real PostgreSQL: a node's local files move to the bucket and the catalog
+//! and are read from there (SQL, trace lookup, `dyeline sql` beside it); a second node with an
+//! empty data directory answers for them; `kill -9` at each step of the commit (the
+//! `fault_for_tests` setting aborts the process there) loses no acknowledged span and shows
+//! none twice, and the catalog lists only objects that exist.
+
+use std::time::{Duration, Instant};
+
+use dyeline_storage::testkit::{postgres::Postgres, seaweed::Seaweed};
+
+use crate::support::{Server, run_cli};
+use crate::util::*;
+
+const PASSWORD: &str = "hunter2-uploads";
+
+/// `n` spans from `first` on, in traces of four, starting in one hour of 2024.
+fn spans(first: u64, n: u64) -> String {
+    let spans: Vec<String> = (first..first + n)
+        .map(|i| {
+            let start = 1_718_000_600_000_000_000u64 + i * 1_000_000;
+            format!(
+                r#"{{"traceId":"{:032x}","spanId":"{:016x}","name":"op","kind":2,"startTimeUnixNano":"{start}","endTimeUnixNano":"{}"}}"#,
+                0xabc0_0000 + i / 4,
+                0x5000 + i,
+                start + 1_000_000
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"order"}}}}]}},"scopeSpans":[{{"spans":[{}]}}]}}]}}"#,
+        spans.join(",")
+    )
+}
+
+/// The environment of a node on `weed` and `pg`: uploads every second, files flushed every
+/// second, uploaded local files deleted 2 s after the swap.
+fn node_env(weed: &Seaweed, pg: &Postgres, node: &str) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = weed
+        .aws_env()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    for (k, v) in [
+        (
+            "DYELINE_STORAGE__OBJECT_STORE_URL",
+            "s3://dyeline/e2e".to_owned(),
+        ),
+        ("DYELINE_CATALOG__POSTGRES_URL", pg.url(PASSWORD)),
+        ("DYELINE_CLUSTER__NODE_ID", node.to_owned()),
+        ("DYELINE_STORAGE__UPLOAD_INTERVAL", "1s".to_owned()),
+        ("DYELINE_STORAGE__CATALOG_REFRESH", "1s".to_owned()),
+        ("DYELINE_STORE__FLUSH_INTERVAL", "1s".to_owned()),
+        ("DYELINE_SQL__TIMEOUT", "2s".to_owned()),
+        ("DYELINE_STORE__COMPACTION_GRACE", "2s".to_owned()),
+    ] {
+        env.push((k.to_owned(), v));
+    }
+    env
+}
+
+fn start(data: &std::path::Path, env: &[(String, String)], extra: &[(&str, &str)]) -> Server {
+    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    all.extend_from_slice(extra);
+    Server::start(data, &all)
+}
+
+/// The local Parquet files under a data directory.
+fn local_files(data: &std::path::Path) -> usize {
+    let mut n = 0;
+    let mut todo = vec![data.join("spans")];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                todo.push(e.path());
+            } else if e.file_name().to_string_lossy().ends_with(".parquet") {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// `dyeline_storage_uploaded_files_total` of a node.
+fn uploaded_files(server: &Server) -> f64 {
+    server
+        .metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix("dyeline_storage_uploaded_files_total "))
+        .and_then(|v| v.parse().ok())
+        .expect("dyeline_storage_uploaded_files_total in /metrics")
+}
+
+fn wait_until(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what}: not within {secs} s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Spans and distinct span keys a node's SQL sees.
+fn counts(server: &Server) -> (i64, i64) {
+    let rows = server.sql("SELECT count(*), count(DISTINCT trace_id || span_id) FROM spans");
+    (rows[0][0].as_i64().unwrap(), rows[0][1].as_i64().unwrap())
+}
+
+/// Every object the catalog lists exists in the bucket.
+fn catalog_objects_exist(weed: &Seaweed, pg: &Postgres) -> usize {
+    let keys = pg
+        .psql("SELECT string_agg(key || ' ' || coalesce(trace_index_key, ''), ' ') FROM span_files WHERE deleted_at IS NULL")
+        .unwrap_or_default();
+    let store = weed.store();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut n = 0;
+    for key in keys.split_whitespace() {
+        let path = object_store::path::Path::from(format!("e2e/{key}"));
+        rt.block_on(object_store::ObjectStoreExt::head(store.as_ref(), &path))
+            .unwrap_or_else(|e| panic!("catalog lists {key}, the bucket lacks it: {e}"));
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn uploaded_spans_are_read_from_the_bucket_here_beside_and_on_a_second_node() {
+    let weed = Seaweed::start();
+    let pg = Postgres::start();
+    let dir = temp_dir();
+    let (a_data, b_data) = (dir.path().join("a"), dir.path().join("b"));
+    let env_a = node_env(&weed, &pg, "node-a");
+    let a = start(&a_data, &env_a, &[]);
+    for batch in 0..4 {
+        let r = post_json(&a, &spans(batch * 250, 250));
+        assert_eq!(r.status, 200, "{}", r.text());
+        std::thread::sleep(Duration::from_millis(600));
+    }
+    wait_until("every local file uploaded and deleted", 30, || {
+        local_files(&a_data) == 0 && uploaded_files(&a) >= 1.0
+    });
+    assert_eq!(counts(&a), (1000, 1000));
+    assert_eq!(
+        count_trace(&a, &format!("{:032x}", 0xabc0_0000u64 + 100)),
+        4
+    );
+    assert!(catalog_objects_exist(&weed, &pg) >= 2);
+    // `dyeline sql` beside the running node reads the catalog's objects too.
+    let a_dir = a_data.to_string_lossy().into_owned();
+    let (ok, out, err) = {
+        let mut cmd = std::process::Command::new(crate::support::dyeline_bin());
+        cmd.args(["sql", "--format", "json", "--data-dir", &a_dir])
+            .arg("SELECT count(*) AS n FROM spans")
+            .env("DYELINE_LOG", "warn");
+        for (k, v) in &env_a {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    assert!(ok, "{err}");
+    assert!(out.contains("[[1000]]"), "{out}");
+    // A second node that wrote nothing answers for everything in the catalog.
+    let b = start(&b_data, &node_env(&weed, &pg, "node-b"), &[]);
+    wait_until("node-b lists node-a's objects", 20, || {
+        counts(&b) == (1000, 1000)
+    });
+    assert_eq!(count_trace(&b, &format!("{:032x}", 0xabc0_0000u64 + 7)), 4);
+    // New spans on node-a reach node-b through the bucket.
+    let r = post_json(&a, &spans(1000, 100));
+    assert_eq!(r.status, 200, "{}", r.text());
+    wait_until("node-b sees node-a's new upload", 30, || {
+        counts(&b) == (1100, 1100)
+    });
+    let _ = run_cli(&["--version"]);
+}
+
+/// `kill -9` (an abort at the step) after the put, after the catalog commit and before the
+/// local delete, then PostgreSQL restarted and the bucket stopped for 30 s under a running
+/// node: afterwards every acknowledged span is read exactly once, and every object the catalog
+/// lists exists.
+#[test]
+fn a_crash_at_each_step_of_the_upload_commit_loses_nothing_and_doubles_nothing() {
+    let mut weed = Seaweed::start();
+    let pg = Postgres::start();
+    let dir = temp_dir();
+    let data = dir.path().join("n");
+    let env = node_env(&weed, &pg, "node-c");
+    let mut sent = 0u64;
+    for fault in ["after_put", "after_commit", "before_delete"] {
+        let mut s = start(&data, &env, &[("DYELINE_STORAGE__FAULT_FOR_TESTS", fault)]);
+        let r = post_json(&s, &spans(sent, 200));
+        assert_eq!(r.status, 200, "{fault}: {}", r.text());
+        sent += 200;
+        wait_until(&format!("the process aborts {fault}"), 30, || {
+            !s.is_running()
+        });
+        s.kill();
+        let mut s = start(&data, &env, &[]);
+        wait_until(
+            &format!("{fault}: every local file uploaded after the restart"),
+            30,
+            || local_files(&data) == 0,
+        );
+        let expected = i64::try_from(sent).unwrap();
+        assert_eq!(counts(&s), (expected, expected), "after {fault}");
+        catalog_objects_exist(&weed, &pg);
+        assert!(s.stop(), "{fault}: clean stop");
+    }
+    // PostgreSQL restarted under a running node: uploads pause and resume, nothing lost.
+    // (A node reads the uploaded rows once it has read the catalog's listing.)
+    let s = start(&data, &env, &[]);
+    let before = i64::try_from(sent).unwrap();
+    wait_until("the restarted node lists the catalog", 20, || {
+        counts(&s) == (before, before)
+    });
+    pg.crash();
+    let r = post_json(&s, &spans(sent, 200));
+    assert_eq!(r.status, 200, "{}", r.text());
+    sent += 200;
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        local_files(&data) >= 1,
+        "nothing can be uploaded while the catalog is down"
+    );
+    let expected = i64::try_from(sent).unwrap();
+    assert_eq!(counts(&s), (expected, expected), "the catalog down");
+    pg.restart();
+    wait_until("uploads resume once the catalog is back", 60, || {
+        local_files(&data) == 0
+    });
+    assert_eq!(
+        counts(&s),
+        (expected, expected),
+        "after the catalog's return"
+    );
+    catalog_objects_exist(&weed, &pg);
+    // The bucket stopped for 30 s: ingest goes on into staging, uploads resume after.
+    weed.stop();
+    let r = post_json(&s, &spans(sent, 200));
+    assert_eq!(r.status, 200, "the bucket down: {}", r.text());
+    sent += 200;
+    std::thread::sleep(Duration::from_secs(30));
+    assert!(
+        local_files(&data) >= 1,
+        "nothing can be uploaded while the bucket is down"
+    );
+    weed.restart();
+    wait_until("uploads resume once the bucket is back", 240, || {
+        local_files(&data) == 0
+    });
+    let expected = i64::try_from(sent).unwrap();
+    assert_eq!(
+        counts(&s),
+        (expected, expected),
+        "after the bucket's return"
+    );
+    catalog_objects_exist(&weed, &pg);
+}
