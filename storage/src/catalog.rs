@@ -29,6 +29,9 @@ use sqlx::{Connection, Postgres, Row, Transaction};
 use crate::node::NodeId;
 use crate::urls::PostgresUrl;
 
+/// The advisory lock key of [`Catalog::with_maintenance_lock`] ("dyeline-m").
+const MAINTENANCE_LOCK: i64 = 0x6479_656c_696e_652d;
+
 /// How long a connection attempt (and a wait for a pooled connection) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -474,6 +477,68 @@ impl Catalog {
         .await
         .map(|r| r.rows_affected())
         .map_err(query_error("marking files deleted"))
+    }
+
+    /// Retention: marks deleted the live files registered more than `retention` ago (their
+    /// rows are past it, as a local file is `retention` after it was written); returns how
+    /// many. Readers drop them at their next listing; their objects go a grace later.
+    ///
+    /// # Errors
+    /// [`CatalogError::Query`].
+    pub async fn expire(&self, retention: Duration) -> Result<u64, CatalogError> {
+        sqlx::query(
+            "UPDATE span_files SET deleted_at = now() \
+             WHERE deleted_at IS NULL AND created_at < now() - make_interval(secs => $1)",
+        )
+        .bind(retention.as_secs_f64())
+        .execute(&self.pool)
+        .await
+        .map(|r| r.rows_affected())
+        .map_err(query_error("expiring files"))
+    }
+
+    /// Removes the rows of deleted files whose objects are gone (`keys`, each marked deleted
+    /// before: a live row is never removed); returns how many.
+    ///
+    /// # Errors
+    /// [`CatalogError::Query`].
+    pub async fn forget(&self, keys: &[String]) -> Result<u64, CatalogError> {
+        sqlx::query("DELETE FROM span_files WHERE key = ANY($1) AND deleted_at IS NOT NULL")
+            .bind(keys)
+            .execute(&self.pool)
+            .await
+            .map(|r| r.rows_affected())
+            .map_err(query_error("forgetting deleted files"))
+    }
+
+    /// Runs `pass` while holding the catalog's maintenance lock (a PostgreSQL advisory lock
+    /// held by a transaction), so one node at a time does retention and the janitor's listing;
+    /// `None` without running it when another node holds the lock.
+    ///
+    /// # Errors
+    /// [`CatalogError::Query`] taking or releasing the lock; `pass`'s own error.
+    pub async fn with_maintenance_lock<T, E: From<CatalogError>>(
+        &self,
+        pass: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<Option<T>, E> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(query_error("starting the maintenance lock"))?;
+        let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+            .bind(MAINTENANCE_LOCK)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(query_error("taking the maintenance lock"))?;
+        if !got {
+            return Ok(None);
+        }
+        let out = pass.await;
+        tx.commit()
+            .await
+            .map_err(query_error("releasing the maintenance lock"))?;
+        out.map(Some)
     }
 
     /// The files marked deleted at least `grace` ago, oldest first, at most `limit`.

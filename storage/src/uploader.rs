@@ -35,6 +35,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
 
 use crate::cache::ObjectCache;
 use crate::catalog::{Catalog, CatalogError, FileKind, ListedFile, SpanFile};
+use crate::maintenance::MaintenanceSettings;
 use crate::node::NodeId;
 use crate::objects::Objects;
 use crate::objects::ObjectsError;
@@ -105,6 +106,11 @@ pub struct UploadSettings {
     pub refresh: Duration,
     /// Abort at this step (tests only).
     pub fault: Option<Fault>,
+    /// Retention and the janitor ([`crate::maintenance`]); an upload whose objects were put
+    /// more than half the janitor's grace ago is not registered (put again next cycle).
+    pub maintenance: MaintenanceSettings,
+    /// How often the maintenance pass runs.
+    pub maintenance_interval: Duration,
 }
 
 /// The counters the uploader keeps (registered by the server as `dyeline_storage_*`).
@@ -120,6 +126,12 @@ pub struct UploadMetrics {
     pub listed: prometheus_client::metrics::gauge::Gauge,
     /// Bytes of local files not uploaded yet (the staging).
     pub staged_bytes: prometheus_client::metrics::gauge::Gauge,
+    /// Files marked deleted by retention.
+    pub expired: prometheus_client::metrics::counter::Counter,
+    /// Objects deleted (deleted files' and the janitor's orphans).
+    pub deleted_objects: prometheus_client::metrics::counter::Counter,
+    /// Objects the janitor deleted (unknown to the catalog).
+    pub orphans: prometheus_client::metrics::counter::Counter,
 }
 
 impl UploadMetrics {
@@ -146,6 +158,21 @@ impl UploadMetrics {
             "catalog_files",
             "Objects of span rows the catalog lists and this node reads",
             self.listed.clone(),
+        );
+        r.register(
+            "expired_files",
+            "Files of the catalog marked deleted by retention",
+            self.expired.clone(),
+        );
+        r.register(
+            "deleted_objects",
+            "Objects deleted from the object store (deleted files and orphans)",
+            self.deleted_objects.clone(),
+        );
+        r.register(
+            "orphan_objects_deleted",
+            "Objects the janitor deleted because the catalog does not know them",
+            self.orphans.clone(),
         );
         r.register_with_unit(
             "staged",
@@ -297,6 +324,7 @@ impl Uploader {
         let mut pending: Vec<(Instant, Vec<FileMeta>)> = Vec::new();
         let mut wait = Duration::from_secs(1);
         let mut last_refresh = Instant::now() - self.settings.refresh;
+        let mut last_maintenance = Instant::now();
         loop {
             let due = Instant::now();
             pending.retain(|(at, files)| {
@@ -307,9 +335,15 @@ impl Uploader {
                     true
                 }
             });
-            let result = self
+            let mut result = self
                 .cycle(&mut session, &mut pending, &mut last_refresh)
                 .await;
+            if result.is_ok() && last_maintenance.elapsed() >= self.settings.maintenance_interval {
+                last_maintenance = Instant::now();
+                if let Some(s) = &session {
+                    result = self.maintain(&s.catalog).await.and(result);
+                }
+            }
             self.metrics
                 .staged_bytes
                 .set(i64::try_from(self.store.local_file_bytes()).unwrap_or(i64::MAX));
@@ -357,6 +391,27 @@ impl Uploader {
                 return;
             }
         }
+    }
+
+    /// The maintenance pass, counted and logged.
+    async fn maintain(&self, catalog: &Catalog) -> Result<bool, UploadError> {
+        let pass = crate::maintenance::run_pass(
+            catalog,
+            self.objects.store.as_ref(),
+            self.settings.maintenance,
+        )
+        .await?;
+        if let Some(r) = pass {
+            self.metrics.expired.inc_by(r.expired);
+            self.metrics
+                .deleted_objects
+                .inc_by(r.deleted_objects + r.orphans);
+            self.metrics.orphans.inc_by(r.orphans);
+            if r != crate::maintenance::MaintenanceReport::default() {
+                tracing::info!(?r, "shared storage maintenance");
+            }
+        }
+        Ok(false)
     }
 
     /// One cycle; true when more files are due at once.
@@ -427,6 +482,7 @@ impl Uploader {
         let mut rows = Vec::with_capacity(files.len());
         let mut metas = Vec::with_capacity(files.len());
         let mut bytes = 0u64;
+        let put_from = Instant::now();
         for f in &files {
             let (row, meta) = self.put(f).await?;
             if self.settings.fault == Some(Fault::AfterPut) {
@@ -435,6 +491,14 @@ impl Uploader {
             bytes += f.size;
             rows.push(row);
             metas.push(meta);
+        }
+        // The janitor deletes unknown objects older than its grace: an object put more than
+        // half of it ago is left to it and the files are put again next cycle.
+        if put_from.elapsed() > self.settings.maintenance.janitor_grace / 2 {
+            return Err(UploadError::Local {
+                path: format!("{} local files", files.len()),
+                reason: "their upload took more than half the janitor's grace; put again".into(),
+            });
         }
         let through_u = u64::try_from(through).unwrap_or(0);
         s.catalog

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Subcommand;
+use dyeline_storage::maintenance::MaintenanceSettings;
 use dyeline_storage::{CheckSettings, ObjectCache, UploadMetrics, UploadSettings, Uploader};
 use dyeline_store::Store;
 use prometheus_client::registry::Registry;
@@ -89,6 +90,13 @@ pub fn spawn_shared_storage(
     let store = Arc::clone(store);
     let data_dir = config.data_dir.clone();
     let local_grace = config.store.compaction_grace;
+    let maintenance = MaintenanceSettings {
+        retention: config.store.retention,
+        // A reader lists a file up to one refresh after it is marked, then a query on it
+        // runs up to the SQL timeout (which `compaction_grace` is at least).
+        delete_grace: config.store.compaction_grace + shared.catalog_refresh,
+        janitor_grace: shared.janitor_grace,
+    };
     Ok(Some(tokio::spawn(async move {
         if let Err(e) = dyeline_storage::check_until_passed(&settings).await {
             return Some(e.to_string());
@@ -114,6 +122,8 @@ pub fn spawn_shared_storage(
                 local_grace,
                 refresh: shared.catalog_refresh,
                 fault: shared.fault,
+                maintenance,
+                maintenance_interval: shared.maintenance_interval,
             },
             metrics,
         };

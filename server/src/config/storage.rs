@@ -42,6 +42,14 @@ pub struct StorageSettings {
     /// Default `30s`.
     #[serde(with = "humantime_serde")]
     pub catalog_refresh: Duration,
+    /// How often a node runs retention and the janitor (one node at a time). 1s to 1h.
+    /// Default `5m`.
+    #[serde(with = "humantime_serde")]
+    pub maintenance_interval: Duration,
+    /// The janitor deletes objects the catalog does not know once they are this old; an
+    /// upload that takes half of it is put again. 1s to 7days. Default `1h`.
+    #[serde(with = "humantime_serde")]
+    pub janitor_grace: Duration,
     /// Tests only: abort the process at a step of the upload commit, as `kill -9` would
     /// (`after_put`, `after_commit`, `before_delete`). Default none.
     pub fault_for_tests: Option<String>,
@@ -57,6 +65,8 @@ impl Default for StorageSettings {
             small_uploads_for_tests: false,
             cache_max_bytes: ByteSize::gib(8),
             catalog_refresh: Duration::from_secs(30),
+            maintenance_interval: Duration::from_secs(300),
+            janitor_grace: Duration::from_secs(3600),
             fault_for_tests: None,
         }
     }
@@ -97,6 +107,10 @@ pub struct SharedStorage {
     pub catalog_refresh: Duration,
     /// `[storage] cache_max_bytes`.
     pub cache_max_bytes: u64,
+    /// `[storage] maintenance_interval`.
+    pub maintenance_interval: Duration,
+    /// `[storage] janitor_grace`.
+    pub janitor_grace: Duration,
     /// `[storage] fault_for_tests`.
     pub fault: Option<dyeline_storage::Fault>,
 }
@@ -143,6 +157,17 @@ fn shared_storage(
     if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&storage.catalog_refresh) {
         return bad("[storage] catalog_refresh", &"must be between 1s and 10m");
     }
+    if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&storage.maintenance_interval)
+    {
+        return bad(
+            "[storage] maintenance_interval",
+            &"must be between 1s and 1h",
+        );
+    }
+    if !(Duration::from_secs(1)..=Duration::from_secs(7 * 86_400)).contains(&storage.janitor_grace)
+    {
+        return bad("[storage] janitor_grace", &"must be between 1s and 7days");
+    }
     let fault = match storage.fault_for_tests.as_deref() {
         None => None,
         Some(f) => match dyeline_storage::Fault::parse(f) {
@@ -186,6 +211,8 @@ fn shared_storage(
             upload_interval: storage.upload_interval,
             catalog_refresh: storage.catalog_refresh,
             cache_max_bytes: storage.cache_max_bytes.as_u64(),
+            maintenance_interval: storage.maintenance_interval,
+            janitor_grace: storage.janitor_grace,
             fault,
         })),
         (Some(_), None) => bad(
