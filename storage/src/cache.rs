@@ -92,6 +92,19 @@ impl ObjectCache {
         (plain && !key.is_empty()).then(|| self.dir.join(rel))
     }
 
+    /// The object store client.
+    pub fn store(&self) -> Arc<dyn ObjectStore> {
+        Arc::clone(&self.store)
+    }
+
+    /// Fetches the object `key` to `path` (outside the cache: not counted, not evicted).
+    ///
+    /// # Errors
+    /// The object cannot be read or the file written.
+    pub async fn fetch_to(&self, key: &str, path: &Path) -> io::Result<u64> {
+        Self::download(Arc::clone(&self.store), key.to_owned(), path.to_path_buf()).await
+    }
+
     /// Bytes held now.
     pub fn held_bytes(&self) -> u64 {
         self.held.lock().values().map(|(s, _)| s).sum()

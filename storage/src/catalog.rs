@@ -78,7 +78,7 @@ pub enum CatalogError {
     Invalid(String),
 }
 
-fn query_error(what: &'static str) -> impl FnOnce(sqlx::Error) -> CatalogError {
+pub(crate) fn query_error(what: &'static str) -> impl FnOnce(sqlx::Error) -> CatalogError {
     move |source| CatalogError::Query { what, source }
 }
 
@@ -177,7 +177,7 @@ pub struct Catalog {
     url: PostgresUrl,
 }
 
-const FILE_COLUMNS: &str = "key, kind, hour_unix_nano, node_id, rows, bytes, \
+pub(crate) const FILE_COLUMNS: &str = "key, kind, hour_unix_nano, node_id, rows, bytes, \
      min_start_unix_nano, max_start_unix_nano, trace_index_key";
 
 impl Catalog {
@@ -598,7 +598,7 @@ impl Catalog {
 }
 
 /// Locks `node`'s row for the transaction and checks that `epoch` still owns it.
-async fn fence(
+pub(crate) async fn fence(
     tx: &mut Transaction<'_, Postgres>,
     node: &NodeId,
     epoch: i64,
@@ -619,7 +619,7 @@ async fn fence(
     }
 }
 
-fn listed_file(r: &sqlx::postgres::PgRow) -> Result<ListedFile, CatalogError> {
+pub(crate) fn listed_file(r: &sqlx::postgres::PgRow) -> Result<ListedFile, CatalogError> {
     let get_i64 = |c: &str| -> Result<i64, CatalogError> {
         r.try_get::<i64, _>(c).map_err(query_error("reading a row"))
     };
@@ -641,13 +641,16 @@ fn listed_file(r: &sqlx::postgres::PgRow) -> Result<ListedFile, CatalogError> {
     })
 }
 
-fn to_u64(v: i64, what: &str) -> Result<u64, CatalogError> {
+pub(crate) fn to_u64(v: i64, what: &str) -> Result<u64, CatalogError> {
     u64::try_from(v).map_err(|_| CatalogError::Invalid(format!("{what} {v} is negative")))
 }
 
-fn to_i64(v: u64, what: &str) -> Result<i64, CatalogError> {
+pub(crate) fn to_i64(v: u64, what: &str) -> Result<i64, CatalogError> {
     i64::try_from(v).map_err(|_| CatalogError::Invalid(format!("{what} {v} is past i64::MAX")))
 }
+
+#[path = "catalog/compaction.rs"]
+pub mod compaction;
 
 #[cfg(test)]
 #[path = "catalog_tests.rs"]

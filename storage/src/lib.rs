@@ -25,6 +25,7 @@
 pub mod cache;
 pub mod catalog;
 pub mod check;
+pub mod compaction;
 pub mod maintenance;
 pub mod node;
 pub mod objects;

@@ -35,6 +35,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
 
 use crate::cache::ObjectCache;
 use crate::catalog::{Catalog, CatalogError, FileKind, ListedFile, SpanFile};
+use crate::compaction::CompactionSettings;
 use crate::maintenance::MaintenanceSettings;
 use crate::node::NodeId;
 use crate::objects::Objects;
@@ -109,8 +110,12 @@ pub struct UploadSettings {
     /// Retention and the janitor ([`crate::maintenance`]); an upload whose objects were put
     /// more than half the janitor's grace ago is not registered (put again next cycle).
     pub maintenance: MaintenanceSettings,
-    /// How often the maintenance pass runs.
+    /// How often the maintenance pass (and compaction) runs.
     pub maintenance_interval: Duration,
+    /// Shared compaction (`None`: off), with its scratch files under `data_dir`.
+    pub compaction: Option<CompactionSettings>,
+    /// The node's data directory.
+    pub data_dir: std::path::PathBuf,
 }
 
 /// The counters the uploader keeps (registered by the server as `dyeline_storage_*`).
@@ -132,6 +137,8 @@ pub struct UploadMetrics {
     pub deleted_objects: prometheus_client::metrics::counter::Counter,
     /// Objects the janitor deleted (unknown to the catalog).
     pub orphans: prometheus_client::metrics::counter::Counter,
+    /// Hours compacted in shared storage by this node.
+    pub compacted_hours: prometheus_client::metrics::counter::Counter,
 }
 
 impl UploadMetrics {
@@ -173,6 +180,11 @@ impl UploadMetrics {
             "orphan_objects_deleted",
             "Objects the janitor deleted because the catalog does not know them",
             self.orphans.clone(),
+        );
+        r.register(
+            "compacted_hours",
+            "Hours of objects this node compacted in shared storage",
+            self.compacted_hours.clone(),
         );
         r.register_with_unit(
             "staged",
@@ -341,7 +353,20 @@ impl Uploader {
             if result.is_ok() && last_maintenance.elapsed() >= self.settings.maintenance_interval {
                 last_maintenance = Instant::now();
                 if let Some(s) = &session {
-                    result = self.maintain(&s.catalog).await.and(result);
+                    result = self.maintain(s).await.and(result);
+                    if result.is_ok() {
+                        let covered = refresh(
+                            &self.store,
+                            &s.catalog,
+                            &self.cache,
+                            Some(&self.settings.node),
+                        )
+                        .await;
+                        match covered {
+                            Ok(c) => pending.push((Instant::now(), c)),
+                            Err(e) => result = Err(e),
+                        }
+                    }
                 }
             }
             self.metrics
@@ -393,8 +418,21 @@ impl Uploader {
         }
     }
 
-    /// The maintenance pass, counted and logged.
-    async fn maintain(&self, catalog: &Catalog) -> Result<bool, UploadError> {
+    /// Shared compaction, then the maintenance pass, counted and logged.
+    async fn maintain(&self, s: &Session) -> Result<bool, UploadError> {
+        let catalog = &s.catalog;
+        if let Some(settings) = self.settings.compaction {
+            let done = crate::compaction::run_pass(
+                catalog,
+                &self.cache,
+                &self.settings.node,
+                s.epoch,
+                &self.settings.data_dir,
+                settings,
+            )
+            .await?;
+            self.metrics.compacted_hours.inc_by(done.len() as u64);
+        }
         let pass = crate::maintenance::run_pass(
             catalog,
             self.objects.store.as_ref(),
@@ -598,7 +636,7 @@ fn store_error(key: &str, e: &object_store::Error) -> UploadError {
     })
 }
 
-async fn put_create(
+pub(crate) async fn put_create(
     store: &dyn ObjectStore,
     key: &str,
     payload: PutPayload,
@@ -617,7 +655,7 @@ async fn put_create(
 /// Puts the local file at `path` (`size` bytes) under `key`: one conditional create below
 /// [`MULTIPART_FROM`], else a multipart upload (S3 offers no conditional create of a multipart
 /// upload through this client; the key is a fresh ULID, so nothing is there to overwrite).
-async fn put_file(
+pub(crate) async fn put_file(
     store: &dyn ObjectStore,
     key: &str,
     path: &std::path::Path,

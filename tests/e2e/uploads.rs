@@ -289,3 +289,82 @@ fn a_crash_at_each_step_of_the_upload_commit_loses_nothing_and_doubles_nothing()
         || unknown_objects(&weed, &pg).is_empty(),
     );
 }
+
+/// Shared compaction: node-a (compaction off) uploads an hour in several objects; node-b
+/// (compaction on) merges them into one while node-a answers SQL in a loop: no answer ever
+/// misses a row or shows one twice, and the hour ends with `ceil(bytes / target)` files.
+#[test]
+fn shared_compaction_merges_an_hour_while_queries_see_every_row_once() {
+    let weed = Seaweed::start();
+    let pg = Postgres::start();
+    let dir = temp_dir();
+    let a_data = dir.path().join("a");
+    let a = start(
+        &a_data,
+        &node_env(&weed, &pg, "node-a"),
+        &[("DYELINE_STORE__COMPACTION", "false")],
+    );
+    for batch in 0..4 {
+        let r = post_json(&a, &spans(batch * 100, 100));
+        assert_eq!(r.status, 200, "{}", r.text());
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    wait_until("every local file uploaded", 30, || {
+        local_files(&a_data) == 0
+    });
+    let live = "SELECT count(*) FROM span_files WHERE deleted_at IS NULL";
+    let before: usize = pg.psql(live).unwrap().parse().unwrap();
+    assert!(
+        before >= 3,
+        "{before} objects: the hour must start in several"
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let looping = {
+        let stop = std::sync::Arc::clone(&stop);
+        let api = a.api;
+        std::thread::spawn(move || {
+            let client = reqwest::blocking::Client::new();
+            let mut answers = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let body: serde_json::Value = client
+                    .post(format!("http://{api}/api/v1/sql"))
+                    .json(&serde_json::json!({
+                        "sql": "SELECT count(*), count(DISTINCT trace_id || span_id) FROM spans"
+                    }))
+                    .send()
+                    .unwrap()
+                    .json()
+                    .unwrap();
+                assert_eq!(body["rows"], serde_json::json!([[400, 400]]), "{body}");
+                answers += 1;
+            }
+            answers
+        })
+    };
+    let b = start(&dir.path().join("b"), &node_env(&weed, &pg, "node-b"), &[]);
+    wait_until("node-b compacts the hour", 30, || {
+        pg.psql("SELECT count(*) FROM span_files WHERE deleted_at IS NULL AND compacted")
+            .as_deref()
+            == Some("1")
+    });
+    // node-a's next listing shows the compacted object; the loop goes on across it.
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answers = looping.join().expect("every answer held each row once");
+    assert!(answers >= 5, "{answers} answers during the compaction");
+    assert_eq!(
+        pg.psql(live).as_deref(),
+        Some("1"),
+        "ceil(bytes / 512 MiB) = 1 file"
+    );
+    assert_eq!(counts(&a), (400, 400));
+    assert_eq!(counts(&b), (400, 400));
+    // The inputs' objects are deleted once no reader can hold them (grace 2 s + refresh 1 s).
+    wait_until("the inputs' objects deleted", 30, || {
+        pg.psql("SELECT count(*) FROM span_files").as_deref() == Some("1")
+    });
+    catalog_objects_exist(&weed, &pg);
+    wait_until("no unknown objects left", 30, || {
+        unknown_objects(&weed, &pg).is_empty()
+    });
+}

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Subcommand;
+use dyeline_storage::compaction::CompactionSettings;
 use dyeline_storage::maintenance::MaintenanceSettings;
 use dyeline_storage::{CheckSettings, ObjectCache, UploadMetrics, UploadSettings, Uploader};
 use dyeline_store::Store;
@@ -90,6 +91,11 @@ pub fn spawn_shared_storage(
     let store = Arc::clone(store);
     let data_dir = config.data_dir.clone();
     let local_grace = config.store.compaction_grace;
+    let compaction = config.store.compaction.then(|| CompactionSettings {
+        lateness: config.store.compaction_lateness,
+        target_bytes: config.store.compaction_target_bytes.as_u64(),
+        zstd_level: super::serve::store_config(config).zstd_level,
+    });
     let maintenance = MaintenanceSettings {
         retention: config.store.retention,
         // A reader lists a file up to one refresh after it is marked, then a query on it
@@ -111,6 +117,7 @@ pub fn spawn_shared_storage(
             shared.cache_max_bytes,
             tokio::runtime::Handle::current(),
         ));
+        let data_dir = data_dir.clone();
         let uploader = Uploader {
             store,
             objects,
@@ -124,6 +131,8 @@ pub fn spawn_shared_storage(
                 fault: shared.fault,
                 maintenance,
                 maintenance_interval: shared.maintenance_interval,
+                compaction,
+                data_dir,
             },
             metrics,
         };
