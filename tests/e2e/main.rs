@@ -28,6 +28,7 @@ mod live_lanes;
 mod otlp_python;
 mod otlp_rust;
 mod presence;
+mod shared_reads;
 mod sql;
 mod storage;
 mod support;

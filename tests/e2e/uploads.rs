@@ -35,7 +35,7 @@ fn spans(first: u64, n: u64) -> String {
 
 /// The environment of a node on `weed` and `pg`: uploads every second, files flushed every
 /// second, uploaded local files deleted 2 s after the swap.
-fn node_env(weed: &Seaweed, pg: &Postgres, node: &str) -> Vec<(String, String)> {
+pub(crate) fn node_env(weed: &Seaweed, pg: &Postgres, node: &str) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = weed
         .aws_env()
         .into_iter()
@@ -61,16 +61,38 @@ fn node_env(weed: &Seaweed, pg: &Postgres, node: &str) -> Vec<(String, String)> 
     env
 }
 
-fn start(data: &std::path::Path, env: &[(String, String)], extra: &[(&str, &str)]) -> Server {
+pub(crate) fn start(
+    data: &std::path::Path,
+    env: &[(String, String)],
+    extra: &[(&str, &str)],
+) -> Server {
     let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     all.extend_from_slice(extra);
     Server::start(data, &all)
 }
 
+/// Runs `dyeline` with `args` in a node's environment `env`; its stdout, failing on error.
+pub(crate) fn cli(env: &[(String, String)], args: &[&str]) -> String {
+    let out = std::process::Command::new(crate::support::dyeline_bin())
+        .args(args)
+        .env("DYELINE_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .expect("run dyeline");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "dyeline {args:?}: {err}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The local Parquet files under a data directory.
-fn local_files(data: &std::path::Path) -> usize {
+pub(crate) fn local_files(data: &std::path::Path) -> usize {
+    parquet_files_under(&data.join("spans"))
+}
+
+/// The Parquet files under `dir`, at any depth.
+pub(crate) fn parquet_files_under(dir: &std::path::Path) -> usize {
     let mut n = 0;
-    let mut todo = vec![data.join("spans")];
+    let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
         for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
             if e.path().is_dir() {
@@ -84,7 +106,7 @@ fn local_files(data: &std::path::Path) -> usize {
 }
 
 /// `dyeline_storage_uploaded_files_total` of a node.
-fn uploaded_files(server: &Server) -> f64 {
+pub(crate) fn uploaded_files(server: &Server) -> f64 {
     server
         .metrics()
         .lines()
@@ -93,7 +115,7 @@ fn uploaded_files(server: &Server) -> f64 {
         .expect("dyeline_storage_uploaded_files_total in /metrics")
 }
 
-fn wait_until(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !ok() {
         assert!(Instant::now() < deadline, "{what}: not within {secs} s");
@@ -102,7 +124,7 @@ fn wait_until(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
 }
 
 /// Spans and distinct span keys a node's SQL sees.
-fn counts(server: &Server) -> (i64, i64) {
+pub(crate) fn counts(server: &Server) -> (i64, i64) {
     let rows = server.sql("SELECT count(*), count(DISTINCT trace_id || span_id) FROM spans");
     (rows[0][0].as_i64().unwrap(), rows[0][1].as_i64().unwrap())
 }
@@ -168,22 +190,17 @@ fn uploaded_spans_are_read_from_the_bucket_here_beside_and_on_a_second_node() {
     assert!(catalog_objects_exist(&weed, &pg) >= 2);
     // `dyeline sql` beside the running node reads the catalog's objects too.
     let a_dir = a_data.to_string_lossy().into_owned();
-    let (ok, out, err) = {
-        let mut cmd = std::process::Command::new(crate::support::dyeline_bin());
-        cmd.args(["sql", "--format", "json", "--data-dir", &a_dir])
-            .arg("SELECT count(*) AS n FROM spans")
-            .env("DYELINE_LOG", "warn");
-        for (k, v) in &env_a {
-            cmd.env(k, v);
-        }
-        let o = cmd.output().unwrap();
-        (
-            o.status.success(),
-            String::from_utf8_lossy(&o.stdout).into_owned(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    };
-    assert!(ok, "{err}");
+    let out = cli(
+        &env_a,
+        &[
+            "sql",
+            "--format",
+            "json",
+            "--data-dir",
+            &a_dir,
+            "SELECT count(*) AS n FROM spans",
+        ],
+    );
     assert!(out.contains("[[1000]]"), "{out}");
     // A second node that wrote nothing answers for everything in the catalog.
     let b = start(&b_data, &node_env(&weed, &pg, "node-b"), &[]);
