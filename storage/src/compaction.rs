@@ -27,7 +27,7 @@ use object_store::PutPayload;
 use crate::cache::ObjectCache;
 use crate::catalog::{Catalog, FileKind, SpanFile};
 use crate::node::NodeId;
-use crate::uploader::{UploadError, object_key, put_create, put_file, trace_index_key};
+use crate::put::{UploadError, object_key, put_create, put_file, trace_index_key};
 
 /// The scratch directory of compactions under a data directory.
 pub const SCRATCH_DIR: &str = "cache/compaction";

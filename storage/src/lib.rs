@@ -29,6 +29,7 @@ pub mod compaction;
 pub mod maintenance;
 pub mod node;
 pub mod objects;
+pub mod put;
 pub mod uploader;
 pub mod urls;
 
@@ -40,5 +41,6 @@ pub use catalog::{Catalog, CatalogError, FileKind, Listing, SpanFile};
 pub use check::{CheckError, CheckReport, CheckSettings, check, check_until_passed};
 pub use node::NodeId;
 pub use objects::{Objects, ObjectsError, SelfTest};
+pub use put::UploadError;
 pub use uploader::{Fault, UploadMetrics, UploadSettings, Uploader};
 pub use urls::{ObjectStoreUrl, PostgresUrl, UrlError};

@@ -24,7 +24,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::catalog::Catalog;
 use crate::objects::{ObjectsError, PROBE_PREFIX};
-use crate::uploader::UploadError;
+use crate::put::UploadError;
 
 /// At most this many deleted files are handled per round trip.
 const DELETE_BATCH: u32 = 1000;

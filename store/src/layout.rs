@@ -38,9 +38,9 @@ pub struct FileMeta {
     /// for the files found at open; `None` until then, or once the trace-index budget
     /// dropped it (`StoreConfig::trace_index_max_bytes`): the file is then never skipped.
     pub traces: Option<Arc<TraceIndex>>,
-    /// Set when the file is an object in shared storage ([`crate::remote`]); `path` is then
+    /// Set when the file is an object in shared storage ([`crate::object`]); `path` is then
     /// where the local cache keeps a copy of it once read whole.
-    pub remote: Option<crate::remote::RemoteFile>,
+    pub remote: Option<crate::object::RemoteFile>,
 }
 
 impl FileMeta {

@@ -50,6 +50,7 @@ pub mod dedupe;
 pub mod file_read;
 pub mod file_write;
 pub mod layout;
+pub mod object;
 pub mod part;
 pub mod presence;
 pub mod remote;
@@ -66,8 +67,8 @@ pub use error::StoreError;
 pub use jobs::WriteReport;
 pub use lock::LOCK_FILE;
 pub use metrics::StoreMetrics;
+pub use object::{RemoteFile, RemoteObjects};
 pub use presence::{InstancePresence, PresenceLog, PresenceSnapshot, PresenceWrite};
-pub use remote::{RemoteFile, RemoteObjects};
 pub use state::{Snapshot, trim_trace_indexes};
 
 use std::sync::Arc;
@@ -158,7 +159,7 @@ impl Store {
             trace_index_max_bytes: config.trace_index_max_bytes,
             compaction: Mutex::new(compact::Compactor::default()),
             local_file_bytes: std::sync::atomic::AtomicU64::new(local_bytes),
-            names: Mutex::new(remote::WriteNames::default()),
+            names: Mutex::new(state::WriteNames::default()),
         });
         let presence = PresenceLog::open(&config, shared.metrics.clone(), lock.clone())?;
         let mut dedupe = Dedupe::new(DUPLICATE_FILTER_QUIET.max(config.flush_interval * 4));
@@ -276,6 +277,11 @@ impl Store {
         Arc::new(presence::table::PresenceTable::new(Arc::clone(
             &self.presence,
         )))
+    }
+
+    /// The configuration the store was opened with.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
     }
 
     /// A consistent view of memory and files.

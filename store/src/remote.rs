@@ -1,8 +1,8 @@
-//! Files kept in shared storage (issue 26), as the store sees them: a [`FileMeta`] whose
-//! `remote` is a [`RemoteFile`] is an object in the bucket, listed by the catalog, read through
-//! [`RemoteObjects`] (the `storage` crate implements it: the object store client and a local
-//! cache of whole objects). The store's file list holds its local files and these side by side,
-//! so a query's snapshot reads each row once, wherever it is.
+//! Files kept in shared storage (issue 26), as the store handles them: a [`FileMeta`] whose
+//! `remote` is a [`RemoteFile`](crate::object::RemoteFile) is an object in the bucket, listed
+//! by the catalog ([`crate::object`] has the vocabulary). The store's file list holds its
+//! local files and these side by side, so a query's snapshot reads each row once, wherever it
+//! is.
 //!
 //! And the store's half of the upload commit: which local files are due ([`Store::upload_cut`]:
 //! every file written at or before a cut, and no file written later is ever named at or before
@@ -13,70 +13,11 @@
 //! Does not own the upload itself, the catalog or the cache (`dyeline_storage`).
 
 use std::collections::HashSet;
-use std::fmt;
 use std::io;
-use std::path::Path;
-use std::sync::Arc;
-
-use object_store::ObjectStore;
 
 use crate::Store;
 use crate::layout::{FileMeta, now_unix_ms};
 use crate::state::Shared;
-
-/// Reads objects of shared storage for the store's readers.
-pub trait RemoteObjects: Send + Sync + fmt::Debug {
-    /// Makes the object `key` readable whole at `path` (its place in the local cache),
-    /// fetching it when it is not there. Blocks; call it off the async runtime's workers.
-    ///
-    /// # Errors
-    /// The object cannot be read or written to the cache.
-    fn fetch(&self, key: &str, path: &Path) -> io::Result<()>;
-
-    /// The object store client, whose keys are the catalog's (relative to the configured
-    /// prefix): scans read byte ranges of an object through it.
-    fn object_store(&self) -> Arc<dyn ObjectStore>;
-}
-
-/// An object of shared storage holding rows of the store.
-#[derive(Clone)]
-pub struct RemoteFile {
-    /// Its key in the object store (as the catalog lists it).
-    pub key: String,
-    /// The node that uploaded it.
-    pub node: String,
-    /// How to read it.
-    pub objects: Arc<dyn RemoteObjects>,
-}
-
-impl fmt::Debug for RemoteFile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RemoteFile")
-            .field("key", &self.key)
-            .field("node", &self.node)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PartialEq for RemoteFile {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key && self.node == other.node
-    }
-}
-
-impl Eq for RemoteFile {}
-
-/// The names the flusher gives its files, kept so that an upload cut is safe: a file is named
-/// by its write time (Unix ms), never at or below a cut already taken
-/// ([`Store::upload_cut`]), and a file being written is never left out of a cut at or above
-/// its name.
-#[derive(Debug, Default)]
-pub(crate) struct WriteNames {
-    /// The lowest write time the next file may be named.
-    floor_ms: i64,
-    /// The write time of the file being written, if any.
-    in_flight: Option<i64>,
-}
 
 impl Shared {
     /// The write time to name the files of a flush by: now, or the floor a cut set if the
@@ -233,8 +174,12 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::object::{RemoteFile, RemoteObjects};
     use crate::test_support::{open_unsynced, write};
+    use object_store::ObjectStore;
     use object_store::local::LocalFileSystem;
+    use std::path::Path;
+    use std::sync::Arc;
 
     /// Stands in for the `storage` crate's cache (tested there against SeaweedFS): a
     /// directory plays the bucket, and a fetch copies the object into place.

@@ -1,7 +1,8 @@
 //! What the store's threads and queries share: the rows in memory (plain, sealed, frozen for a
 //! flush) and the files, behind one lock ([`State`] in [`Shared`]); the consistent view a query
 //! takes ([`Snapshot`]); the trace-index budget ([`trim_trace_indexes`]); when plain rows are
-//! due to be sealed; and the memory and file gauges.
+//! due to be sealed; the names the flusher may give files ([`WriteNames`]); and the memory and
+//! file gauges.
 
 use std::path::PathBuf;
 
@@ -100,7 +101,7 @@ pub(crate) struct Shared {
     /// [`StoreConfig::staging_max_bytes`]: crate::StoreConfig::staging_max_bytes
     pub(crate) local_file_bytes: std::sync::atomic::AtomicU64,
     /// How the flusher names files, for safe upload cuts ([`crate::remote`]).
-    pub(crate) names: parking_lot::Mutex<crate::remote::WriteNames>,
+    pub(crate) names: parking_lot::Mutex<WriteNames>,
 }
 
 /// Keeps the trace indexes of the newest files within `budget` bytes
@@ -210,6 +211,18 @@ pub(crate) fn set_memory_gauges(metrics: &StoreMetrics, s: &State) {
     metrics
         .memory_bytes
         .set(segments().map(Segment::memory_bytes).sum::<usize>() as i64);
+}
+
+/// The names the flusher gives its files, kept so that an upload cut is safe: a file is named
+/// by its write time (Unix ms), never at or below a cut already taken
+/// ([`crate::Store::upload_cut`]), and a file being written is never left out of a cut at or above
+/// its name.
+#[derive(Debug, Default)]
+pub(crate) struct WriteNames {
+    /// The lowest write time the next file may be named.
+    pub(crate) floor_ms: i64,
+    /// The write time of the file being written, if any.
+    pub(crate) in_flight: Option<i64>,
 }
 
 #[cfg(test)]

@@ -94,7 +94,7 @@ pub fn spawn_shared_storage(
     let compaction = config.store.compaction.then(|| CompactionSettings {
         lateness: config.store.compaction_lateness,
         target_bytes: config.store.compaction_target_bytes.as_u64(),
-        zstd_level: super::serve::store_config(config).zstd_level,
+        zstd_level: store.config().zstd_level,
     });
     let maintenance = MaintenanceSettings {
         retention: config.store.retention,
