@@ -145,11 +145,15 @@ async fn compact_claim(
     let mut outputs = Vec::with_capacity(merged.files.len());
     for f in &merged.files {
         let tmp = f.tmp.clone();
-        let range =
-            tokio::task::spawn_blocking(move || dyeline_store::file_read::read_start_range(&tmp))
-                .await
-                .map_err(|e| local(&f.tmp, e))?
-                .map_err(|e| local(&f.tmp, e))?;
+        let range = tokio::task::spawn_blocking(move || {
+            dyeline_store::file_read::read_start_range(
+                &tmp,
+                dyeline_model::schema::col::START_TIME_UNIX_NANO,
+            )
+        })
+        .await
+        .map_err(|e| local(&f.tmp, e))?
+        .map_err(|e| local(&f.tmp, e))?;
         let (min, max) = range.1.unwrap_or((hour, hour.saturating_add(HOUR_NS - 1)));
         let key = object_key(FileKind::Spans, hour, node, &ulid::Ulid::new().to_string());
         let index_key = trace_index_key(&key);

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use dyeline_store::layout::{FileMeta, HOUR_NS};
 use dyeline_store::trace_index::TraceIndex;
-use dyeline_store::{RemoteFile, RemoteObjects, Store};
+use dyeline_store::{RemoteFile, RemoteObjects, Rows, Store};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
 
@@ -207,12 +207,36 @@ pub async fn refresh(
     cache: &Arc<ObjectCache>,
     node: Option<&NodeId>,
 ) -> Result<Vec<FileMeta>, UploadError> {
-    let listing = catalog.listing(node, FileKind::Spans).await?;
+    let mut covered = Vec::new();
+    for rows in [Rows::Spans, Rows::Presence] {
+        covered.extend(refresh_rows(store, catalog, cache, node, rows).await?);
+    }
+    Ok(covered)
+}
+
+/// The catalog kind of `rows`.
+pub fn kind_of(rows: Rows) -> FileKind {
+    match rows {
+        Rows::Spans => FileKind::Spans,
+        Rows::Presence => FileKind::Presence,
+    }
+}
+
+/// [`refresh`] of one kind of rows.
+async fn refresh_rows(
+    store: &Store,
+    catalog: &Catalog,
+    cache: &Arc<ObjectCache>,
+    node: Option<&NodeId>,
+    rows: Rows,
+) -> Result<Vec<FileMeta>, UploadError> {
+    let listing = catalog.listing(node, kind_of(rows)).await?;
     let covered = match listing.uploaded_through_unix_ms {
-        Some(ms) => store.drop_uploaded_through(i64::try_from(ms).unwrap_or(i64::MAX)),
+        Some(ms) => store.drop_uploaded_through(rows, i64::try_from(ms).unwrap_or(i64::MAX)),
         None => Vec::new(),
     };
-    let held: std::collections::HashMap<String, bool> = store.remote_keys().into_iter().collect();
+    let held: std::collections::HashMap<String, bool> =
+        store.remote_keys(rows).into_iter().collect();
     let mut want: Vec<&ListedFile> = listing
         .files
         .iter()
@@ -257,7 +281,7 @@ pub async fn refresh(
             meta
         })
         .collect();
-    store.set_remote(metas);
+    store.set_remote(rows, metas);
     Ok(covered)
 }
 
@@ -433,7 +457,8 @@ impl Uploader {
         let Some(s) = session.as_ref() else {
             return Ok(false);
         };
-        let more = self.upload(s, pending).await?;
+        let mut more = self.upload(s, pending, Rows::Spans).await?;
+        more |= self.upload(s, pending, Rows::Presence).await?;
         if last_refresh.elapsed() >= self.settings.refresh {
             let covered = refresh(
                 &self.store,
@@ -454,13 +479,14 @@ impl Uploader {
         &self,
         s: &Session,
         pending: &mut Vec<(Instant, Vec<FileMeta>)>,
+        kind: Rows,
     ) -> Result<bool, UploadError> {
         let interval_ms = i64::try_from(self.settings.interval.as_millis())
             .unwrap_or(i64::MAX)
             .max(1);
         let now_ms = dyeline_model::time::now_unix_nano().div_euclid(1_000_000);
         let closed = now_ms.div_euclid(interval_ms) * interval_ms - 1;
-        let (cut, mut files) = self.store.upload_cut(closed);
+        let (cut, mut files) = self.store.upload_cut(kind, closed);
         if files.is_empty() {
             return Ok(false);
         }
@@ -478,7 +504,7 @@ impl Uploader {
         let mut bytes = 0u64;
         let put_from = Instant::now();
         for f in &files {
-            let (row, meta) = self.put(f).await?;
+            let (row, meta) = self.put(f, kind).await?;
             if self.settings.fault == Some(Fault::AfterPut) {
                 fault("after_put");
             }
@@ -499,7 +525,7 @@ impl Uploader {
             .register_upload(
                 &self.settings.node,
                 s.epoch,
-                FileKind::Spans,
+                kind_of(kind),
                 &rows,
                 through_u,
             )
@@ -507,27 +533,34 @@ impl Uploader {
         if self.settings.fault == Some(Fault::AfterCommit) {
             fault("after_commit");
         }
-        let gone = self.store.uploaded(through, metas);
+        let gone = self.store.uploaded(kind, through, metas);
         if self.settings.fault == Some(Fault::BeforeDelete) {
             fault("before_delete");
         }
         self.metrics.files.inc_by(files.len() as u64);
         self.metrics.bytes.inc_by(bytes);
-        tracing::debug!(files = files.len(), bytes, through, "uploaded");
+        tracing::debug!(?kind, files = files.len(), bytes, through, "uploaded");
         pending.push((Instant::now(), gone));
         Ok(more)
     }
 
-    /// Puts the local file `f` and its trace-id index; returns its catalog row and the store's
-    /// entry for the object.
-    async fn put(&self, f: &FileMeta) -> Result<(SpanFile, FileMeta), UploadError> {
+    /// Puts the local file `f` of `kind` and (spans) its trace-id index; returns its catalog
+    /// row and the store's entry for the object.
+    async fn put(&self, f: &FileMeta, kind: Rows) -> Result<(SpanFile, FileMeta), UploadError> {
         let local = f.path.clone();
         let traces = f.traces.clone();
         let (summary, index) = tokio::task::spawn_blocking(move || {
-            let summary = dyeline_store::file_read::read_start_range(&local)?;
-            let index = match traces {
-                Some(t) => t,
-                None => Arc::new(dyeline_store::file_read::read_trace_index(&local)?),
+            let time = match kind {
+                Rows::Spans => dyeline_model::schema::col::START_TIME_UNIX_NANO,
+                Rows::Presence => dyeline_model::presence::col::TIME_UNIX_NANO,
+            };
+            let summary = dyeline_store::file_read::read_start_range(&local, time)?;
+            let index = match (kind, traces) {
+                (Rows::Presence, _) => None,
+                (Rows::Spans, Some(t)) => Some(t),
+                (Rows::Spans, None) => Some(Arc::new(dyeline_store::file_read::read_trace_index(
+                    &local,
+                )?)),
             };
             Ok::<_, std::io::Error>((summary, index))
         })
@@ -541,30 +574,34 @@ impl Uploader {
         ));
         let id = ulid::Ulid::new().to_string();
         let key = object_key(
-            FileKind::Spans,
+            kind_of(kind),
             f.hour_start_unix_nano,
             &self.settings.node,
             &id,
         );
-        let index_key = trace_index_key(&key);
         let store = &self.objects.store;
         put_file(store.as_ref(), &key, &f.path, f.size).await?;
-        put_create(store.as_ref(), &index_key, PutPayload::from(index.encode())).await?;
+        let mut index_key = None;
+        if let Some(index) = &index {
+            let k = trace_index_key(&key);
+            put_create(store.as_ref(), &k, PutPayload::from(index.encode())).await?;
+            index_key = Some(k);
+        }
         let row = SpanFile {
             key: key.clone(),
-            kind: FileKind::Spans,
+            kind: kind_of(kind),
             hour_unix_nano: f.hour_start_unix_nano,
             rows,
             bytes: f.size,
             min_start_unix_nano: min,
             max_start_unix_nano: max,
-            trace_index_key: Some(index_key),
+            trace_index_key: index_key,
         };
         let listed = ListedFile {
             node: self.settings.node.as_str().to_owned(),
             file: row.clone(),
         };
-        let meta = listed_meta(&listed, &self.cache, Some(index)).ok_or_else(|| {
+        let meta = listed_meta(&listed, &self.cache, index).ok_or_else(|| {
             UploadError::Catalog(CatalogError::Invalid(format!(
                 "object key {key} outside the cache directory"
             )))

@@ -224,12 +224,13 @@ pub fn read_rows(path: &Path) -> io::Result<u64> {
     Ok(u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0))
 }
 
-/// The rows of the file at `path` and the first and last `start_time_unix_nano` of them, from
-/// its footer's statistics (`None` when a row group has none).
+/// The rows of the file at `path` and the least and greatest value of its Int64 column
+/// `time` (`start_time_unix_nano` of spans, `time_unix_nano` of presence), from its footer's
+/// statistics (`None` when a row group has none).
 ///
 /// # Errors
 /// I/O or Parquet errors.
-pub fn read_start_range(path: &Path) -> io::Result<(u64, Option<(i64, i64)>)> {
+pub fn read_start_range(path: &Path, time: &str) -> io::Result<(u64, Option<(i64, i64)>)> {
     use parquet::file::statistics::Statistics;
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(File::open(path)?).map_err(io::Error::other)?;
@@ -240,7 +241,7 @@ pub fn read_start_range(path: &Path) -> io::Result<(u64, Option<(i64, i64)>)> {
         .schema_descr()
         .columns()
         .iter()
-        .position(|c| c.name() == col::START_TIME_UNIX_NANO)
+        .position(|c| c.name() == time)
     else {
         return Ok((rows, None));
     };

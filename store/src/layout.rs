@@ -49,6 +49,18 @@ impl FileMeta {
         self.remote.is_none()
     }
 
+    /// Makes the file readable at its path: nothing for a local file; an object is fetched
+    /// into the local cache when absent.
+    ///
+    /// # Errors
+    /// The object cannot be fetched.
+    pub fn ensure_local(&self) -> io::Result<()> {
+        match &self.remote {
+            Some(r) => r.objects.fetch(&r.key, &self.path),
+            None => Ok(()),
+        }
+    }
+
     /// True when the file's hour partition may hold span starts in `lo..=hi` (Unix ns).
     pub fn overlaps(&self, lo: i64, hi: i64) -> bool {
         let start = self.hour_start_unix_nano;

@@ -67,7 +67,7 @@ pub use error::StoreError;
 pub use jobs::WriteReport;
 pub use lock::LOCK_FILE;
 pub use metrics::StoreMetrics;
-pub use object::{RemoteFile, RemoteObjects};
+pub use object::{RemoteFile, RemoteObjects, Rows};
 pub use presence::{InstancePresence, PresenceLog, PresenceSnapshot, PresenceWrite};
 pub use state::{Snapshot, trim_trace_indexes};
 

@@ -11,6 +11,15 @@ use std::sync::Arc;
 
 use object_store::ObjectStore;
 
+/// Which rows a file list holds: the `spans` or the `presence` table's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rows {
+    /// Spans.
+    Spans,
+    /// Presence records (domain §7.1).
+    Presence,
+}
+
 /// Reads objects of shared storage for the store's readers.
 pub trait RemoteObjects: Send + Sync + fmt::Debug {
     /// Makes the object `key` readable whole at `path` (its place in the local cache),

@@ -45,7 +45,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::{FsyncPolicy, StoreConfig};
 use crate::error::StoreError;
-use crate::layout::{FileMeta, now_unix_ms};
+use crate::layout::FileMeta;
 use crate::metrics::StoreMetrics;
 use crate::retention::{delete_files, take_expired};
 use crate::wal::{self, Wal};
@@ -121,6 +121,8 @@ pub struct PresenceLog {
     flushing: Mutex<()>,
     slots: Arc<Semaphore>,
     metrics: StoreMetrics,
+    /// How the flush names files, for safe upload cuts ([`crate::remote`]).
+    names: Mutex<crate::state::WriteNames>,
     /// Stops the flush thread when dropped.
     stop: Mutex<Option<mpsc::Sender<()>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -167,6 +169,7 @@ impl PresenceLog {
             flushing: Mutex::new(()),
             slots: Arc::new(Semaphore::new(config.queue_capacity.max(1))),
             metrics,
+            names: Mutex::new(crate::state::WriteNames::default()),
             stop: Mutex::new(None),
             thread: Mutex::new(None),
         });
@@ -367,15 +370,18 @@ impl PresenceLog {
         let written = files::write_hours(
             &self.dir,
             &rows,
-            now_unix_ms(),
+            crate::state::WriteNames::begin_write(&self.names),
             closed,
             self.config.zstd_level,
         );
         let mut s = self.state.write();
         s.frozen.clear();
+        if let Ok(new_files) = &written {
+            s.files.extend(new_files.iter().cloned());
+        }
+        crate::state::WriteNames::end_write(&self.names);
         match written {
-            Ok(new_files) => {
-                s.files.extend(new_files);
+            Ok(_) => {
                 self.metrics.presence_memory_rows.set(s.memory_rows as i64);
                 drop(s);
                 Wal::delete_through(&self.wal_dir, closed).map_err(io)?;
@@ -392,6 +398,16 @@ impl PresenceLog {
                 Err(io(e))
             }
         }
+    }
+
+    /// The write-name fence of the presence files ([`crate::remote`]).
+    pub(crate) fn names(&self) -> &Mutex<crate::state::WriteNames> {
+        &self.names
+    }
+
+    /// Runs `f` on the file list under its lock.
+    pub(crate) fn with_files<T>(&self, f: impl FnOnce(&mut Vec<FileMeta>) -> T) -> T {
+        f(&mut self.state.write().files)
     }
 
     /// Deletes the files written more than the retention ago (the spans' rule).
@@ -451,6 +467,7 @@ impl PresenceLog {
             }
         }
         for f in snap.files.iter().filter(|f| f.overlaps(lo, hi)) {
+            f.ensure_local().map_err(io)?;
             out.extend(files::read_file(&f.path, lo, hi).map_err(io)?);
         }
         Ok(out)

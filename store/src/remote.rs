@@ -17,21 +17,34 @@ use std::io;
 
 use crate::Store;
 use crate::layout::{FileMeta, now_unix_ms};
-use crate::state::Shared;
+use crate::object::Rows;
+use crate::state::{Shared, WriteNames};
 
-impl Shared {
+impl WriteNames {
     /// The write time to name the files of a flush by: now, or the floor a cut set if the
-    /// clock is behind it. Pair with [`Shared::end_write`] once the files are listed.
-    pub(crate) fn begin_write(&self) -> i64 {
-        let mut n = self.names.lock();
+    /// clock is behind it. Pair with [`WriteNames::end_write`] once the files are listed.
+    pub(crate) fn begin_write(names: &parking_lot::Mutex<Self>) -> i64 {
+        let mut n = names.lock();
         let ms = now_unix_ms().max(n.floor_ms);
         n.in_flight = Some(ms);
         ms
     }
 
     /// The flush's files are in the file list (or it failed).
+    pub(crate) fn end_write(names: &parking_lot::Mutex<Self>) {
+        names.lock().in_flight = None;
+    }
+}
+
+impl Shared {
+    /// [`WriteNames::begin_write`] of the span files.
+    pub(crate) fn begin_write(&self) -> i64 {
+        WriteNames::begin_write(&self.names)
+    }
+
+    /// [`WriteNames::end_write`] of the span files.
     pub(crate) fn end_write(&self) {
-        self.names.lock().in_flight = None;
+        WriteNames::end_write(&self.names);
     }
 }
 
@@ -41,24 +54,22 @@ impl Store {
     /// later are named after the cut (the flusher's names are raised past it), so "every local
     /// file written at or before the cut" stays exact: a checkpoint at the cut covers them all.
     /// Ordered by write time, then path.
-    pub fn upload_cut(&self, upto_ms: i64) -> (i64, Vec<FileMeta>) {
+    pub fn upload_cut(&self, rows: Rows, upto_ms: i64) -> (i64, Vec<FileMeta>) {
         let cut = {
-            let mut n = self.shared.names.lock();
+            let mut n = self.names(rows).lock();
             let cut = n
                 .in_flight
                 .map_or(upto_ms, |w| upto_ms.min(w.saturating_sub(1)));
             n.floor_ms = n.floor_ms.max(cut.saturating_add(1));
             cut
         };
-        let mut files: Vec<FileMeta> = self
-            .shared
-            .state
-            .read()
-            .files
-            .iter()
-            .filter(|f| f.is_local() && f.written_unix_ms <= cut)
-            .cloned()
-            .collect();
+        let mut files: Vec<FileMeta> = self.with_files(rows, |files| {
+            files
+                .iter()
+                .filter(|f| f.is_local() && f.written_unix_ms <= cut)
+                .cloned()
+                .collect()
+        });
         files.sort_by(|a, b| (a.written_unix_ms, &a.path).cmp(&(b.written_unix_ms, &b.path)));
         (cut, files)
     }
@@ -67,73 +78,92 @@ impl Store {
     /// `through_ms` leave the file list and `objects` (which hold their rows) join it, so a
     /// query sees one or the other. Returns the local files taken out, to be deleted once no
     /// query can still be reading them ([`Store::delete_local`]).
-    pub fn uploaded(&self, through_ms: i64, objects: Vec<FileMeta>) -> Vec<FileMeta> {
-        let mut s = self.shared.state.write();
-        let (gone, keep): (Vec<FileMeta>, Vec<FileMeta>) = s
-            .files
-            .drain(..)
-            .partition(|f| f.is_local() && f.written_unix_ms <= through_ms);
-        s.files = keep;
-        let known: HashSet<String> = s
-            .files
-            .iter()
-            .filter_map(|f| f.remote.as_ref().map(|r| r.key.clone()))
-            .collect();
-        s.files.extend(
-            objects
-                .into_iter()
-                .filter(|f| f.remote.as_ref().is_some_and(|r| !known.contains(&r.key))),
-        );
-        self.shared.files_changed(&mut s);
-        gone
+    pub fn uploaded(&self, rows: Rows, through_ms: i64, objects: Vec<FileMeta>) -> Vec<FileMeta> {
+        self.with_files(rows, |files| {
+            let (gone, keep): (Vec<FileMeta>, Vec<FileMeta>) = files
+                .drain(..)
+                .partition(|f| f.is_local() && f.written_unix_ms <= through_ms);
+            *files = keep;
+            let known: HashSet<String> = files
+                .iter()
+                .filter_map(|f| f.remote.as_ref().map(|r| r.key.clone()))
+                .collect();
+            files.extend(
+                objects
+                    .into_iter()
+                    .filter(|f| f.remote.as_ref().is_some_and(|r| !known.contains(&r.key))),
+            );
+            gone
+        })
     }
 
     /// The local files written at or before `through_ms` leave the file list (their rows are
     /// in registered objects: the node's checkpoint covers them); returned for deletion.
-    pub fn drop_uploaded_through(&self, through_ms: i64) -> Vec<FileMeta> {
-        self.uploaded(through_ms, Vec::new())
+    pub fn drop_uploaded_through(&self, rows: Rows, through_ms: i64) -> Vec<FileMeta> {
+        self.uploaded(rows, through_ms, Vec::new())
     }
 
     /// Puts the catalog's listing of objects in place of the objects the file list held (one
     /// lock: a query sees the old listing or the new one). A listed object keeps the trace
     /// index it already had when `objects` brings none.
-    pub fn set_remote(&self, objects: Vec<FileMeta>) {
-        let mut s = self.shared.state.write();
-        let (old, mut files): (Vec<FileMeta>, Vec<FileMeta>) =
-            s.files.drain(..).partition(|f| !f.is_local());
-        let mut seen = HashSet::new();
-        for mut f in objects {
-            let Some(key) = f.remote.as_ref().map(|r| r.key.clone()) else {
-                continue;
-            };
-            if !seen.insert(key.clone()) {
-                continue;
+    pub fn set_remote(&self, rows: Rows, objects: Vec<FileMeta>) {
+        self.with_files(rows, |files| {
+            let (old, mut kept): (Vec<FileMeta>, Vec<FileMeta>) =
+                files.drain(..).partition(|f| !f.is_local());
+            let mut seen = HashSet::new();
+            for mut f in objects {
+                let Some(key) = f.remote.as_ref().map(|r| r.key.clone()) else {
+                    continue;
+                };
+                if !seen.insert(key.clone()) {
+                    continue;
+                }
+                if f.traces.is_none() {
+                    f.traces = old
+                        .iter()
+                        .find(|o| o.remote.as_ref().is_some_and(|r| r.key == key))
+                        .and_then(|o| o.traces.clone());
+                }
+                kept.push(f);
             }
-            if f.traces.is_none() {
-                f.traces = old
-                    .iter()
-                    .find(|o| o.remote.as_ref().is_some_and(|r| r.key == key))
-                    .and_then(|o| o.traces.clone());
-            }
-            files.push(f);
-        }
-        s.files = files;
-        self.shared.files_changed(&mut s);
+            *files = kept;
+        });
     }
 
     /// The keys of the objects in the file list, with whether each holds a trace index.
-    pub fn remote_keys(&self) -> Vec<(String, bool)> {
-        self.shared
-            .state
-            .read()
-            .files
-            .iter()
-            .filter_map(|f| {
-                f.remote
-                    .as_ref()
-                    .map(|r| (r.key.clone(), f.traces.is_some()))
-            })
-            .collect()
+    pub fn remote_keys(&self, rows: Rows) -> Vec<(String, bool)> {
+        self.with_files(rows, |files| {
+            files
+                .iter()
+                .filter_map(|f| {
+                    f.remote
+                        .as_ref()
+                        .map(|r| (r.key.clone(), f.traces.is_some()))
+                })
+                .collect()
+        })
+    }
+
+    /// The write-name fence of `rows`' files.
+    fn names(&self, rows: Rows) -> &parking_lot::Mutex<WriteNames> {
+        match rows {
+            Rows::Spans => &self.shared.names,
+            Rows::Presence => self.presence.names(),
+        }
+    }
+
+    /// Runs `f` on `rows`' file list under its lock (for spans, then the trace-index budget
+    /// and gauges are applied again).
+    fn with_files<T>(&self, rows: Rows, f: impl FnOnce(&mut Vec<FileMeta>) -> T) -> T {
+        match rows {
+            Rows::Spans => {
+                let mut s = self.shared.state.write();
+                let out = f(&mut s.files);
+                self.shared.files_changed(&mut s);
+                out
+            }
+            Rows::Presence => self.presence.with_files(f),
+        }
     }
 
     /// Deletes local files taken out of the file list ([`Store::uploaded`]), and their hour
@@ -228,7 +258,7 @@ mod tests {
         // A cut a minute ahead of the clock: a file written after it must still be named
         // after it, or a checkpoint at the cut would cover a file never uploaded.
         let cut_at = now_unix_ms() + 60_000;
-        let (cut, files) = store.upload_cut(cut_at);
+        let (cut, files) = store.upload_cut(Rows::Spans, cut_at);
         assert_eq!(cut, cut_at);
         assert_eq!(files.len(), 1);
         let objects: Arc<dyn RemoteObjects> = Arc::new(DirObjects(bucket.path().to_path_buf()));
@@ -244,7 +274,7 @@ mod tests {
             }),
             ..files[0].clone()
         };
-        let gone = store.uploaded(cut, vec![object.clone()]);
+        let gone = store.uploaded(Rows::Spans, cut, vec![object.clone()]);
         assert_eq!(gone, files);
         assert_eq!(count(&store).await, (100, 100));
         write(&store, 100, 50).await;
@@ -273,9 +303,9 @@ mod tests {
         assert_eq!(rows, 100);
         assert!(object.path.exists());
         // The catalog's listing replaces the objects held, and only them.
-        store.set_remote(Vec::new());
+        store.set_remote(Rows::Spans, Vec::new());
         assert_eq!(count(&store).await, (50, 50));
-        store.set_remote(vec![object.clone(), object]);
+        store.set_remote(Rows::Spans, vec![object.clone(), object]);
         assert_eq!(count(&store).await, (150, 150));
         assert_eq!(store.local_file_bytes(), later[0].size);
         store.delete_local(gone);

@@ -214,6 +214,38 @@ fn uploaded_spans_are_read_from_the_bucket_here_beside_and_on_a_second_node() {
     wait_until("node-b sees node-a's new upload", 30, || {
         counts(&b) == (1100, 1100)
     });
+    // Presence records (a metrics export: one row per point) are uploaded and read alike.
+    let points = [1_718_000_600u64, 1_718_000_630, 1_718_000_660].map(|s| s * 1_000_000_000);
+    for inst in ["cart-1", "cart-2"] {
+        let body = format!(
+            r#"{{"resourceMetrics":[{{"resource":{{"attributes":[{{"key":"host.name","value":{{"stringValue":"{inst}"}}}}]}},"scopeMetrics":[{{"metrics":[{{"name":"up","gauge":{{"dataPoints":[{}]}}}}]}}]}}]}}"#,
+            points
+                .iter()
+                .map(|t| format!(r#"{{"timeUnixNano":"{t}","asInt":"1"}}"#))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let r = post_otlp(
+            &a,
+            "/v1/metrics",
+            &[("content-type", "application/json")],
+            body.into_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    wait_until("node-a's presence files uploaded", 30, || {
+        parquet_files_under(&a_data.join("presence")) == 0
+            && pg
+                .psql("SELECT count(*) FROM span_files WHERE kind = 'presence'")
+                .is_some_and(|n| n != "0")
+    });
+    wait_until("node-b reads node-a's presence", 20, || {
+        scalar(&b, "SELECT count(*) FROM presence") == 6
+    });
+    assert_eq!(
+        scalar(&a, "SELECT count(DISTINCT instance_id) FROM presence"),
+        2
+    );
     let _ = run_cli(&["--version"]);
 }
 
