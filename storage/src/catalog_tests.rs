@@ -271,3 +271,76 @@ async fn tls_is_spoken_when_asked_and_an_unknown_issuer_is_refused() {
         .to_string();
     assert!(e.contains("cannot connect") && !e.contains(PASSWORD), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_pairs_the_files_with_the_checkpoint_and_a_compaction_swaps_one_hour_once() {
+    let pg = Postgres::start();
+    let (c, n, epoch) = claimed(&pg).await;
+    // No checkpoint before the first upload; none asked without a node.
+    let empty = c.listing(Some(&n), FileKind::Spans).await.unwrap();
+    assert_eq!(
+        (empty.files.len(), empty.uploaded_through_unix_ms),
+        (0, None)
+    );
+    let hour0 = [file("spans/h0/a", 0, 1), file("spans/h0/b", 2, 3)];
+    register(&c, &n, epoch, &hour0, 1_000).await.unwrap();
+    register(&c, &n, epoch, &[file("spans/h1/c", HOUR, HOUR + 1)], 2_000)
+        .await
+        .unwrap();
+    let l = c.listing(Some(&n), FileKind::Spans).await.unwrap();
+    assert_eq!(l.uploaded_through_unix_ms, Some(2_000));
+    assert_eq!(keys(&l.files), ["spans/h0/a", "spans/h0/b", "spans/h1/c"]);
+    assert_eq!(
+        c.listing(None, FileKind::Spans)
+            .await
+            .unwrap()
+            .uploaded_through_unix_ms,
+        None
+    );
+    assert!(
+        c.listing(Some(&n), FileKind::Presence)
+            .await
+            .unwrap()
+            .files
+            .is_empty()
+    );
+
+    // Hour 0 holds two files of 1000 bytes: due at a 2000-byte target (2 > ceil(2000/2000)),
+    // not at 1000 (2 = ceil(2000/1000)); hour 1 (one file) never; an hour not yet closed
+    // (ending after `closed_before`) not either.
+    let due = |target: u64, closed: i64| c.compaction_due(FileKind::Spans, closed, target, 10);
+    assert_eq!(due(2000, 10 * HOUR).await.unwrap(), [0]);
+    assert!(due(1000, 10 * HOUR).await.unwrap().is_empty());
+    assert!(due(2000, HOUR - 1).await.unwrap().is_empty());
+
+    // Two compactions of one hour: the second finds its rows locked and claims nothing.
+    let claim = c
+        .claim_hour(FileKind::Spans, 0)
+        .await
+        .unwrap()
+        .expect("two files");
+    assert_eq!(keys(&claim.inputs), ["spans/h0/a", "spans/h0/b"]);
+    assert!(c.claim_hour(FileKind::Spans, 0).await.unwrap().is_none());
+    // A claim by a fenced-off epoch changes nothing.
+    let newer = c.claim_node(&n).await.unwrap();
+    let out = [file("spans/h0/ab1", 0, 1), file("spans/h0/ab2", 2, 3)];
+    let err = claim.commit(&n, epoch, &out).await.unwrap_err();
+    assert!(matches!(err, CatalogError::Fenced { .. }), "{err}");
+    let l = c.listing(Some(&n), FileKind::Spans).await.unwrap();
+    assert_eq!(keys(&l.files), ["spans/h0/a", "spans/h0/b", "spans/h1/c"]);
+    // The owner's compaction swaps in one transaction; its outputs alone are not due again,
+    // though two files of 2000 bytes would be at a 1 MB target.
+    let claim = c.claim_hour(FileKind::Spans, 0).await.unwrap().unwrap();
+    claim.commit(&n, newer, &out).await.unwrap();
+    let l = c.listing(Some(&n), FileKind::Spans).await.unwrap();
+    assert_eq!(
+        keys(&l.files),
+        ["spans/h0/ab1", "spans/h0/ab2", "spans/h1/c"]
+    );
+    assert!(due(1_000_000, 10 * HOUR).await.unwrap().is_empty());
+    assert_eq!(
+        c.deleted_files(Duration::ZERO, 10).await.unwrap().len(),
+        2,
+        "the inputs wait for deletion"
+    );
+}
