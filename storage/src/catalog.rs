@@ -321,23 +321,7 @@ impl Catalog {
             already_known: 0,
         };
         for f in files {
-            let inserted = sqlx::query(&format!(
-                "INSERT INTO span_files ({FILE_COLUMNS}) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key) DO NOTHING"
-            ))
-            .bind(&f.key)
-            .bind(f.kind.as_str())
-            .bind(f.hour_unix_nano)
-            .bind(node.as_str())
-            .bind(to_i64(f.rows, "rows")?)
-            .bind(to_i64(f.bytes, "bytes")?)
-            .bind(f.min_start_unix_nano)
-            .bind(f.max_start_unix_nano)
-            .bind(f.trace_index_key.as_deref())
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("registering a file"))?
-            .rows_affected();
+            let inserted = insert_file(&mut tx, node, f, false).await?;
             if inserted == 1 {
                 done.inserted += 1;
             } else {
@@ -595,6 +579,34 @@ impl Catalog {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// Inserts the row of `f` registered by `node` (`compacted`: a compaction's output) unless
+/// its key is known; returns the rows inserted (0 or 1).
+pub(crate) async fn insert_file(
+    tx: &mut Transaction<'_, Postgres>,
+    node: &NodeId,
+    f: &SpanFile,
+    compacted: bool,
+) -> Result<u64, CatalogError> {
+    Ok(sqlx::query(&format!(
+        "INSERT INTO span_files ({FILE_COLUMNS}, compacted) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key) DO NOTHING"
+    ))
+    .bind(&f.key)
+    .bind(f.kind.as_str())
+    .bind(f.hour_unix_nano)
+    .bind(node.as_str())
+    .bind(to_i64(f.rows, "rows")?)
+    .bind(to_i64(f.bytes, "bytes")?)
+    .bind(f.min_start_unix_nano)
+    .bind(f.max_start_unix_nano)
+    .bind(f.trace_index_key.as_deref())
+    .bind(compacted)
+    .execute(&mut **tx)
+    .await
+    .map_err(query_error("registering a file"))?
+    .rows_affected())
 }
 
 /// Locks `node`'s row for the transaction and checks that `epoch` still owns it.

@@ -377,7 +377,7 @@ pub(crate) fn parquet_scans(
 ) -> Result<Vec<Arc<dyn ExecutionPlan>>> {
     let (local, remote): (Vec<FileMeta>, Vec<FileMeta>) =
         files.iter().cloned().partition(FileMeta::is_local);
-    let mut scans = Vec::new();
+    let mut groups: Vec<(ObjectStoreUrl, Vec<PartitionedFile>)> = Vec::new();
     if !local.is_empty() {
         let parts = local
             .iter()
@@ -386,15 +386,7 @@ pub(crate) fn parquet_scans(
                 PartitionedFile::new(path.trim_start_matches('/'), f.size)
             })
             .collect();
-        let url = ObjectStoreUrl::local_filesystem();
-        scans.push(parquet_scan(
-            state,
-            schema,
-            (url, parts),
-            projection,
-            filters,
-            limit,
-        )?);
+        groups.push((ObjectStoreUrl::local_filesystem(), parts));
     }
     if let Some(first) = remote.first().and_then(|f| f.remote.as_ref()) {
         let url = ObjectStoreUrl::parse(SHARED_OBJECTS_URL)?;
@@ -408,16 +400,12 @@ pub(crate) fn parquet_scans(
                 Some(PartitionedFile::new(r.key.clone(), f.size))
             })
             .collect();
-        scans.push(parquet_scan(
-            state,
-            schema,
-            (url, parts),
-            projection,
-            filters,
-            limit,
-        )?);
+        groups.push((url, parts));
     }
-    Ok(scans)
+    groups
+        .into_iter()
+        .map(|g| parquet_scan(state, schema, g, projection, filters, limit))
+        .collect()
 }
 
 /// A scan of Parquet files of table `schema` in one object store (`files`: its URL and the

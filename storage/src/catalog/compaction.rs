@@ -8,8 +8,8 @@
 use sqlx::{Postgres, Transaction};
 
 use super::{
-    Catalog, CatalogError, FILE_COLUMNS, FileKind, ListedFile, SpanFile, fence, listed_file,
-    query_error, to_i64,
+    Catalog, CatalogError, FILE_COLUMNS, FileKind, ListedFile, SpanFile, fence, insert_file,
+    listed_file, query_error,
 };
 use crate::node::NodeId;
 
@@ -111,22 +111,12 @@ impl HourClaim {
     ) -> Result<(), CatalogError> {
         fence(&mut self.tx, node, epoch).await?;
         for f in outputs {
-            sqlx::query(&format!(
-                "INSERT INTO span_files ({FILE_COLUMNS}, compacted) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, true)"
-            ))
-            .bind(&f.key)
-            .bind(f.kind.as_str())
-            .bind(f.hour_unix_nano)
-            .bind(node.as_str())
-            .bind(to_i64(f.rows, "rows")?)
-            .bind(to_i64(f.bytes, "bytes")?)
-            .bind(f.min_start_unix_nano)
-            .bind(f.max_start_unix_nano)
-            .bind(f.trace_index_key.as_deref())
-            .execute(&mut *self.tx)
-            .await
-            .map_err(query_error("registering a compaction's output"))?;
+            if insert_file(&mut self.tx, node, f, true).await? == 0 {
+                return Err(CatalogError::Invalid(format!(
+                    "compaction output {} is registered already",
+                    f.key
+                )));
+            }
         }
         let inputs: Vec<&str> = self.inputs.iter().map(|f| f.file.key.as_str()).collect();
         sqlx::query("UPDATE span_files SET deleted_at = now() WHERE key = ANY($1)")
