@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use dyeline_storage::testkit::{postgres::Postgres, seaweed::Seaweed};
 
-use crate::support::{Server, run_cli};
+use crate::support::Server;
 use crate::util::*;
 
 const PASSWORD: &str = "hunter2-uploads";
@@ -246,7 +246,19 @@ fn uploaded_spans_are_read_from_the_bucket_here_beside_and_on_a_second_node() {
         scalar(&a, "SELECT count(DISTINCT instance_id) FROM presence"),
         2
     );
-    let _ = run_cli(&["--version"]);
+    // A local merge on a node's data directory would fold files the catalog covers into one
+    // it does not: `dyeline compact` refuses with shared storage on.
+    let out = std::process::Command::new(crate::support::dyeline_bin())
+        .args(["compact", "--data-dir"])
+        .arg(&b_data)
+        .envs(env_a.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("shared storage is on"),
+        "{err}"
+    );
 }
 
 /// `kill -9` (an abort at the step) after the put, after the catalog commit and before the

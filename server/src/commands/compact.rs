@@ -29,6 +29,16 @@ pub struct CompactArgs {
 /// # Errors
 /// The directory is missing or in use; an hour's compaction failed (the others are done).
 pub async fn run(config: Config, all: bool) -> Result<(), BoxError> {
+    if config.shared_storage()?.is_some() {
+        // A local merge could fold files the catalog already covers into a file it does not,
+        // which would then be uploaded twice.
+        return Err(
+            "shared storage is on: its objects are compacted by `dyeline serve` (any \
+                    node), and local files are uploaded as they are; dyeline compact works on \
+                    the single-node store only"
+                .into(),
+        );
+    }
     if !config.data_dir.exists() {
         return Err(format!(
             "data directory {} does not exist",
