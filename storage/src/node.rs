@@ -90,20 +90,27 @@ impl fmt::Debug for NodeId {
     }
 }
 
-/// The node id of this process: `configured` when given; else the one kept in
-/// `data_dir/node_id`; else one derived from the host name, written there first.
+/// The node id of this process: `configured` when given (kept in `data_dir/node_id` too, so
+/// a reader of the data directory without the setting, e.g. `dyeline sql`, knows whose
+/// checkpoint covers its local files); else the one kept there; else one derived from the
+/// host name, written there first.
 ///
 /// # Errors
 /// A kept file that cannot be read or holds no valid id, or cannot be written.
 pub fn resolve(configured: Option<&NodeId>, data_dir: &Path) -> Result<NodeId, NodeIdError> {
-    if let Some(id) = configured {
-        return Ok(id.clone());
-    }
     let path = data_dir.join(NODE_ID_FILE);
     let file_error = |source| NodeIdError::File {
         path: path.display().to_string(),
         source,
     };
+    if let Some(id) = configured {
+        // A configured id wins over a kept one, even an unreadable one.
+        if read_kept(data_dir).ok().flatten().as_ref() != Some(id) {
+            std::fs::create_dir_all(data_dir).map_err(file_error)?;
+            std::fs::write(&path, format!("{id}\n")).map_err(file_error)?;
+        }
+        return Ok(id.clone());
+    }
     match std::fs::read_to_string(&path) {
         Ok(text) => NodeId::parse(text.trim()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -185,9 +192,13 @@ mod tests {
         // A later start reads the file back, whatever the host is called by then.
         std::fs::write(dir.path().join(NODE_ID_FILE), "renamed-7\n").unwrap();
         assert_eq!(resolve(None, dir.path()).unwrap().as_str(), "renamed-7");
-        let configured = NodeId::parse("configured").unwrap();
-        assert_eq!(resolve(Some(&configured), dir.path()).unwrap(), configured);
         std::fs::write(dir.path().join(NODE_ID_FILE), "Bad Id").unwrap();
         assert!(resolve(None, dir.path()).is_err());
+        // A configured id wins, and is kept for readers of the directory without the setting
+        // (`dyeline sql` must know whose checkpoint covers the local files).
+        let configured = NodeId::parse("configured").unwrap();
+        assert_eq!(resolve(Some(&configured), dir.path()).unwrap(), configured);
+        assert_eq!(read_kept(dir.path()).unwrap(), Some(configured.clone()));
+        assert_eq!(resolve(None, dir.path()).unwrap(), configured);
     }
 }

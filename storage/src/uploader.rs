@@ -352,6 +352,10 @@ impl Uploader {
             self.metrics
                 .staged_bytes
                 .set(i64::try_from(self.store.local_file_bytes()).unwrap_or(i64::MAX));
+            let listed = self.store.remote_keys(Rows::Spans).len();
+            self.metrics
+                .listed
+                .set(i64::try_from(listed).unwrap_or(i64::MAX));
             let pause = match result {
                 Ok(more) => {
                     wait = Duration::from_secs(1);

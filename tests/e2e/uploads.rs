@@ -282,6 +282,21 @@ fn a_crash_at_each_step_of_the_upload_commit_loses_nothing_and_doubles_nothing()
             !s.is_running()
         });
         s.kill();
+        if fault == "after_commit" {
+            // The uploaded files are still local and registered: `dyeline sql` on the data
+            // directory, without the node-id setting, still reads each span once (the node id
+            // is kept in the data directory, so the checkpoint covering them is found).
+            let no_id: Vec<(String, String)> = env
+                .iter()
+                .filter(|(k, _)| k != "DYELINE_CLUSTER__NODE_ID")
+                .cloned()
+                .collect();
+            assert!(local_files(&data) >= 1);
+            let dir = data.to_string_lossy().into_owned();
+            let q = "SELECT count(*), count(DISTINCT trace_id || span_id) FROM spans";
+            let out = cli(&no_id, &["sql", "--format", "json", "--data-dir", &dir, q]);
+            assert!(out.contains(&format!("[[{sent},{sent}]]")), "{out}");
+        }
         let mut s = start(&data, &env, &[]);
         wait_until(
             &format!("{fault}: every local file uploaded after the restart"),
