@@ -196,7 +196,8 @@ pub fn listed_meta(
 
 /// Reads the catalog's listing into `store`: the node's local files its checkpoint covers
 /// leave the file list (returned, to be deleted by a writer), and the listed objects take the
-/// place of those the store held. Loads up to [`INDEXES_PER_CYCLE`] missing trace-id indexes,
+/// place of those the store held. With `indexes`, loads up to [`INDEXES_PER_CYCLE`] missing
+/// trace-id indexes (a one-shot reader such as `dyeline analyze` gains nothing from them),
 /// newest hours first.
 ///
 /// # Errors
@@ -206,10 +207,11 @@ pub async fn refresh(
     catalog: &Catalog,
     cache: &Arc<ObjectCache>,
     node: Option<&NodeId>,
+    indexes: bool,
 ) -> Result<Vec<FileMeta>, UploadError> {
     let mut covered = Vec::new();
     for rows in [Rows::Spans, Rows::Presence] {
-        covered.extend(refresh_rows(store, catalog, cache, node, rows).await?);
+        covered.extend(refresh_rows(store, catalog, cache, node, rows, indexes).await?);
     }
     Ok(covered)
 }
@@ -229,6 +231,7 @@ async fn refresh_rows(
     cache: &Arc<ObjectCache>,
     node: Option<&NodeId>,
     rows: Rows,
+    indexes: bool,
 ) -> Result<Vec<FileMeta>, UploadError> {
     let listing = catalog.listing(node, kind_of(rows)).await?;
     let covered = match listing.uploaded_through_unix_ms {
@@ -241,7 +244,8 @@ async fn refresh_rows(
         .files
         .iter()
         .filter(|f| {
-            f.file.trace_index_key.is_some()
+            indexes
+                && f.file.trace_index_key.is_some()
                 && held.get(&f.file.key) != Some(&true)
                 && !cache.index_tried(&f.file.key)
         })
@@ -340,6 +344,7 @@ impl Uploader {
                             &s.catalog,
                             &self.cache,
                             Some(&self.settings.node),
+                            true,
                         )
                         .await;
                         match covered {
@@ -452,6 +457,7 @@ impl Uploader {
                 &catalog,
                 &self.cache,
                 Some(&self.settings.node),
+                true,
             )
             .await?;
             *last_refresh = Instant::now();
@@ -469,6 +475,7 @@ impl Uploader {
                 &s.catalog,
                 &self.cache,
                 Some(&self.settings.node),
+                true,
             )
             .await?;
             pending.push((Instant::now(), covered));

@@ -165,7 +165,7 @@ pub async fn attach_read_only(config: &Config, store: &Store) -> Result<(), BoxE
     ));
     let catalog = dyeline_storage::Catalog::connect(&shared.postgres_url, 1).await?;
     let refreshed =
-        dyeline_storage::uploader::refresh(store, &catalog, &cache, node.as_ref()).await;
+        dyeline_storage::uploader::refresh(store, &catalog, &cache, node.as_ref(), false).await;
     catalog.close().await;
     refreshed?;
     Ok(())
