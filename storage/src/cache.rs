@@ -92,11 +92,6 @@ impl ObjectCache {
         (plain && !key.is_empty()).then(|| self.dir.join(rel))
     }
 
-    /// The object store client.
-    pub fn store(&self) -> Arc<dyn ObjectStore> {
-        Arc::clone(&self.store)
-    }
-
     /// Fetches the object `key` to `path` (outside the cache: not counted, not evicted).
     ///
     /// # Errors

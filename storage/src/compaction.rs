@@ -19,15 +19,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dyeline_store::RemoteObjects;
 use dyeline_store::compact::merge;
-use dyeline_store::layout::HOUR_NS;
-use dyeline_store::trace_index::TraceIndex;
-use object_store::PutPayload;
 
 use crate::cache::ObjectCache;
-use crate::catalog::{Catalog, FileKind, SpanFile};
+use crate::catalog::{Catalog, FileKind};
 use crate::node::NodeId;
-use crate::put::{UploadError, object_key, put_create, put_file, trace_index_key};
+use crate::put::{UploadError, put_rows};
 
 /// The scratch directory of compactions under a data directory.
 pub const SCRATCH_DIR: &str = "cache/compaction";
@@ -142,39 +140,20 @@ async fn compact_claim(
     .await
     .map_err(|e| local(scratch, e))?
     .map_err(|e| local(scratch, e))?;
+    let store = cache.object_store();
     let mut outputs = Vec::with_capacity(merged.files.len());
     for f in &merged.files {
-        let tmp = f.tmp.clone();
-        let range = tokio::task::spawn_blocking(move || {
-            dyeline_store::file_read::read_start_range(
-                &tmp,
-                dyeline_model::schema::col::START_TIME_UNIX_NANO,
-            )
-        })
-        .await
-        .map_err(|e| local(&f.tmp, e))?
-        .map_err(|e| local(&f.tmp, e))?;
-        let (min, max) = range.1.unwrap_or((hour, hour.saturating_add(HOUR_NS - 1)));
-        let key = object_key(FileKind::Spans, hour, node, &ulid::Ulid::new().to_string());
-        let index_key = trace_index_key(&key);
-        let store = cache.store();
-        put_file(store.as_ref(), &key, &f.tmp, f.bytes).await?;
-        put_create(
+        let index = Some(&f.traces);
+        let row = put_rows(
             store.as_ref(),
-            &index_key,
-            PutPayload::from(TraceIndex::encode(&f.traces)),
-        )
-        .await?;
-        outputs.push(SpanFile {
-            key,
-            kind: FileKind::Spans,
-            hour_unix_nano: hour,
-            rows: f.rows,
-            bytes: f.bytes,
-            min_start_unix_nano: min,
-            max_start_unix_nano: max,
-            trace_index_key: Some(index_key),
-        });
+            node,
+            FileKind::Spans,
+            hour,
+            &f.tmp,
+            f.bytes,
+            index,
+        );
+        outputs.push(row.await?);
     }
     let files_in = claim.inputs.len();
     claim.commit(node, epoch, &outputs).await?;

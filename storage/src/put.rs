@@ -1,12 +1,16 @@
 //! Writing objects: their keys (`spans/date=YYYY-MM-DD/hour=HH/node=ID/<ULID>.parquet` and
 //! the trace-id index beside it), the conditional create every object is written with, the
-//! put of a local file (in parts when large), and [`UploadError`], what the writers of shared
-//! storage (the uploader, compaction, maintenance) fail with.
+//! put of a local file (in parts when large), the put of a file of rows with its index and
+//! catalog row ([`put_rows`], for the uploader and compaction), and [`UploadError`], what the
+//! writers of shared storage (the uploader, compaction, maintenance) fail with.
 
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart};
 
-use crate::catalog::{CatalogError, FileKind};
+use dyeline_store::layout::HOUR_NS;
+use dyeline_store::trace_index::TraceIndex;
+
+use crate::catalog::{CatalogError, FileKind, SpanFile};
 use crate::node::NodeId;
 use crate::objects::ObjectsError;
 
@@ -122,4 +126,52 @@ pub(crate) async fn put_file(
     }
     writer.finish().await.map_err(|e| store_error(key, &e))?;
     Ok(())
+}
+
+/// Puts the Parquet file of `kind` rows at `path` (`bytes` long, rows of the hour starting
+/// `hour_unix_nano`) under a fresh key of `node`, and `index` (a trace-id index: spans) beside
+/// it; returns the catalog row to register. Rows and the first and last time come from the
+/// file's footer (the whole hour when its statistics say nothing).
+///
+/// # Errors
+/// The file cannot be read; the object store fails.
+pub(crate) async fn put_rows(
+    store: &dyn ObjectStore,
+    node: &NodeId,
+    kind: FileKind,
+    hour_unix_nano: i64,
+    path: &std::path::Path,
+    bytes: u64,
+    index: Option<&TraceIndex>,
+) -> Result<SpanFile, UploadError> {
+    let time = match kind {
+        FileKind::Spans => dyeline_model::schema::col::START_TIME_UNIX_NANO,
+        FileKind::Presence => dyeline_model::presence::col::TIME_UNIX_NANO,
+    };
+    let local = path.to_path_buf();
+    let (rows, range) = tokio::task::spawn_blocking(move || {
+        dyeline_store::file_read::read_start_range(&local, time)
+    })
+    .await
+    .map_err(|e| io_error(path, &std::io::Error::other(e)))?
+    .map_err(|e| io_error(path, &e))?;
+    let (min, max) = range.unwrap_or((hour_unix_nano, hour_unix_nano.saturating_add(HOUR_NS - 1)));
+    let key = object_key(kind, hour_unix_nano, node, &ulid::Ulid::new().to_string());
+    put_file(store, &key, path, bytes).await?;
+    let mut index_key = None;
+    if let Some(index) = index {
+        let k = trace_index_key(&key);
+        put_create(store, &k, PutPayload::from(index.encode())).await?;
+        index_key = Some(k);
+    }
+    Ok(SpanFile {
+        key,
+        kind,
+        hour_unix_nano,
+        rows,
+        bytes,
+        min_start_unix_nano: min,
+        max_start_unix_nano: max,
+        trace_index_key: index_key,
+    })
 }

@@ -27,11 +27,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dyeline_store::layout::{FileMeta, HOUR_NS};
+use dyeline_store::layout::FileMeta;
 use dyeline_store::trace_index::TraceIndex;
 use dyeline_store::{RemoteFile, RemoteObjects, Rows, Store};
+use object_store::ObjectStoreExt;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStoreExt, PutPayload};
 
 use crate::cache::ObjectCache;
 use crate::catalog::{Catalog, CatalogError, FileKind, ListedFile, SpanFile};
@@ -39,7 +39,7 @@ use crate::compaction::CompactionSettings;
 use crate::maintenance::MaintenanceSettings;
 use crate::node::NodeId;
 use crate::objects::Objects;
-use crate::put::{UploadError, io_error, object_key, put_create, put_file, trace_index_key};
+use crate::put::{UploadError, io_error, put_rows};
 use crate::urls::PostgresUrl;
 
 /// At most this many local files are registered by one transaction.
@@ -252,7 +252,7 @@ async fn refresh_rows(
         .collect();
     want.sort_by_key(|f| std::cmp::Reverse(f.file.hour_unix_nano));
     want.truncate(INDEXES_PER_CYCLE);
-    let mut indexes = std::collections::HashMap::new();
+    let mut loaded = std::collections::HashMap::new();
     for f in want {
         let Some(k) = &f.file.trace_index_key else {
             continue;
@@ -265,7 +265,7 @@ async fn refresh_rows(
         {
             Ok(got) => match got.bytes().await.ok().and_then(|b| TraceIndex::decode(&b)) {
                 Some(ix) => {
-                    indexes.insert(f.file.key.clone(), Arc::new(ix));
+                    loaded.insert(f.file.key.clone(), Arc::new(ix));
                 }
                 None => {
                     tracing::warn!(key = %k, "trace index object unreadable; the file is never skipped")
@@ -278,7 +278,7 @@ async fn refresh_rows(
         .files
         .iter()
         .filter_map(|f| {
-            let meta = listed_meta(f, cache, indexes.get(&f.file.key).cloned());
+            let meta = listed_meta(f, cache, loaded.get(&f.file.key).cloned());
             if meta.is_none() {
                 tracing::warn!(key = %f.file.key, "catalog key outside the cache directory; not read");
             }
@@ -339,18 +339,9 @@ impl Uploader {
                 if let Some(s) = &session {
                     result = self.maintain(s).await.and(result);
                     if result.is_ok() {
-                        let covered = refresh(
-                            &self.store,
-                            &s.catalog,
-                            &self.cache,
-                            Some(&self.settings.node),
-                            true,
-                        )
-                        .await;
-                        match covered {
-                            Ok(c) => pending.push((Instant::now(), c)),
-                            Err(e) => result = Err(e),
-                        }
+                        // Compaction swapped objects: list them now, not a refresh later.
+                        let relisted = self.relist(&s.catalog, &mut pending, &mut last_refresh);
+                        result = relisted.await.and(result);
                     }
                 }
             }
@@ -407,8 +398,23 @@ impl Uploader {
         }
     }
 
+    /// [`refresh`] of this node's store (trace indexes loaded): the local files the
+    /// checkpoint covers wait in `pending` for deletion, and `last_refresh` is now.
+    async fn relist(
+        &self,
+        catalog: &Catalog,
+        pending: &mut Vec<(Instant, Vec<FileMeta>)>,
+        last_refresh: &mut Instant,
+    ) -> Result<(), UploadError> {
+        let node = Some(&self.settings.node);
+        let covered = refresh(&self.store, catalog, &self.cache, node, true).await?;
+        pending.push((Instant::now(), covered));
+        *last_refresh = Instant::now();
+        Ok(())
+    }
+
     /// Shared compaction, then the maintenance pass, counted and logged.
-    async fn maintain(&self, s: &Session) -> Result<bool, UploadError> {
+    async fn maintain(&self, s: &Session) -> Result<(), UploadError> {
         let catalog = &s.catalog;
         if let Some(settings) = self.settings.compaction {
             let done = crate::compaction::run_pass(
@@ -438,7 +444,7 @@ impl Uploader {
                 tracing::info!(?r, "shared storage maintenance");
             }
         }
-        Ok(false)
+        Ok(())
     }
 
     /// One cycle; true when more files are due at once.
@@ -452,16 +458,7 @@ impl Uploader {
             let catalog = Catalog::connect(&self.catalog_url, 2).await?;
             let epoch = catalog.claim_node(&self.settings.node).await?;
             tracing::info!(node = %self.settings.node.as_str(), epoch, "shared storage: node claimed, uploads start");
-            let covered = refresh(
-                &self.store,
-                &catalog,
-                &self.cache,
-                Some(&self.settings.node),
-                true,
-            )
-            .await?;
-            *last_refresh = Instant::now();
-            pending.push((Instant::now(), covered));
+            self.relist(&catalog, pending, last_refresh).await?;
             *session = Some(Session { catalog, epoch });
         }
         let Some(s) = session.as_ref() else {
@@ -470,16 +467,7 @@ impl Uploader {
         let mut more = self.upload(s, pending, Rows::Spans).await?;
         more |= self.upload(s, pending, Rows::Presence).await?;
         if last_refresh.elapsed() >= self.settings.refresh {
-            let covered = refresh(
-                &self.store,
-                &s.catalog,
-                &self.cache,
-                Some(&self.settings.node),
-                true,
-            )
-            .await?;
-            pending.push((Instant::now(), covered));
-            *last_refresh = Instant::now();
+            self.relist(&s.catalog, pending, last_refresh).await?;
         }
         Ok(more)
     }
@@ -558,63 +546,39 @@ impl Uploader {
     /// Puts the local file `f` of `kind` and (spans) its trace-id index; returns its catalog
     /// row and the store's entry for the object.
     async fn put(&self, f: &FileMeta, kind: Rows) -> Result<(SpanFile, FileMeta), UploadError> {
-        let local = f.path.clone();
-        let traces = f.traces.clone();
-        let (summary, index) = tokio::task::spawn_blocking(move || {
-            let time = match kind {
-                Rows::Spans => dyeline_model::schema::col::START_TIME_UNIX_NANO,
-                Rows::Presence => dyeline_model::presence::col::TIME_UNIX_NANO,
-            };
-            let summary = dyeline_store::file_read::read_start_range(&local, time)?;
-            let index = match (kind, traces) {
-                (Rows::Presence, _) => None,
-                (Rows::Spans, Some(t)) => Some(t),
-                (Rows::Spans, None) => Some(Arc::new(dyeline_store::file_read::read_trace_index(
-                    &local,
-                )?)),
-            };
-            Ok::<_, std::io::Error>((summary, index))
-        })
-        .await
-        .map_err(|e| io_error(&f.path, &std::io::Error::other(e)))?
-        .map_err(|e| io_error(&f.path, &e))?;
-        let (rows, range) = summary;
-        let (min, max) = range.unwrap_or((
-            f.hour_start_unix_nano,
-            f.hour_start_unix_nano.saturating_add(HOUR_NS - 1),
-        ));
-        let id = ulid::Ulid::new().to_string();
-        let key = object_key(
+        let index = match (kind, f.traces.clone()) {
+            (Rows::Presence, _) => None,
+            (Rows::Spans, Some(t)) => Some(t),
+            (Rows::Spans, None) => {
+                let local = f.path.clone();
+                let read = tokio::task::spawn_blocking(move || {
+                    dyeline_store::file_read::read_trace_index(&local)
+                });
+                let index = read
+                    .await
+                    .map_err(|e| io_error(&f.path, &std::io::Error::other(e)))?
+                    .map_err(|e| io_error(&f.path, &e))?;
+                Some(Arc::new(index))
+            }
+        };
+        let row = put_rows(
+            self.objects.store.as_ref(),
+            &self.settings.node,
             kind_of(kind),
             f.hour_start_unix_nano,
-            &self.settings.node,
-            &id,
-        );
-        let store = &self.objects.store;
-        put_file(store.as_ref(), &key, &f.path, f.size).await?;
-        let mut index_key = None;
-        if let Some(index) = &index {
-            let k = trace_index_key(&key);
-            put_create(store.as_ref(), &k, PutPayload::from(index.encode())).await?;
-            index_key = Some(k);
-        }
-        let row = SpanFile {
-            key: key.clone(),
-            kind: kind_of(kind),
-            hour_unix_nano: f.hour_start_unix_nano,
-            rows,
-            bytes: f.size,
-            min_start_unix_nano: min,
-            max_start_unix_nano: max,
-            trace_index_key: index_key,
-        };
+            &f.path,
+            f.size,
+            index.as_deref(),
+        )
+        .await?;
         let listed = ListedFile {
             node: self.settings.node.as_str().to_owned(),
             file: row.clone(),
         };
         let meta = listed_meta(&listed, &self.cache, index).ok_or_else(|| {
             UploadError::Catalog(CatalogError::Invalid(format!(
-                "object key {key} outside the cache directory"
+                "object key {} outside the cache directory",
+                row.key
             )))
         })?;
         Ok((row, meta))

@@ -398,7 +398,7 @@ impl FileSource {
             return File::open(self.path());
         };
         for _ in 0..2 {
-            remote.objects.fetch(&remote.key, self.path())?;
+            self.meta.ensure_local()?;
             match File::open(self.path()) {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 other => return other,
