@@ -764,6 +764,14 @@ def main():
            "args": vars(a), "machine": {"nproc": os.cpu_count(), "loadavg_at_start": os.getloadavg()},
            "work_dir": work}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    deadline = None
+    if a.no_phase_after:
+        # HH:MM local time, the next such moment (an hour before now's is tomorrow's).
+        hh, mm = map(int, a.no_phase_after.split(":"))
+        now = datetime.datetime.now()
+        deadline = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+        if deadline <= now:
+            deadline += datetime.timedelta(days=1)
     try:
         weed, pg = Weed(work), Postgres(work)
         out["seaweedfs"] = subprocess.run(["weed", "version"], capture_output=True, text=True).stdout.strip()
@@ -771,7 +779,7 @@ def main():
         for phase in a.order.split(","):
             if phase in skip:
                 continue
-            if a.no_phase_after and time.strftime("%H:%M") >= a.no_phase_after:
+            if deadline and datetime.datetime.now() >= deadline:
                 out.setdefault("skipped_for_time", []).append(phase)
                 log(f"skipping {phase}: past {a.no_phase_after}")
                 continue
