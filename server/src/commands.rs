@@ -1,5 +1,5 @@
 //! The subcommands of `dyeline`, one file each (its arguments and its `run`): [`serve`],
-//! [`sql`], [`analyze`], [`import`], [`compact`], [`demo`], [`channel`], [`lane_group`] and [`storage`]. This face loads the layered
+//! [`sql`], [`analyze`], [`import`], [`compact`], [`demo`], [`channel`], [`lane_group`], [`storage`] and [`cluster`]. This face loads the layered
 //! configuration, starts the logs and the runtime, and dispatches ([`run`]).
 
 // The commands' output (tables, JSON, progress, the demo's lines, refusals) is what they print.
@@ -7,6 +7,7 @@
 
 pub mod analyze;
 pub mod channel;
+pub mod cluster;
 pub mod compact;
 pub mod demo;
 pub mod import;
@@ -69,6 +70,9 @@ pub enum Command {
     /// Shared storage: the object store and its PostgreSQL catalog.
     #[command(subcommand)]
     Storage(storage::StorageCommand),
+    /// Several nodes on one catalog and bucket: their state.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
 }
 
 /// `--format` of `sql` and `analyze` (a value's doc would change `--help`: none on purpose).
@@ -139,6 +143,7 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
         Command::Compact(a) => (a.data_dir.as_ref(), None),
         Command::Analyze(a) => (a.data_dir.as_ref(), None),
         Command::Storage(c) => (c.data_dir(), None),
+        Command::Cluster(c) => (c.data_dir(), None),
         Command::Channel { .. } | Command::LaneGroup { .. } => unreachable!("handled above"),
     };
     let demo_defaults = matches!(command, Command::Demo(_)).then(demo::defaults);
@@ -162,6 +167,7 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
             | Command::Demo(_)
             | Command::Compact(_)
             | Command::Storage(_)
+            | Command::Cluster(_)
     ) {
         "warn"
     } else {
@@ -236,6 +242,7 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
                 .await
             }
             Command::Storage(c) => storage::run(config, &c).await,
+            Command::Cluster(c) => cluster::run(config, &c).await,
             Command::Channel { .. } | Command::LaneGroup { .. } => unreachable!("handled above"),
         }
     });

@@ -663,6 +663,7 @@ pub(crate) fn to_i64(v: u64, what: &str) -> Result<i64, CatalogError> {
 
 #[path = "catalog/compaction.rs"]
 pub mod compaction;
+pub mod nodes;
 
 #[cfg(test)]
 #[path = "catalog_tests.rs"]

@@ -61,7 +61,7 @@ fn keys(files: &[ListedFile]) -> Vec<&str> {
 async fn migrations_apply_once_and_again_change_nothing() {
     let pg = Postgres::start();
     let first = catalog(&pg).await;
-    assert_eq!(first.schema_version().await.unwrap(), 3);
+    assert_eq!(first.schema_version().await.unwrap(), 4);
     let n = node("n1");
     let epoch = first.claim_node(&n).await.unwrap();
     register(&first, &n, epoch, &[file("a", 5, 9)], 3)
@@ -69,7 +69,7 @@ async fn migrations_apply_once_and_again_change_nothing() {
         .unwrap();
     // A second start (another node, a restart) runs the migrations again: nothing changes.
     let second = catalog(&pg).await;
-    assert_eq!(second.schema_version().await.unwrap(), 3);
+    assert_eq!(second.schema_version().await.unwrap(), 4);
     assert_eq!(
         keys(&second.live_files(FileKind::Spans, 0, 100).await.unwrap()),
         ["a"]
@@ -258,7 +258,7 @@ async fn tls_is_spoken_when_asked_and_an_unknown_issuer_is_refused() {
     let url =
         |mode: &str| PostgresUrl::parse(&format!("{}?sslmode={mode}", pg.url(PASSWORD))).unwrap();
     let c = Catalog::connect(&url("require"), 1).await.unwrap();
-    assert_eq!(c.schema_version().await.unwrap(), 3);
+    assert_eq!(c.schema_version().await.unwrap(), 4);
     let tls: String =
         sqlx::query_scalar("SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
             .fetch_one(&c.pool)
@@ -343,4 +343,75 @@ async fn a_listing_pairs_the_files_with_the_checkpoint_and_a_compaction_swaps_on
         2,
         "the inputs wait for deletion"
     );
+}
+
+#[tokio::test]
+async fn heartbeats_are_fenced_and_the_status_reads_them_back_with_checkpoints_and_files() {
+    use crate::catalog::nodes::Beat;
+    use crate::status::{Liveness, read};
+
+    let pg = Postgres::start();
+    let (c, n1, e1) = claimed(&pg).await;
+    let n2 = node("n2");
+    let e2 = c.claim_node(&n2).await.unwrap();
+    register(&c, &n1, e1, &[file("a", 5, 9), file("b", 10, 12)], 7)
+        .await
+        .unwrap();
+    let beat = Beat {
+        started_unix_ms: 1_700_000_000_000,
+        version: "9.9.9".into(),
+        staging_bytes: 12_345,
+        upload_lag_ms: 6_000,
+    };
+    c.heartbeat(&n1, e1, &beat).await.unwrap();
+
+    // Another process claims n1: the old owner's heartbeat is refused and changes nothing.
+    let e1b = c.claim_node(&n1).await.unwrap();
+    let stale = Beat {
+        staging_bytes: 1,
+        ..beat.clone()
+    };
+    assert!(matches!(
+        c.heartbeat(&n1, e1, &stale).await,
+        Err(CatalogError::Fenced { .. })
+    ));
+
+    let status = read(&c, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(status.alert_leader, None);
+    let ids: Vec<&str> = status
+        .nodes
+        .iter()
+        .map(|l| l.node.node_id.as_str())
+        .collect();
+    assert_eq!(ids, ["n1", "n2"]);
+    let one = &status.nodes[0];
+    assert_eq!(one.state, Liveness::Alive);
+    assert_eq!(one.node.owner_epoch, e1b);
+    assert_eq!(one.node.started_unix_ms, Some(1_700_000_000_000));
+    assert_eq!(one.node.version.as_deref(), Some("9.9.9"));
+    assert_eq!(one.node.staging_bytes, Some(12_345));
+    assert_eq!(one.node.upload_lag_ms, Some(6_000));
+    assert_eq!(one.node.spans_uploaded_through_unix_ms, Some(7));
+    assert_eq!(
+        (one.node.live_span_files, one.node.live_span_bytes),
+        (2, 2000)
+    );
+    let two = &status.nodes[1];
+    assert_eq!((two.state, two.node.owner_epoch), (Liveness::Never, e2));
+    assert_eq!(
+        (two.node.live_span_files, two.node.staging_bytes),
+        (0, None)
+    );
+    let text = status.to_string();
+    assert!(text.contains("1 of 2 nodes alive"), "{text}");
+    assert!(
+        text.contains("12.3 KB") || text.contains("12.1 KiB"),
+        "{text}"
+    );
+
+    // Judged by a short interval, the same heartbeat is stale once three have passed.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let later = read(&c, Duration::from_millis(100)).await.unwrap();
+    assert_eq!(later.nodes[0].state, Liveness::Stale);
+    assert!(later.nodes[0].node.heartbeat_age_s.unwrap() >= 0.4);
 }

@@ -4,9 +4,10 @@
 //! ([`catalog`]: its schema and migrations, owner-epoch fencing, upload registration, file
 //! listings), the node id ([`node`]), the two URLs and their printing without secrets
 //! ([`urls`]), the start-up check of both ([`check`]), the uploader of the node's local files
-//! and the store's listing of the catalog's objects ([`uploader`]), and the local cache of
-//! objects read whole ([`cache`], the store's `RemoteObjects` port). Later: the janitor,
-//! shared compaction and retention.
+//! and the store's listing of the catalog's objects ([`uploader`]), the local cache of
+//! objects read whole ([`cache`], the store's `RemoteObjects` port), shared compaction
+//! ([`compaction`]), retention and the janitor ([`maintenance`]), and the node's heartbeat in
+//! the catalog ([`heartbeat`], read back by `dyeline cluster status`).
 //!
 //! Does not own local staging (the `store` crate: WAL, memory, hourly files, and how its
 //! readers tell an object from a local file), or configuration (the server's `[storage]`,
@@ -26,10 +27,12 @@ pub mod cache;
 pub mod catalog;
 pub mod check;
 pub mod compaction;
+pub mod heartbeat;
 pub mod maintenance;
 pub mod node;
 pub mod objects;
 pub mod put;
+pub mod status;
 pub mod uploader;
 pub mod urls;
 

@@ -303,6 +303,9 @@ pub struct Uploader {
     pub settings: UploadSettings,
     /// Counters.
     pub metrics: UploadMetrics,
+    /// The epoch this process owns the node id by, once claimed (the heartbeat writes with
+    /// it: [`crate::heartbeat`]).
+    pub claimed: tokio::sync::watch::Sender<Option<i64>>,
 }
 
 /// A connected catalog and the epoch this process owns the node id by.
@@ -458,6 +461,7 @@ impl Uploader {
             let catalog = Catalog::connect(&self.catalog_url, 2).await?;
             let epoch = catalog.claim_node(&self.settings.node).await?;
             tracing::info!(node = %self.settings.node.as_str(), epoch, "shared storage: node claimed, uploads start");
+            self.claimed.send_replace(Some(epoch));
             self.relist(&catalog, pending, last_refresh).await?;
             *session = Some(Session { catalog, epoch });
         }

@@ -186,6 +186,22 @@ impl Store {
         }
     }
 
+    /// The write time (Unix ms) of the oldest local file of `rows` not uploaded yet, if any:
+    /// how long uploads lag behind (a heartbeat's `upload_lag_ms`).
+    pub fn oldest_local_written_ms(&self, rows: Rows) -> Option<i64> {
+        let oldest = |files: &Vec<FileMeta>| {
+            files
+                .iter()
+                .filter(|f| f.is_local())
+                .map(|f| f.written_unix_ms)
+                .min()
+        };
+        match rows {
+            Rows::Spans => oldest(&self.shared.state.read().files),
+            Rows::Presence => self.presence.with_files(|files| oldest(files)),
+        }
+    }
+
     /// Bytes of the local Parquet files in the file list (the staging the uploader drains).
     pub fn local_file_bytes(&self) -> u64 {
         self.shared

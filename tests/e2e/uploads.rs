@@ -55,6 +55,7 @@ pub(crate) fn node_env(weed: &Seaweed, pg: &Postgres, node: &str) -> Vec<(String
         ("DYELINE_STORE__COMPACTION_GRACE", "2s".to_owned()),
         ("DYELINE_STORAGE__MAINTENANCE_INTERVAL", "1s".to_owned()),
         ("DYELINE_STORAGE__JANITOR_GRACE", "4s".to_owned()),
+        ("DYELINE_CLUSTER__HEARTBEAT_INTERVAL", "1s".to_owned()),
     ] {
         env.push((k.to_owned(), v));
     }
@@ -259,6 +260,35 @@ fn uploaded_spans_are_read_from_the_bucket_here_beside_and_on_a_second_node() {
         !out.status.success() && err.contains("shared storage is on"),
         "{err}"
     );
+    // `dyeline cluster status`: both nodes alive by their heartbeats, with what they report.
+    let status = |format: &str| cli(&env_a, &["cluster", "status", "--format", format]);
+    let json: serde_json::Value = serde_json::from_str(&status("json")).unwrap();
+    let nodes = json["nodes"].as_array().unwrap();
+    let ids: Vec<&str> = nodes
+        .iter()
+        .map(|n| n["node_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["node-a", "node-b"], "{json}");
+    for n in nodes {
+        assert_eq!(n["state"], "alive", "{json}");
+        assert_eq!(n["version"], env!("CARGO_PKG_VERSION"), "{json}");
+        assert!(
+            n["staging_bytes"].is_u64() && n["upload_lag_ms"].is_u64(),
+            "{json}"
+        );
+        assert!(n["heartbeat_age_s"].as_f64().unwrap() < 3.0, "{json}");
+    }
+    assert!(nodes[0]["live_span_files"].as_u64().unwrap() >= 1, "{json}");
+    assert!(nodes[0]["live_span_bytes"].as_u64().unwrap() > 0, "{json}");
+    assert!(json["alert_leader"].is_null(), "{json}");
+    // node-b stops: three missed heartbeats later it shows as stale.
+    drop(b);
+    wait_until("node-b shows as stale", 15, || {
+        status("table").contains("1 of 2 nodes alive")
+    });
+    let table = status("table");
+    let b_line = table.lines().find(|l| l.contains("node-b")).unwrap();
+    assert!(b_line.contains("stale"), "{table}");
 }
 
 /// `kill -9` (an abort at the step) after the put, after the catalog commit and before the

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use clap::Subcommand;
 use dyeline_storage::compaction::CompactionSettings;
+use dyeline_storage::heartbeat::HeartbeatSettings;
 use dyeline_storage::maintenance::MaintenanceSettings;
 use dyeline_storage::{CheckSettings, ObjectCache, UploadMetrics, UploadSettings, Uploader};
 use dyeline_store::Store;
@@ -118,6 +119,20 @@ pub fn spawn_shared_storage(
             tokio::runtime::Handle::current(),
         ));
         let data_dir = data_dir.clone();
+        let (claimed, epoch) = tokio::sync::watch::channel(None);
+        let heartbeat = HeartbeatSettings {
+            node: settings.node.clone(),
+            catalog_url: settings.postgres_url.clone(),
+            interval: shared.heartbeat_interval,
+            started_unix_ms: started_unix_ms(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        };
+        tokio::spawn(dyeline_storage::heartbeat::run(
+            Arc::clone(&store),
+            heartbeat,
+            epoch,
+            stop.clone(),
+        ));
         let uploader = Uploader {
             store,
             objects,
@@ -135,10 +150,16 @@ pub fn spawn_shared_storage(
                 data_dir,
             },
             metrics,
+            claimed,
         };
         uploader.run(stop).await;
         None
     })))
+}
+
+/// Now, Unix ms.
+fn started_unix_ms() -> i64 {
+    dyeline_model::time::now_unix_nano() / 1_000_000
 }
 
 /// For `dyeline sql` and `dyeline analyze` on a data directory: when shared storage is

@@ -81,13 +81,26 @@ pub struct CatalogSettings {
 }
 
 /// `[cluster]`: this node among others writing to the same store and catalog.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClusterSettings {
     /// The node's id in object keys and the catalog: 1 to 63 lowercase letters, digits and
     /// `-`, starting and ending with a letter or digit. Default: derived from the host name
     /// on the first start with shared storage and kept in `DATA_DIR/node_id`.
     pub node_id: Option<String>,
+    /// How often the node writes its heartbeat (alive, version, staging bytes, upload lag)
+    /// into the catalog, for `dyeline cluster status`. 1s to 1m. Default `5s`.
+    #[serde(with = "humantime_serde")]
+    pub heartbeat_interval: Duration,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        Self {
+            node_id: None,
+            heartbeat_interval: Duration::from_secs(5),
+        }
+    }
 }
 
 /// Shared storage as configured, parsed.
@@ -113,6 +126,8 @@ pub struct SharedStorage {
     pub janitor_grace: Duration,
     /// `[storage] fault_for_tests`.
     pub fault: Option<dyeline_storage::Fault>,
+    /// `[cluster] heartbeat_interval`.
+    pub heartbeat_interval: Duration,
 }
 
 impl super::Config {
@@ -168,6 +183,9 @@ fn shared_storage(
     {
         return bad("[storage] janitor_grace", &"must be between 1s and 7days");
     }
+    if !(Duration::from_secs(1)..=Duration::from_secs(60)).contains(&cluster.heartbeat_interval) {
+        return bad("[cluster] heartbeat_interval", &"must be between 1s and 1m");
+    }
     let fault = match storage.fault_for_tests.as_deref() {
         None => None,
         Some(f) => match dyeline_storage::Fault::parse(f) {
@@ -214,6 +232,7 @@ fn shared_storage(
             maintenance_interval: storage.maintenance_interval,
             janitor_grace: storage.janitor_grace,
             fault,
+            heartbeat_interval: cluster.heartbeat_interval,
         })),
         (Some(_), None) => bad(
             "[catalog] postgres_url",
