@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 
 mod compaction;
 #[cfg(test)]
+mod deploy_tests;
+#[cfg(test)]
 mod lanes_doc_tests;
 mod listen;
 mod storage;
