@@ -1042,9 +1042,6 @@ def configs():
         "env": k8s_env(sdocs, dep, f"{dep['metadata']['name']}-0"),
         "shared_storage": False,
     })
-    for case in cases:
-        # Every DYELINE_* variable must be a setting or one the binary reads itself.
-        case["env"] = {k: v for k, v in case["env"].items()}
     return cases
 
 
