@@ -77,7 +77,10 @@ fn every_deploy_configuration_loads_with_its_environment() {
                 Ok(_) => panic!("{name}: must be refused as written"),
                 Err(e) => e,
             };
-            assert!(err.contains(why.as_str()), "{name}: refused, but not for {why}: {err}");
+            assert!(
+                err.contains(why.as_str()),
+                "{name}: refused, but not for {why}: {err}"
+            );
             continue;
         }
         let cfg = loaded.unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -101,7 +104,9 @@ fn every_deploy_configuration_loads_with_its_environment() {
             "{name}: data_dir {} is not on the volume /var/lib/dyeline",
             cfg.data_dir.display()
         );
-        let shared = cfg.shared_storage().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let shared = cfg
+            .shared_storage()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(
             shared.is_some(),
             case.shared_storage,
@@ -109,9 +114,9 @@ fn every_deploy_configuration_loads_with_its_environment() {
             shared.is_some()
         );
         if let Some(shared) = shared {
-            let id = shared
-                .node_id
-                .unwrap_or_else(|| panic!("{name}: no [cluster] node_id (DYELINE_CLUSTER__NODE_ID)"));
+            let id = shared.node_id.unwrap_or_else(|| {
+                panic!("{name}: no [cluster] node_id (DYELINE_CLUSTER__NODE_ID)")
+            });
             assert!(
                 node_ids
                     .entry(case.deployment.clone())
