@@ -10,8 +10,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use figment::Figment;
-
 use super::Config;
 
 /// One configuration of deploy/ and the environment it runs with.
@@ -48,22 +46,14 @@ fn cases() -> Vec<Case> {
     cases
 }
 
-/// Loads `toml` with `env` set, as `dyeline serve --config FILE` in that container would.
-#[allow(clippy::result_large_err)] // figment::Jail's closure returns figment's own error
+/// Loads `toml` with `env` as its environment, as `dyeline serve --config FILE` in that
+/// container would (without setting them process-wide: concurrent tests load too).
 fn load(toml: &str, env: &BTreeMap<String, String>) -> Result<Config, String> {
-    let mut loaded = None;
-    figment::Jail::expect_with(|jail| {
-        jail.create_file("dyeline.toml", toml)?;
-        for (k, v) in env {
-            jail.set_env(k, v);
-        }
-        loaded = Some(
-            Config::load(Some(Path::new("dyeline.toml")), Figment::new())
-                .map_err(|e| e.to_string()),
-        );
-        Ok(())
-    });
-    loaded.expect("the jail ran")
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("dyeline.toml");
+    std::fs::write(&file, toml).expect("write the configuration");
+    let vars: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    Config::load_with_vars(Some(&file), &vars).map_err(|e| e.to_string())
 }
 
 #[test]
