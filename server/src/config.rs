@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 
 mod compaction;
 #[cfg(test)]
+mod deploy_tests;
+#[cfg(test)]
 mod lanes_doc_tests;
 mod listen;
 mod storage;
@@ -522,6 +524,41 @@ impl Config {
         file: Option<&Path>,
         overrides: Figment,
     ) -> Result<Self, ConfigError> {
+        Self::load_layers(defaults, file, settings_env(), overrides)
+    }
+
+    /// As [`Config::load`], with `vars` (`DYELINE_*` and others) in place of the process
+    /// environment, filtered and nested as `settings_env` does: tests load a deployment's
+    /// configuration with its container's variables without setting them process-wide, where
+    /// concurrent tests would read them.
+    #[cfg(test)]
+    pub(crate) fn load_with_vars(
+        file: Option<&Path>,
+        vars: &[(String, String)],
+    ) -> Result<Self, ConfigError> {
+        let known = Config::top_level_keys();
+        let mut env = Figment::new();
+        for (k, v) in vars {
+            let Some(rest) = k.strip_prefix("DYELINE_") else {
+                continue;
+            };
+            if !is_setting(&known, rest) {
+                continue;
+            }
+            let key = rest.trim().to_ascii_lowercase().replace("__", ".");
+            let value: figment::value::Value = v.parse().expect("infallible");
+            env = env.merge(Serialized::defaults(figment::util::nest(&key, value)));
+        }
+        Self::load_layers(Config::default(), file, env, Figment::new())
+    }
+
+    /// Defaults < `file` < `env` < `overrides`, then validated.
+    fn load_layers(
+        defaults: Config,
+        file: Option<&Path>,
+        env: impl figment::Provider,
+        overrides: Figment,
+    ) -> Result<Self, ConfigError> {
         let mut fig = Figment::from(Serialized::defaults(defaults));
         if let Some(f) = file {
             if !f.exists() {
@@ -532,7 +569,7 @@ impl Config {
             }
             fig = fig.merge(Toml::file(f));
         }
-        fig = fig.merge(settings_env());
+        fig = fig.merge(env);
         let cfg: Config = fig.merge(overrides).extract().map_err(Box::new)?;
         cfg.validate()?;
         Ok(cfg)

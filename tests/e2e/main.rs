@@ -1,6 +1,6 @@
 //! End-to-end tests against the real `dyeline` binary: real OpenTelemetry exporters (Rust and
 //! Python; spans, and metrics and logs for presence), the field cases of `../shared/cases`, bad input, durability, the fixtures, SQL,
-//! and the dashboard in headless Chromium.
+//! the dashboard in headless Chromium, and deploy/ checked offline.
 
 // The tests' measured figures and the demo's log go to stderr, which libtest shows on failure
 // or with --nocapture.
@@ -17,6 +17,7 @@ mod control;
 mod dashboard;
 mod dashboard_lanes;
 mod demo;
+mod deploy;
 mod durability;
 mod fixtures;
 mod hardening;
