@@ -1,14 +1,16 @@
 //! The control plane service: validated, versioned, persisted channel operations
 //! (domain §4), the per-app and per-channel event streams numbered by operation, the timeline
 //! document and the [`Timeline`] of every operation. Lane group operations (domain §7.1, same
-//! sequence) are [`lane_groups`]'s; the offline import of a timeline is [`import`]'s. One SQLite
-//! file (`control.db` in the data dir) holds every operation; the in-memory history is rebuilt
-//! from it at open.
+//! sequence) are [`lane_groups`]'s; the offline import of a timeline is [`import`]'s. A
+//! [`Store`] holds every operation: one SQLite file (`control.db` in the data dir, the
+//! default) or PostgreSQL shared by the nodes of a cluster. The in-memory history is rebuilt
+//! from it at open and extended strictly in sequence order: by this node's writes, by the
+//! operations other nodes committed (read back inside each write, before validating, and
+//! after every wake-up of the PostgreSQL listener, [`follow`]).
 
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use dyeline_model::ChannelId;
 use dyeline_model::release::{
@@ -16,6 +18,7 @@ use dyeline_model::release::{
     TimelineChannel, TimelineDoc, TimelineEvent, app_events, channel_events, normalize_apps,
 };
 
+mod follow;
 mod import;
 pub mod lane_groups;
 
@@ -24,15 +27,14 @@ pub use import::ImportReport;
 pub use lane_groups::{LaneGroupRecord, LaneGroupState, LaneGroupWrite};
 use parking_lot::RwLock;
 use serde::Serialize;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Row, SqlitePool};
 use tokio::sync::{Mutex, watch};
 use utoipa::ToSchema;
 
 use crate::error::ControlError;
-
-/// The control database's file name inside the data dir.
-pub const DB_FILE: &str = "control.db";
+use crate::store::postgres::PgStore;
+pub use crate::store::sqlite::DB_FILE;
+use crate::store::sqlite::SqliteStore;
+use crate::store::{Guard, OpRow, Store, Stored, StoredOp, WriteTx};
 
 /// The longest note an operation may carry, in characters (Unicode scalar values) after
 /// trimming.
@@ -90,6 +92,8 @@ struct History {
     current: Arc<Channels>,
     /// Lane group operations (their sequence numbers interleave with `entries`').
     lane_groups: lane_groups::LaneGroupHistory,
+    /// The newest sequence number applied, channel or lane group (0: none).
+    latest: u64,
 }
 
 /// A numbered event of an app's or a channel's stream (domain §4).
@@ -163,41 +167,6 @@ pub struct WriteOutcome {
     pub channel: Option<Channel>,
 }
 
-fn op_columns(op: &Op) -> (Option<i64>, Option<String>) {
-    match op {
-        Op::Ratio(r) => (Some(i64::from(*r)), None),
-        Op::Apps(a) => (
-            None,
-            Some(serde_json::to_string(a).expect("strings serialize")),
-        ),
-        _ => (None, None),
-    }
-}
-
-fn op_from_columns(
-    name: &str,
-    blue_percent: Option<i64>,
-    apps: Option<String>,
-) -> Result<Op, ControlError> {
-    let bad = |what: &str| ControlError::Storage(format!("stored op is corrupt: {what}"));
-    Ok(match name {
-        "start" => Op::Start,
-        "finish" => Op::Finish,
-        "delete" => Op::Delete,
-        "ratio" => Op::Ratio(
-            blue_percent
-                .and_then(|r| u8::try_from(r).ok())
-                .filter(|r| *r <= 100)
-                .ok_or_else(|| bad("ratio without blue_percent"))?,
-        ),
-        "apps" => Op::Apps(
-            serde_json::from_str(apps.as_deref().ok_or_else(|| bad("apps without list"))?)
-                .map_err(|_| bad("apps list is not JSON"))?,
-        ),
-        other => return Err(bad(other)),
-    })
-}
-
 fn number(bodies: Vec<EventBody>, rec: &OpRecord, after: Cursor) -> Vec<Event> {
     bodies
         .into_iter()
@@ -222,13 +191,16 @@ fn number(bodies: Vec<EventBody>, rec: &OpRecord, after: Cursor) -> Vec<Event> {
         .collect()
 }
 
-/// The control plane: channels, operations and event streams over one SQLite database.
+/// The control plane: channels, operations and event streams over a [`Store`].
 pub struct ControlPlane {
-    pool: SqlitePool,
+    store: Box<dyn Store>,
+    /// This node's writers take turns (PostgreSQL's counter row makes the nodes take turns).
     write: Mutex<()>,
     history: RwLock<History>,
     latest: watch::Sender<u64>,
     read_only: bool,
+    /// Set by [`ControlPlane::close`]: the follower stops.
+    closed: watch::Sender<bool>,
 }
 
 impl ControlPlane {
@@ -238,20 +210,7 @@ impl ControlPlane {
     /// # Errors
     /// [`ControlError::Storage`] when the file cannot be opened, migrated or read.
     pub async fn open(data_dir: &Path) -> Result<Self, ControlError> {
-        std::fs::create_dir_all(data_dir)
-            .map_err(|e| ControlError::Storage(format!("{}: {e}", data_dir.display())))?;
-        let options = SqliteConnectOptions::new()
-            .filename(data_dir.join(DB_FILE))
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(5));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options)
-            .await?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
-        Self::load(pool, false).await
+        Self::load(Box::new(SqliteStore::open(data_dir).await?), false).await
     }
 
     /// Opens `data_dir/control.db` read-only (for `dyeline analyze` and `sql` beside a
@@ -260,97 +219,200 @@ impl ControlPlane {
     /// # Errors
     /// [`ControlError::Storage`] when the file exists but cannot be read.
     pub async fn open_read_only(data_dir: &Path) -> Result<Self, ControlError> {
-        let path = data_dir.join(DB_FILE);
-        if !path.exists() {
-            let pool = SqlitePoolOptions::new()
-                .max_connections(1)
-                .connect_with(SqliteConnectOptions::from_str("sqlite::memory:")?)
-                .await?;
-            sqlx::migrate!("./migrations").run(&pool).await?;
-            return Self::load(pool, true).await;
-        }
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .read_only(true)
-            .busy_timeout(Duration::from_secs(5));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options)
-            .await?;
-        Self::load(pool, true).await
+        Self::load(Box::new(SqliteStore::open_read_only(data_dir).await?), true).await
     }
 
-    async fn load(pool: SqlitePool, read_only: bool) -> Result<Self, ControlError> {
-        // A database opened read-only is not migrated: one written before migration 0002
-        // has no `note` column (its ops have no notes), one written before 0003 no
-        // `lane_group` column (it has no lane group ops).
-        let column = |name: &'static str| {
-            let pool = pool.clone();
-            async move {
-                let has: bool = sqlx::query_scalar(
-                    "SELECT COUNT(*) > 0 FROM pragma_table_info('ops') WHERE name = ?",
-                )
-                .bind(name)
-                .fetch_one(&pool)
-                .await?;
-                Ok::<_, ControlError>(if has {
-                    name.to_owned()
-                } else {
-                    format!("NULL AS {name}")
-                })
-            }
-        };
-        let note = column("note").await?;
-        let lane_group = column("lane_group").await?;
-        let rows = sqlx::query(&format!(
-            "SELECT seq, t_unix_nano, channel, op, blue_percent, apps, actor, imported, {note}, \
-             {lane_group} FROM ops ORDER BY seq"
-        ))
-        .fetch_all(&pool)
-        .await?;
-        let mut history = History::default();
-        let mut last = 0;
-        for row in rows {
-            let channel: String = row.try_get("channel")?;
-            let name: String = row.try_get("op")?;
-            let seq = row.try_get::<i64, _>("seq")? as u64;
-            let t_unix_nano = row.try_get("t_unix_nano")?;
-            let actor = row.try_get("actor")?;
-            let imported = row.try_get::<i64, _>("imported")? != 0;
-            let note = row.try_get("note")?;
-            last = seq;
-            if name.starts_with("lane_group_") {
-                let body: Option<String> = row.try_get("lane_group")?;
-                history.lane_groups.push(LaneGroupRecord {
-                    seq,
-                    t_unix_nano,
-                    op: lane_groups::op_from_row(&name, &channel, body.as_deref())?,
-                    actor,
-                    imported,
-                    note,
-                });
-                continue;
-            }
-            let rec = OpRecord {
-                seq,
-                t_unix_nano,
-                channel: ChannelId::new(&channel)
-                    .map_err(|_| ControlError::Storage(format!("stored channel {channel:?}")))?,
-                op: op_from_columns(&name, row.try_get("blue_percent")?, row.try_get("apps")?)?,
-                actor,
-                imported,
-                note,
-            };
-            history.push(rec);
+    /// Opens the control plane in the PostgreSQL database at `url` (`[control]
+    /// postgres_url`; errors show it as `label`, which must not hold the password), creating
+    /// and migrating its schema if needed, replays its operations, and follows the other
+    /// nodes' writes: after every notification and every reconnection of its listener, and
+    /// every `poll` as a safety net, it re-reads the operations by sequence.
+    ///
+    /// # Errors
+    /// [`ControlError::Storage`] when the database cannot be reached, migrated or read.
+    pub async fn open_postgres(
+        url: &str,
+        label: &str,
+        poll: std::time::Duration,
+    ) -> Result<Arc<Self>, ControlError> {
+        let store = PgStore::connect(url, label, true).await?;
+        let wake = store.wake_ups();
+        let plane = Arc::new(Self::load(Box::new(store), false).await?);
+        if let Some(wake) = wake {
+            follow::spawn(&plane, wake, poll);
         }
-        let (latest, _) = watch::channel(last);
-        Ok(ControlPlane {
-            pool,
+        Ok(plane)
+    }
+
+    /// Opens the control plane in PostgreSQL read-only (for `dyeline analyze` and `sql`): its
+    /// operations as they are now, no follower, writes refused.
+    ///
+    /// # Errors
+    /// [`ControlError::Storage`] when the database cannot be reached or read.
+    pub async fn open_postgres_read_only(url: &str, label: &str) -> Result<Self, ControlError> {
+        Self::load(Box::new(PgStore::connect(url, label, false).await?), true).await
+    }
+
+    pub(crate) async fn load(store: Box<dyn Store>, read_only: bool) -> Result<Self, ControlError> {
+        let ops = store.ops_after(0).await?;
+        let (latest, _) = watch::channel(0);
+        let plane = ControlPlane {
+            store,
             write: Mutex::new(()),
-            history: RwLock::new(history),
+            history: RwLock::new(History::default()),
             latest,
             read_only,
-        })
+            closed: watch::channel(false).0,
+        };
+        plane.absorb(ops, true)?;
+        Ok(plane)
+    }
+
+    /// Applies `ops` (read from the store, in sequence order) that follow the history: those
+    /// at or below its newest sequence number are already applied (e.g. this node's own
+    /// write read back) and skipped. On a store that numbers without gaps, the rest must
+    /// continue it one by one; the first that does not stops the application (a later read
+    /// starts from there). With `notify`, stream subscribers are told.
+    ///
+    /// # Errors
+    /// [`ControlError::Storage`] naming the gap.
+    fn absorb(&self, ops: Vec<StoredOp>, notify: bool) -> Result<usize, ControlError> {
+        let gap_free = self.store.gap_free();
+        let mut h = self.history.write();
+        let mut applied = 0;
+        let mut gap = None;
+        for op in ops {
+            let seq = op.seq();
+            if seq <= h.latest {
+                continue;
+            }
+            if gap_free && seq != h.latest + 1 {
+                gap = Some((h.latest, seq));
+                break;
+            }
+            match op {
+                StoredOp::Channel(rec) => h.push(rec),
+                StoredOp::LaneGroup(rec) => h.lane_groups.push(rec),
+            }
+            h.latest = seq;
+            applied += 1;
+        }
+        // Told while the history is locked: whoever sees the new latest_seq finds the
+        // subscribers' watch there too.
+        if notify {
+            self.notify(h.latest);
+        }
+        drop(h);
+        match gap {
+            None => Ok(applied),
+            Some((have, next)) => Err(ControlError::Storage(format!(
+                "operations read out of order: {next} follows {have}"
+            ))),
+        }
+    }
+
+    /// Tells stream subscribers that operations up to `seq` are applied (never moving back).
+    fn notify(&self, seq: u64) {
+        self.latest.send_if_modified(|v| {
+            let newer = seq > *v;
+            if newer {
+                *v = seq;
+            }
+            newer
+        });
+    }
+
+    /// Inside write `tx` (holding the writer lock): applies what other writers committed
+    /// since this node's newest operation, so validation sees the cluster's state.
+    ///
+    /// # Errors
+    /// [`ControlError::Storage`]: the read failed, or the history does not reach the
+    /// store's counter.
+    async fn catch_up(&self, tx: &mut dyn WriteTx) -> Result<(), ControlError> {
+        let after = self.latest_seq();
+        let ops = tx.ops_after(after).await?;
+        self.absorb(ops, true)?;
+        if let Some(committed) = tx.committed_seq() {
+            let have = self.latest_seq();
+            if have != committed {
+                return Err(ControlError::Storage(format!(
+                    "this node holds operations up to {have}, the database's counter is at \
+                     {committed}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-reads the operations after this node's newest from the store and applies them in
+    /// order (the follower's work after a wake-up). A read that is not gap-free is read again.
+    ///
+    /// # Errors
+    /// [`ControlError::Storage`]: the read failed, or came back with a gap five times.
+    pub(crate) async fn refresh(&self) -> Result<usize, ControlError> {
+        let mut attempt = 0;
+        loop {
+            let ops = self.store.ops_after(self.latest_seq()).await?;
+            match self.absorb(ops, true) {
+                Ok(n) => return Ok(n),
+                Err(e) if attempt >= 4 => return Err(e),
+                Err(e) => {
+                    tracing::warn!(error = %e, "control plane: reading the operations again");
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
+                }
+            }
+        }
+    }
+
+    /// Adds this node's own committed operation (unless the follower read it back first).
+    fn record_own(&self, rec: OpRecord, after: Arc<Channels>) {
+        let mut h = self.history.write();
+        if rec.seq <= h.latest {
+            return;
+        }
+        let seq = rec.seq;
+        h.push_applied(rec, after);
+        h.latest = seq;
+        self.notify(seq);
+    }
+
+    /// How many of this plane's operations `other` lacks: those with no operation of the
+    /// same time, subject and kind there (e.g. a local `control.db`'s operations that a new
+    /// PostgreSQL control plane has not been given with `dyeline import --timeline`).
+    pub fn ops_missing_from(&self, other: &ControlPlane) -> usize {
+        let mine = self.history.read();
+        let theirs = other.history.read();
+        let mut channel_ops: std::collections::HashMap<(i64, &str), Vec<&Op>> =
+            std::collections::HashMap::new();
+        for e in &theirs.entries {
+            channel_ops
+                .entry((e.rec.t_unix_nano, e.rec.channel.as_str()))
+                .or_default()
+                .push(&e.rec.op);
+        }
+        let channels = mine
+            .entries
+            .iter()
+            .filter(|e| {
+                channel_ops
+                    .get(&(e.rec.t_unix_nano, e.rec.channel.as_str()))
+                    .is_none_or(|ops| !ops.contains(&&e.rec.op))
+            })
+            .count();
+        let groups = mine
+            .lane_groups
+            .records
+            .iter()
+            .filter(|r| {
+                !theirs
+                    .lane_groups
+                    .records
+                    .iter()
+                    .any(|o| o.t_unix_nano == r.t_unix_nano && o.op == r.op)
+            })
+            .count();
+        channels + groups
     }
 
     /// Refuses writes to a database opened read-only.
@@ -393,11 +455,12 @@ impl ControlPlane {
     /// The sequence number of the newest operation, channel or lane group (0 when none): the
     /// version of the release configuration.
     pub fn latest_seq(&self) -> u64 {
-        *self.latest.borrow()
+        self.history.read().latest
     }
 
-    /// A receiver that changes whenever a live operation is recorded (its value: the newest
-    /// sequence number).
+    /// A receiver that changes whenever a live operation is recorded, by this node or (on
+    /// PostgreSQL) another (its value: the newest sequence number; this node's imports do
+    /// not change it).
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.latest.subscribe()
     }
@@ -427,8 +490,6 @@ impl ControlPlane {
             Op::Apps(apps) => Op::Apps(normalize_apps(apps)?),
             other => other,
         };
-        let _guard = self.write.lock().await;
-        let current = self.history.read().current.clone();
         if let Op::Ratio(r) = op
             && r > 100
         {
@@ -437,19 +498,23 @@ impl ControlPlane {
             ))
             .into());
         }
+        let _guard = self.write.lock().await;
+        let mut tx = self.store.begin().await?;
+        self.catch_up(&mut *tx).await?;
+        let current = self.history.read().current.clone();
         let exists = current.get(id.as_str()).is_some();
         if !exists && !matches!(op, Op::Apps(_)) {
             return Err(ReleaseError::ChannelNotFound(id.to_string()).into());
         }
-        if let Some(expected) = if_match {
-            let actual = current.get(id.as_str()).map_or(0, |c| c.version);
-            if actual != expected {
-                return Err(ControlError::VersionMismatch {
-                    channel: id.to_string(),
-                    expected,
-                    actual,
-                });
-            }
+        let version = current.get(id.as_str()).map_or(0, |c| c.version);
+        if let Some(expected) = if_match
+            && version != expected
+        {
+            return Err(ControlError::VersionMismatch {
+                channel: id.to_string(),
+                expected,
+                actual: version,
+            });
         }
         current.check(&id, &op)?;
         let mut rec = OpRecord {
@@ -463,15 +528,22 @@ impl ControlPlane {
         };
         let mut next = (*current).clone();
         next.apply(&id, &rec.op);
-        let mut tx = self.pool.begin().await?;
-        rec.seq = insert_op(&mut tx, &rec).await?;
-        store_channel(&mut tx, &id, next.get(id.as_str())).await?;
+        rec.seq = tx.insert(OpRow::of_channel(&rec)).await?;
+        // The database's row must still be at the version validated against (PostgreSQL:
+        // another node may not have written it; the counter's lock makes this a second check).
+        if let Stored::Stale { actual } = tx
+            .store_channel(&id, next.get(id.as_str()), Guard::Version(version))
+            .await?
+        {
+            return Err(ControlError::VersionMismatch {
+                channel: id.to_string(),
+                expected: if_match.unwrap_or(version),
+                actual,
+            });
+        }
         tx.commit().await?;
         let channel = next.get(id.as_str()).cloned();
-        self.history
-            .write()
-            .push_applied(rec.clone(), Arc::new(next));
-        self.latest.send_replace(rec.seq);
+        self.record_own(rec.clone(), Arc::new(next));
         tracing::info!(seq = rec.seq, channel = %id, op = rec.op.name(), actor, "control operation");
         Ok(WriteOutcome {
             seq: rec.seq,
@@ -611,9 +683,10 @@ impl ControlPlane {
         .with_lane_groups(h.lane_groups.timeline())
     }
 
-    /// Closes the database.
+    /// Stops following other nodes' writes and closes the database.
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.closed.send_replace(true);
+        self.store.close().await;
     }
 }
 
@@ -634,90 +707,4 @@ impl History {
 
 fn parse_id(id: &str) -> Result<ChannelId, ControlError> {
     ChannelId::new(id).map_err(|_| ControlError::InvalidChannelId(id.to_owned()))
-}
-
-/// One row of `ops`: a channel operation (`subject` the channel, `blue_percent` or `apps`)
-/// or a lane group operation (`subject` the group, `lane_group` the put group's JSON).
-struct OpRow<'a> {
-    t_unix_nano: i64,
-    subject: &'a str,
-    op: &'a str,
-    blue_percent: Option<i64>,
-    apps: Option<String>,
-    lane_group: Option<String>,
-    actor: &'a str,
-    imported: bool,
-    note: Option<&'a str>,
-}
-
-/// Inserts `row`; its sequence number.
-async fn insert_row(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    row: OpRow<'_>,
-) -> Result<u64, ControlError> {
-    let seq: i64 = sqlx::query_scalar(
-        "INSERT INTO ops (t_unix_nano, channel, op, blue_percent, apps, lane_group, actor, \
-         imported, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
-    )
-    .bind(row.t_unix_nano)
-    .bind(row.subject)
-    .bind(row.op)
-    .bind(row.blue_percent)
-    .bind(row.apps)
-    .bind(row.lane_group)
-    .bind(row.actor)
-    .bind(i64::from(row.imported))
-    .bind(row.note)
-    .fetch_one(&mut **tx)
-    .await?;
-    Ok(seq as u64)
-}
-
-async fn insert_op(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    rec: &OpRecord,
-) -> Result<u64, ControlError> {
-    let (blue_percent, apps) = op_columns(&rec.op);
-    let row = OpRow {
-        t_unix_nano: rec.t_unix_nano,
-        subject: rec.channel.as_str(),
-        op: rec.op.name(),
-        blue_percent,
-        apps,
-        lane_group: None,
-        actor: &rec.actor,
-        imported: rec.imported,
-        note: rec.note.as_deref(),
-    };
-    insert_row(tx, row).await
-}
-
-async fn store_channel(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    id: &ChannelId,
-    channel: Option<&Channel>,
-) -> Result<(), ControlError> {
-    match channel {
-        None => {
-            sqlx::query("DELETE FROM channels WHERE id = ?")
-                .bind(id.as_str())
-                .execute(&mut **tx)
-                .await?;
-        }
-        Some(c) => {
-            sqlx::query(
-                "INSERT INTO channels (id, apps, state, blue_percent, version) VALUES (?, ?, ?, ?, ?) \
-                 ON CONFLICT(id) DO UPDATE SET apps = excluded.apps, state = excluded.state, \
-                 blue_percent = excluded.blue_percent, version = excluded.version",
-            )
-            .bind(c.id.as_str())
-            .bind(serde_json::to_string(&c.apps).expect("strings serialize"))
-            .bind(c.state.as_str())
-            .bind(i64::from(c.blue_percent))
-            .bind(c.version as i64)
-            .execute(&mut **tx)
-            .await?;
-        }
-    }
-    Ok(())
 }

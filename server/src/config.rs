@@ -16,12 +16,14 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 mod compaction;
+mod control;
 #[cfg(test)]
 mod deploy_tests;
 #[cfg(test)]
 mod lanes_doc_tests;
 mod listen;
 mod storage;
+pub use control::ControlSettings;
 pub use listen::ListenSettings;
 pub use storage::{CatalogSettings, ClusterSettings, SharedStorage, StorageSettings};
 
@@ -79,6 +81,8 @@ pub struct Config {
     pub catalog: CatalogSettings,
     /// This node among others.
     pub cluster: ClusterSettings,
+    /// Where the control plane keeps its operations (`[control] postgres_url`).
+    pub control: ControlSettings,
 }
 
 /// `[trace_view]` settings: one trace view (API or page) is a page of the trace's spans.
@@ -416,6 +420,7 @@ impl Default for Config {
             storage: StorageSettings::default(),
             catalog: CatalogSettings::default(),
             cluster: ClusterSettings::default(),
+            control: ControlSettings::default(),
         }
     }
 }
@@ -661,6 +666,7 @@ impl Config {
         }
         self.api.throttle.validate()?;
         self.shared_storage()?;
+        self.control.postgres_url()?;
         dyeline_model::ColorRules::with_user_rules(self.color_rules.clone())
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         dyeline_model::LaneRules::new(&self.lane_rules)

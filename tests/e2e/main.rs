@@ -14,6 +14,7 @@ mod browser;
 mod cases;
 mod compaction;
 mod control;
+mod control_cluster;
 mod dashboard;
 mod dashboard_lanes;
 mod demo;

@@ -9,9 +9,10 @@ use dyeline_model::release::{
 use dyeline_model::time::now_unix_nano;
 use serde::Serialize;
 
-use super::lane_groups::{LaneGroupRecord, insert_lane_group_op, store_lane_group};
-use super::{ControlPlane, OpRecord, insert_op, normalize_note, parse_id, store_channel};
+use super::lane_groups::{LaneGroupRecord, stored_group};
+use super::{ControlPlane, OpRecord, normalize_note, parse_id};
 use crate::error::ControlError;
+use crate::store::{Guard, OpRow, StoredOp};
 
 /// What an import recorded.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -49,8 +50,10 @@ impl ControlPlane {
     /// deleted group must exist), with actor `import` and the event's `note` if it has one.
     /// Operations already present (same time, subject and op; notes are not compared), and
     /// initial app lists or groups equal to the current ones, are skipped, so importing the
-    /// same timeline twice changes nothing. All or nothing: one transaction. Live stream
-    /// subscribers are not notified.
+    /// same timeline twice changes nothing. All or nothing: one transaction, holding the
+    /// writer lock, checked against the operations committed before it (PostgreSQL: by any
+    /// node). Live stream subscribers of this plane are not notified (other nodes on
+    /// PostgreSQL follow it like any write).
     ///
     /// # Errors
     /// [`ReleaseError::InvalidTimeline`] naming the first event that does not parse or is
@@ -60,6 +63,8 @@ impl ControlPlane {
         self.writable()?;
         let _guard = self.write.lock().await;
         let planned = plan(doc)?;
+        let mut tx = self.store.begin().await?;
+        self.catch_up(&mut *tx).await?;
         let (mut channels, mut groups, existing, existing_groups) = {
             let h = self.history.read();
             (
@@ -142,30 +147,34 @@ impl ControlPlane {
                 }
             }
         }
-        let mut tx = self.pool.begin().await?;
-        for rec in &mut recs {
+        // Each row is written as the import leaves it, unguarded: every state was computed
+        // above from the operations committed before this transaction, under its lock.
+        let mut stored = Vec::with_capacity(recs.len());
+        for rec in recs {
             match rec {
-                Rec::Channel(rec) => {
-                    rec.seq = insert_op(&mut tx, rec).await?;
-                    store_channel(&mut tx, &rec.channel, channels.get(rec.channel.as_str()))
-                        .await?;
+                Rec::Channel(mut rec) => {
+                    rec.seq = tx.insert(OpRow::of_channel(&rec)).await?;
+                    tx.store_channel(
+                        &rec.channel,
+                        channels.get(rec.channel.as_str()),
+                        Guard::None,
+                    )
+                    .await?;
                     report.recorded += 1;
+                    stored.push(StoredOp::Channel(rec));
                 }
-                Rec::LaneGroup(rec) => {
-                    rec.seq = insert_lane_group_op(&mut tx, rec).await?;
-                    store_lane_group(&mut tx, rec.op.id(), &groups).await?;
+                Rec::LaneGroup(mut rec) => {
+                    rec.seq = tx.insert(OpRow::of_lane_group(&rec)?).await?;
+                    let id = rec.op.id().clone();
+                    tx.store_lane_group(&id, stored_group(&groups, &id), Guard::None)
+                        .await?;
                     report.lane_group_recorded += 1;
+                    stored.push(StoredOp::LaneGroup(rec));
                 }
             }
         }
         tx.commit().await?;
-        let mut h = self.history.write();
-        for rec in recs {
-            match rec {
-                Rec::Channel(rec) => h.push(rec),
-                Rec::LaneGroup(rec) => h.lane_groups.push(rec),
-            }
-        }
+        self.absorb(stored, false)?;
         Ok(report)
     }
 }

@@ -4,9 +4,10 @@
 //! actor), the groups now, and their history as the timeline's [`LaneGroupTimeline`]. The
 //! rules are the model's ([`LaneGroups::check`]); this file persists them.
 //!
-//! In the `ops` table a lane group operation is a row with `op` `lane_group_put` (the group as
-//! JSON in `lane_group`) or `lane_group_delete`, its group id in `channel` (migration 0003);
-//! `lane_groups` holds each group's current body and version.
+//! In the store's operation log a lane group operation is a row with `op` `lane_group_put`
+//! (the group as JSON in `lane_group`) or `lane_group_delete`, its group id as the subject
+//! (SQLite: the `channel` column, migration 0003); the lane groups' table holds each group's
+//! current body and version.
 
 use dyeline_model::release::{
     LaneGroup, LaneGroupId, LaneGroupOp, LaneGroupTimeline, LaneGroups, ReleaseError,
@@ -15,8 +16,9 @@ use dyeline_model::time::now_unix_nano;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::{ControlPlane, OpRow, insert_row};
+use super::ControlPlane;
 use crate::error::ControlError;
+use crate::store::{Guard, OpRow, Stored};
 
 /// One recorded lane group operation.
 #[derive(Clone, Debug, PartialEq)]
@@ -148,6 +150,8 @@ impl ControlPlane {
     ) -> Result<LaneGroupWrite, ControlError> {
         self.writable()?;
         let _guard = self.write.lock().await;
+        let mut tx = self.store.begin().await?;
+        self.catch_up(&mut *tx).await?;
         let current = self.history.read().lane_groups.current.clone();
         let id = op.id().clone();
         if matches!(op, LaneGroupOp::Delete(_)) && current.get(id.as_str()).is_none() {
@@ -172,16 +176,24 @@ impl ControlPlane {
             imported: false,
             note: None,
         };
+        let version = current.version(id.as_str());
         let mut next = current;
         next.apply(&rec.op);
-        let mut tx = self.pool.begin().await?;
-        rec.seq = insert_lane_group_op(&mut tx, &rec).await?;
-        store_lane_group(&mut tx, &id, &next).await?;
+        rec.seq = tx.insert(OpRow::of_lane_group(&rec)?).await?;
+        if let Stored::Stale { actual } = tx
+            .store_lane_group(&id, stored_group(&next, &id), Guard::Version(version))
+            .await?
+        {
+            return Err(ControlError::LaneGroupVersionMismatch {
+                lane_group: id.to_string(),
+                expected: if_match.unwrap_or(version),
+                actual,
+            });
+        }
         tx.commit().await?;
         let seq = rec.seq;
         let op_name = rec.op.name();
-        self.history.write().lane_groups.push(rec);
-        self.latest.send_replace(seq);
+        self.record_own_lane_group(rec);
         tracing::info!(seq, lane_group = %id, op = op_name, actor, "control operation");
         Ok(LaneGroupWrite {
             seq,
@@ -190,79 +202,27 @@ impl ControlPlane {
     }
 }
 
-/// Reads a stored lane group operation: `op`, the id in the `channel` column, the group's
-/// JSON for a put.
-pub(super) fn op_from_row(
-    name: &str,
-    id: &str,
-    body: Option<&str>,
-) -> Result<LaneGroupOp, ControlError> {
-    let bad =
-        |what: String| ControlError::Storage(format!("stored lane group op is corrupt: {what}"));
-    match name {
-        "lane_group_put" => {
-            let body = body.ok_or_else(|| bad(format!("put of {id:?} without a group")))?;
-            serde_json::from_str(body)
-                .map(LaneGroupOp::Put)
-                .map_err(|e| bad(format!("{id:?}: {e}")))
-        }
-        "lane_group_delete" => LaneGroupId::new(id)
-            .map(LaneGroupOp::Delete)
-            .map_err(|e| bad(e.to_string())),
-        other => Err(bad(other.to_owned())),
-    }
-}
-
-pub(super) async fn insert_lane_group_op(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    rec: &LaneGroupRecord,
-) -> Result<u64, ControlError> {
-    let body = match &rec.op {
-        LaneGroupOp::Put(g) => Some(serde_json::to_string(g).map_err(|e| {
-            ControlError::Storage(format!("lane group {:?}: {e}", g.id().as_str()))
-        })?),
-        LaneGroupOp::Delete(_) => None,
-    };
-    let row = OpRow {
-        t_unix_nano: rec.t_unix_nano,
-        subject: rec.op.id().as_str(),
-        op: rec.op.name(),
-        blue_percent: None,
-        apps: None,
-        lane_group: body,
-        actor: &rec.actor,
-        imported: rec.imported,
-        note: rec.note.as_deref(),
-    };
-    insert_row(tx, row).await
-}
-
-/// Writes group `id` as it is in `groups` to `lane_groups` (deletes its row when it is gone).
-pub(super) async fn store_lane_group(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+/// Group `id` as it is in `groups`, with its version: what its row holds (`None`: no row).
+pub(super) fn stored_group<'a>(
+    groups: &'a LaneGroups,
     id: &LaneGroupId,
-    groups: &LaneGroups,
-) -> Result<(), ControlError> {
-    match groups.get(id.as_str()) {
-        None => {
-            sqlx::query("DELETE FROM lane_groups WHERE id = ?")
-                .bind(id.as_str())
-                .execute(&mut **tx)
-                .await?;
+) -> Option<(&'a LaneGroup, u64)> {
+    groups
+        .get(id.as_str())
+        .map(|g| (g.as_ref(), groups.version(id.as_str())))
+}
+
+impl ControlPlane {
+    /// Adds this node's own committed lane group operation (unless the follower read it
+    /// back first).
+    fn record_own_lane_group(&self, rec: LaneGroupRecord) {
+        let mut h = self.history.write();
+        if rec.seq <= h.latest {
+            return;
         }
-        Some(g) => {
-            let body = serde_json::to_string(g.as_ref())
-                .map_err(|e| ControlError::Storage(format!("lane group {id}: {e}")))?;
-            sqlx::query(
-                "INSERT INTO lane_groups (id, body, version) VALUES (?, ?, ?) \
-                 ON CONFLICT(id) DO UPDATE SET body = excluded.body, version = excluded.version",
-            )
-            .bind(id.as_str())
-            .bind(body)
-            .bind(groups.version(id.as_str()) as i64)
-            .execute(&mut **tx)
-            .await?;
-        }
+        let seq = rec.seq;
+        h.lane_groups.push(rec);
+        h.latest = seq;
+        self.notify(seq);
     }
-    Ok(())
 }

@@ -6,7 +6,6 @@
 
 use std::path::PathBuf;
 
-use dyeline_control::ControlPlane;
 use dyeline_model::time::parse_time;
 use dyeline_queries::analyze::{self, Detection, Report, text};
 use dyeline_store::Store;
@@ -100,7 +99,7 @@ pub async fn analyze_dir(
     sc.read_only = true;
     let store = tokio::task::spawn_blocking(move || Store::open(sc)).await??;
     super::storage::attach_read_only(config, &store).await?;
-    let plane = ControlPlane::open_read_only(&config.data_dir).await?;
+    let plane = crate::wiring::plane::open_read_only(config).await?;
     let timeline = plane.timeline();
     plane.close().await;
     if timeline.is_empty() {
@@ -126,6 +125,8 @@ mod tests {
     use dyeline_queries::analyze::read::scan::load;
     use dyeline_queries::analyze::spans::{NO_SOURCE, Spans};
     use dyeline_queries::analyze::{report_of, report_windows};
+
+    use dyeline_control::ControlPlane;
 
     use super::*;
 

@@ -5,7 +5,8 @@
 //! top-level key (`resourceSpans`, `resourceMetrics`, `resourceLogs`): spans are stored,
 //! metrics and logs record presence as the receivers do (`dyeline_collector::convert::presence`).
 //! Progress goes to stderr. `--timeline FILE` records a timeline (channel and lane group
-//! operations) into the data dir's control database as history (`ControlPlane::import`).
+//! operations) into the control database as history (`ControlPlane::import`): the data dir's,
+//! or PostgreSQL's with `[control] postgres_url`.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -13,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dyeline_collector::{PresenceRows, convert_request, logs_presence, metrics_presence};
-use dyeline_control::ControlPlane;
 use dyeline_model::release::TimelineDoc;
 use dyeline_store::{FsyncPolicy, Store};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -65,7 +65,7 @@ pub async fn run(
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let doc: TimelineDoc = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not a timeline document: {e}", path.display()))?;
-        let plane = ControlPlane::open(&config.data_dir).await?;
+        let plane = crate::wiring::plane::open(&config).await?;
         let report = plane
             .import(&doc)
             .await

@@ -9,7 +9,7 @@ use dyeline_collector::metrics::ReceiverMetrics;
 use dyeline_collector::{ConvertOptions, Limits, Receiver};
 use dyeline_control::api::ControlApi;
 use dyeline_control::auth::{GENERATED_TOKEN_NAME, ensure_token_file};
-use dyeline_control::{ApiToken, Auth, ControlPlane, Role};
+use dyeline_control::{ApiToken, Auth, Role};
 use dyeline_model::{ColorRules, LaneCarriers, LaneRules};
 use dyeline_queries::SqlEngine;
 use dyeline_queries::http::{AnalysisApi, ApiError};
@@ -286,11 +286,10 @@ pub async fn serve(
         })
         .await??,
     );
-    let plane = Arc::new(
-        ControlPlane::open(&config.data_dir)
-            .await
-            .map_err(|e| format!("opening the control database: {e}"))?,
-    );
+    let plane = crate::wiring::plane::open(&config)
+        .await
+        .map_err(|e| format!("opening the control database: {e}"))?;
+    crate::wiring::plane::warn_of_local_ops(&config, &plane).await;
     let mut registry = Registry::default();
     let receiver_metrics = ReceiverMetrics::default();
     receiver_metrics.register(&mut registry);
