@@ -1,7 +1,7 @@
 //! Dyeline's control plane (docs/domain.md §4–5, and the lane groups of §7.1): the numbered
 //! history of the release operations, with the per-app and per-channel event streams
 //! ([`plane`]), kept in SQLite or, for a cluster, PostgreSQL (the store port and its two
-//! adapters, `store`), API tokens ([`auth`]), the throttling of failed authentications ([`throttle`]),
+//! adapters, `store`; the log's records, [`record`]), API tokens ([`auth`]), the throttling of failed authentications ([`throttle`]),
 //! and the HTTP routes with their OpenAPI description ([`api`]). The rules themselves (channels
 //! and their state machine, event derivation, lane groups, the timeline) are the pure core in
 //! `dyeline_model::release`; users import them from there.
@@ -10,6 +10,7 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod plane;
+pub mod record;
 mod store;
 pub mod throttle;
 

@@ -22,9 +22,10 @@ mod follow;
 mod import;
 pub mod lane_groups;
 
+pub use crate::record::{LaneGroupRecord, OpRecord};
 use dyeline_model::time::{now_unix_nano, rfc3339};
 pub use import::ImportReport;
-pub use lane_groups::{LaneGroupRecord, LaneGroupState, LaneGroupWrite};
+pub use lane_groups::{LaneGroupState, LaneGroupWrite};
 use parking_lot::RwLock;
 use serde::Serialize;
 use tokio::sync::{Mutex, watch};
@@ -57,26 +58,6 @@ pub fn normalize_note(note: Option<&str>) -> Result<Option<String>, ControlError
         )));
     }
     Ok(Some(text.to_owned()))
-}
-
-/// One recorded operation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OpRecord {
-    /// Sequence number: increasing, never reused (also across restarts).
-    pub seq: u64,
-    /// When it was applied (for imports: the time in the imported timeline).
-    pub t_unix_nano: i64,
-    /// The channel.
-    pub channel: ChannelId,
-    /// The operation.
-    pub op: Op,
-    /// Token name of the writer, or `import`.
-    pub actor: String,
-    /// True for history recorded by `dyeline import --timeline`.
-    pub imported: bool,
-    /// Free text recorded with the operation (trimmed, 1..=[`NOTE_MAX_CHARS`] characters),
-    /// e.g. why a ratio was raised while an alert fired; `None` when none was given.
-    pub note: Option<String>,
 }
 
 struct Entry {

@@ -9,9 +9,10 @@ use dyeline_model::release::{
 use dyeline_model::time::now_unix_nano;
 use serde::Serialize;
 
-use super::lane_groups::{LaneGroupRecord, stored_group};
+use super::lane_groups::stored_group;
 use super::{ControlPlane, OpRecord, normalize_note, parse_id};
 use crate::error::ControlError;
+use crate::record::LaneGroupRecord;
 use crate::store::{Guard, OpRow, StoredOp};
 
 /// What an import recorded.

@@ -18,24 +18,8 @@ use utoipa::ToSchema;
 
 use super::ControlPlane;
 use crate::error::ControlError;
+use crate::record::LaneGroupRecord;
 use crate::store::{Guard, OpRow, Stored};
-
-/// One recorded lane group operation.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LaneGroupRecord {
-    /// Sequence number, shared with the channel operations: increasing, never reused.
-    pub seq: u64,
-    /// When it was applied (for imports: the time in the imported timeline).
-    pub t_unix_nano: i64,
-    /// The operation.
-    pub op: LaneGroupOp,
-    /// Token name of the writer, or `import`.
-    pub actor: String,
-    /// True for history recorded by `dyeline import --timeline`.
-    pub imported: bool,
-    /// The imported event's note, if it had one.
-    pub note: Option<String>,
-}
 
 /// The lane group operations recorded so far and the groups they leave.
 #[derive(Default)]

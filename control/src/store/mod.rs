@@ -19,7 +19,7 @@ use dyeline_model::release::{Channel, LaneGroup, LaneGroupId, LaneGroupOp, Op};
 use tokio::sync::watch;
 
 use crate::error::ControlError;
-use crate::plane::{LaneGroupRecord, OpRecord};
+use crate::record::{LaneGroupRecord, OpRecord};
 
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
