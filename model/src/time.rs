@@ -51,6 +51,12 @@ pub fn now_unix_nano() -> i64 {
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
+/// Current Unix time in milliseconds ([`now_unix_nano`] truncated): the unit of write times
+/// (file names, checkpoints) and heartbeats.
+pub fn now_unix_ms() -> i64 {
+    now_unix_nano() / 1_000_000
+}
+
 /// Parses a time given as RFC 3339 (`2026-11-30T12:00:00Z`) or an integer of Unix
 /// nanoseconds, surrounding whitespace ignored.
 ///

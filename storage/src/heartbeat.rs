@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dyeline_model::time::now_unix_nano;
+use dyeline_model::time::now_unix_ms;
 use dyeline_store::Rows;
 use dyeline_store::Store;
 use tokio::sync::watch;
@@ -36,7 +36,7 @@ pub struct HeartbeatSettings {
 
 /// What `store` says of its staging area now.
 pub fn beat(store: &Store, settings: &HeartbeatSettings) -> Beat {
-    let now = now_unix_nano() / 1_000_000;
+    let now = now_unix_ms();
     let oldest = [Rows::Spans, Rows::Presence]
         .into_iter()
         .filter_map(|rows| store.oldest_local_written_ms(rows))

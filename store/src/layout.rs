@@ -272,9 +272,7 @@ pub(crate) fn compacted_name(written: i64, seq: u64, stamp: i64, n: usize) -> St
 }
 
 /// The wall clock in Unix ms: the write time file names carry, and retention's clock.
-pub(crate) fn now_unix_ms() -> i64 {
-    dyeline_model::time::now_unix_nano() / 1_000_000
-}
+pub(crate) use dyeline_model::time::now_unix_ms;
 
 #[cfg(test)]
 mod tests {

@@ -86,7 +86,7 @@ pub struct DemoOptions {
 pub fn defaults() -> Config {
     use figment::Figment;
     use figment::providers::{Format, Serialized, Toml};
-    let stamp = dyeline_model::time::now_unix_nano() / 1_000_000;
+    let stamp = dyeline_model::time::now_unix_ms();
     let base = Config {
         data_dir: std::env::temp_dir().join(format!("dyeline-demo-{}-{stamp}", std::process::id())),
         otlp_grpc_addr: ([127, 0, 0, 1], 0).into(),

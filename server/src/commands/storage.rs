@@ -124,7 +124,7 @@ pub fn spawn_shared_storage(
             node: settings.node.clone(),
             catalog_url: settings.postgres_url.clone(),
             interval: shared.heartbeat_interval,
-            started_unix_ms: started_unix_ms(),
+            started_unix_ms: dyeline_model::time::now_unix_ms(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
         };
         tokio::spawn(dyeline_storage::heartbeat::run(
@@ -155,11 +155,6 @@ pub fn spawn_shared_storage(
         uploader.run(stop).await;
         None
     })))
-}
-
-/// Now, Unix ms.
-fn started_unix_ms() -> i64 {
-    dyeline_model::time::now_unix_nano() / 1_000_000
 }
 
 /// For `dyeline sql` and `dyeline analyze` on a data directory: when shared storage is
