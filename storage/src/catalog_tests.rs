@@ -308,7 +308,10 @@ async fn a_listing_pairs_the_files_with_the_checkpoint_and_a_compaction_swaps_on
     // Hour 0 holds two files of 1000 bytes: due at a 2000-byte target (2 > ceil(2000/2000)),
     // not at 1000 (2 = ceil(2000/1000)); hour 1 (one file) never; an hour not yet closed
     // (ending after `closed_before`) not either.
-    let due = |target: u64, closed: i64| c.compaction_due(FileKind::Spans, closed, target, 10);
+    let hour_cooldown = Duration::from_secs(3600);
+    let due = |target: u64, closed: i64| {
+        c.compaction_due(FileKind::Spans, closed, target, hour_cooldown, 10)
+    };
     assert_eq!(due(2000, 10 * HOUR).await.unwrap(), [0]);
     assert!(due(1000, 10 * HOUR).await.unwrap().is_empty());
     assert!(due(2000, HOUR - 1).await.unwrap().is_empty());
@@ -343,6 +346,15 @@ async fn a_listing_pairs_the_files_with_the_checkpoint_and_a_compaction_swaps_on
         2,
         "the inputs wait for deletion"
     );
+    // Late spans uploaded into the compacted hour: not merged with it again within the
+    // cooldown after its compaction (the whole hour would be fetched and put again at every
+    // pass), due once the cooldown is over.
+    register(&c, &n, newer, &[file("spans/h0/late", 4, 5)], 3_000)
+        .await
+        .unwrap();
+    assert!(due(1_000_000, 10 * HOUR).await.unwrap().is_empty());
+    let after = |cooldown| c.compaction_due(FileKind::Spans, 10 * HOUR, 1_000_000, cooldown, 10);
+    assert_eq!(after(Duration::ZERO).await.unwrap(), [0]);
 }
 
 #[tokio::test]

@@ -95,6 +95,7 @@ pub fn spawn_shared_storage(
     let compaction = config.store.compaction.then(|| CompactionSettings {
         lateness: config.store.compaction_lateness,
         target_bytes: config.store.compaction_target_bytes.as_u64(),
+        cooldown: config.store.compaction_grace,
         zstd_level: store.config().zstd_level,
     });
     let maintenance = MaintenanceSettings {
