@@ -61,7 +61,7 @@ fn keys(files: &[ListedFile]) -> Vec<&str> {
 async fn migrations_apply_once_and_again_change_nothing() {
     let pg = Postgres::start();
     let first = catalog(&pg).await;
-    assert_eq!(first.schema_version().await.unwrap(), 4);
+    assert_eq!(first.schema_version().await.unwrap(), 5);
     let n = node("n1");
     let epoch = first.claim_node(&n).await.unwrap();
     register(&first, &n, epoch, &[file("a", 5, 9)], 3)
@@ -69,7 +69,7 @@ async fn migrations_apply_once_and_again_change_nothing() {
         .unwrap();
     // A second start (another node, a restart) runs the migrations again: nothing changes.
     let second = catalog(&pg).await;
-    assert_eq!(second.schema_version().await.unwrap(), 4);
+    assert_eq!(second.schema_version().await.unwrap(), 5);
     assert_eq!(
         keys(&second.live_files(FileKind::Spans, 0, 100).await.unwrap()),
         ["a"]
@@ -258,7 +258,7 @@ async fn tls_is_spoken_when_asked_and_an_unknown_issuer_is_refused() {
     let url =
         |mode: &str| PostgresUrl::parse(&format!("{}?sslmode={mode}", pg.url(PASSWORD))).unwrap();
     let c = Catalog::connect(&url("require"), 1).await.unwrap();
-    assert_eq!(c.schema_version().await.unwrap(), 4);
+    assert_eq!(c.schema_version().await.unwrap(), 5);
     let tls: String =
         sqlx::query_scalar("SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
             .fetch_one(&c.pool)
@@ -374,6 +374,7 @@ async fn heartbeats_are_fenced_and_the_status_reads_them_back_with_checkpoints_a
         version: "9.9.9".into(),
         staging_bytes: 12_345,
         upload_lag_ms: 6_000,
+        api_url: Some("http://10.0.0.7:8080".into()),
     };
     c.heartbeat(&n1, e1, &beat).await.unwrap();
 
@@ -403,6 +404,7 @@ async fn heartbeats_are_fenced_and_the_status_reads_them_back_with_checkpoints_a
     assert_eq!(one.node.version.as_deref(), Some("9.9.9"));
     assert_eq!(one.node.staging_bytes, Some(12_345));
     assert_eq!(one.node.upload_lag_ms, Some(6_000));
+    assert_eq!(one.node.api_url.as_deref(), Some("http://10.0.0.7:8080"));
     assert_eq!(one.node.spans_uploaded_through_unix_ms, Some(7));
     assert_eq!(
         (one.node.live_span_files, one.node.live_span_bytes),
@@ -414,8 +416,10 @@ async fn heartbeats_are_fenced_and_the_status_reads_them_back_with_checkpoints_a
         (two.node.live_span_files, two.node.staging_bytes),
         (0, None)
     );
+    assert_eq!(two.node.api_url, None);
     let text = status.to_string();
     assert!(text.contains("1 of 2 nodes alive"), "{text}");
+    assert!(text.contains("http://10.0.0.7:8080"), "{text}");
     assert!(
         text.contains("12.3 KB") || text.contains("12.1 KiB"),
         "{text}"

@@ -1,5 +1,5 @@
 //! What `dyeline cluster status` shows: every node the catalog knows ([`Catalog::nodes`]),
-//! whether it is alive (a heartbeat within three intervals), its owner epoch, version, staging
+//! whether it is alive (a heartbeat within three intervals), its owner epoch, version, API address, staging
 //! bytes, upload lag and live objects, and the cluster's alert leader; as text (a table) or
 //! JSON.
 //!
@@ -98,6 +98,7 @@ impl fmt::Display for ClusterStatus {
             "epoch",
             "heartbeat",
             "version",
+            "api",
             "staging",
             "upload lag",
             "objects",
@@ -116,13 +117,14 @@ impl fmt::Display for ClusterStatus {
                 n.owner_epoch.to_string(),
                 or_dash(n.heartbeat_age_s, |a| format!("{a:.1}s ago")),
                 or_dash(n.version.clone(), |v| v),
+                or_dash(n.api_url.clone(), |v| v),
                 or_dash(n.staging_bytes, bytes),
                 or_dash(n.upload_lag_ms, |ms| format!("{:.1}s", ms as f64 / 1000.0)),
                 n.live_span_files.to_string(),
                 bytes(n.live_span_bytes),
             ]);
         }
-        for i in [2, 5, 6, 7, 8] {
+        for i in [2, 6, 7, 8, 9] {
             if let Some(c) = table.column_mut(i) {
                 c.set_cell_alignment(CellAlignment::Right);
             }

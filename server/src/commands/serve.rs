@@ -351,8 +351,14 @@ pub async fn serve(
     let gate = crate::gate::Gate::new(Arc::clone(&auth), config.api.throttle.limits());
     gate.register(&mut registry);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let storage_check =
-        super::storage::spawn_shared_storage(&config, &store, &mut registry, stop_rx.clone())?;
+    let api_url = Arc::new(std::sync::OnceLock::new());
+    let storage_check = super::storage::spawn_shared_storage(
+        &config,
+        &store,
+        &mut registry,
+        stop_rx.clone(),
+        Arc::clone(&api_url),
+    )?;
     let control = Arc::new(ControlApi {
         plane: Arc::clone(&plane),
         auth: Arc::clone(&auth),
@@ -392,6 +398,11 @@ pub async fn serve(
         api: api_listener.local_addr()?,
     };
     on_bound(&bound);
+    let advertised = config.shared_storage()?.and_then(|s| s.advertise_url);
+    let _ = api_url.set(dyeline_storage::node::api_url(
+        advertised.as_deref(),
+        bound.api,
+    ));
     crate::private::warn_open_reads(bound.api, config.api.read_requires_token);
     tracing::info!(
         otlp_grpc = %grpc_listener.local_addr()?,

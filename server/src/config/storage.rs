@@ -92,6 +92,11 @@ pub struct ClusterSettings {
     /// into the catalog, for `dyeline cluster status`. 1s to 1m. Default `5s`.
     #[serde(with = "humantime_serde")]
     pub heartbeat_interval: Duration,
+    /// Where the other nodes reach this node's API (`http://HOST:PORT`), written in its
+    /// heartbeat. Default: the bound API address, with the host name for `0.0.0.0`. Set it
+    /// when that name does not resolve from the other nodes (e.g. a Kubernetes pod's DNS name
+    /// under its headless Service).
+    pub advertise_url: Option<String>,
 }
 
 impl Default for ClusterSettings {
@@ -99,6 +104,7 @@ impl Default for ClusterSettings {
         Self {
             node_id: None,
             heartbeat_interval: Duration::from_secs(5),
+            advertise_url: None,
         }
     }
 }
@@ -128,6 +134,8 @@ pub struct SharedStorage {
     pub fault: Option<dyeline_storage::Fault>,
     /// `[cluster] heartbeat_interval`.
     pub heartbeat_interval: Duration,
+    /// `[cluster] advertise_url`, checked.
+    pub advertise_url: Option<String>,
 }
 
 impl super::Config {
@@ -205,6 +213,13 @@ fn shared_storage(
         },
         None => None,
     };
+    let advertise_url = match &cluster.advertise_url {
+        Some(u) => match dyeline_storage::node::parse_advertise_url(u) {
+            Ok(u) => Some(u),
+            Err(e) => return bad("[cluster] advertise_url", &e),
+        },
+        None => None,
+    };
     let object_store_url = match &storage.object_store_url {
         Some(u) => match ObjectStoreUrl::parse(u) {
             Ok(u) => Some(u),
@@ -233,6 +248,7 @@ fn shared_storage(
             janitor_grace: storage.janitor_grace,
             fault,
             heartbeat_interval: cluster.heartbeat_interval,
+            advertise_url,
         })),
         (Some(_), None) => bad(
             "[catalog] postgres_url",
