@@ -366,6 +366,8 @@ pub async fn serve(
         shutdown: stop_rx.clone(),
     });
     let alert_book: dyeline_queries::alerts::SharedAlerts = Default::default();
+    let orphans = prometheus_client::metrics::counter::Counter::default();
+    dyeline_queries::alerts::live::register_orphans(&orphans, &mut registry);
     let trace_views = dyeline_queries::trace_view::TraceViews::new(config.trace_view.max_spans);
     trace_views.register(&mut registry);
     let api_state = Arc::new(ApiState {
@@ -429,6 +431,7 @@ pub async fn serve(
                 releases: Arc::new(PlaneReleases(Arc::clone(&plane))),
                 book: alert_book,
                 rollup,
+                orphans,
             },
             external,
             stop_rx.clone(),
