@@ -385,6 +385,7 @@ pub async fn serve(
         auth,
         plane: Arc::clone(&plane),
         registry: Mutex::new(registry),
+        store: Arc::clone(&store),
     });
 
     let grpc_listener = listen::bind(config.otlp_grpc_addr)
