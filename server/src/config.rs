@@ -646,6 +646,35 @@ impl Config {
                 "alerts.interval must be at least 100ms".into(),
             ));
         }
+        // The URLs are not quoted back: a webhook's may carry a token.
+        let alert_urls = self
+            .alerts
+            .alertmanager_url
+            .iter()
+            .map(|u| ("alertmanager_url".to_owned(), u))
+            .chain(
+                self.alerts
+                    .alertmanager_urls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, u)| (format!("alertmanager_urls[{i}]"), u)),
+            )
+            .chain(
+                self.alerts
+                    .webhooks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, u)| (format!("webhooks[{i}]"), u)),
+            );
+        for (key, u) in alert_urls {
+            let ok = reqwest::Url::parse(u)
+                .is_ok_and(|p| matches!(p.scheme(), "http" | "https") && p.has_host());
+            if !ok {
+                return Err(ConfigError::Invalid(format!(
+                    "alerts.{key}: not an http:// or https:// URL"
+                )));
+            }
+        }
         for t in &self.api.tokens {
             if t.name.trim().is_empty() {
                 return Err(ConfigError::Invalid(

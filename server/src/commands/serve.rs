@@ -404,6 +404,7 @@ pub async fn serve(
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let alert_cluster = super::storage::alert_cluster(&config, stop_rx.clone())?;
     let evaluator = config.alerts.enabled.then(|| {
         let external = config
             .alerts
@@ -418,6 +419,7 @@ pub async fn serve(
                 releases: Arc::new(PlaneReleases(Arc::clone(&plane))),
                 book: alert_book,
                 rollup,
+                cluster: alert_cluster,
             },
             external,
             stop_rx.clone(),

@@ -92,6 +92,11 @@ pub struct ClusterSettings {
     /// into the catalog, for `dyeline cluster status`. 1s to 1m. Default `5s`.
     #[serde(with = "humantime_serde")]
     pub heartbeat_interval: Duration,
+    /// The alert leader's lease: renewed every third of it; the leader stops delivering this
+    /// long after its last renewal, and another node takes over once it passed. 2s to 10m.
+    /// Default `10s`.
+    #[serde(with = "humantime_serde")]
+    pub leader_lease: Duration,
 }
 
 impl Default for ClusterSettings {
@@ -99,6 +104,7 @@ impl Default for ClusterSettings {
         Self {
             node_id: None,
             heartbeat_interval: Duration::from_secs(5),
+            leader_lease: Duration::from_secs(10),
         }
     }
 }
@@ -128,6 +134,8 @@ pub struct SharedStorage {
     pub fault: Option<dyeline_storage::Fault>,
     /// `[cluster] heartbeat_interval`.
     pub heartbeat_interval: Duration,
+    /// `[cluster] leader_lease`.
+    pub leader_lease: Duration,
 }
 
 impl super::Config {
@@ -186,6 +194,9 @@ fn shared_storage(
     if !(Duration::from_secs(1)..=Duration::from_secs(60)).contains(&cluster.heartbeat_interval) {
         return bad("[cluster] heartbeat_interval", &"must be between 1s and 1m");
     }
+    if !(Duration::from_secs(2)..=Duration::from_secs(600)).contains(&cluster.leader_lease) {
+        return bad("[cluster] leader_lease", &"must be between 2s and 10m");
+    }
     let fault = match storage.fault_for_tests.as_deref() {
         None => None,
         Some(f) => match dyeline_storage::Fault::parse(f) {
@@ -233,6 +244,7 @@ fn shared_storage(
             janitor_grace: storage.janitor_grace,
             fault,
             heartbeat_interval: cluster.heartbeat_interval,
+            leader_lease: cluster.leader_lease,
         })),
         (Some(_), None) => bad(
             "[catalog] postgres_url",
@@ -349,6 +361,16 @@ mod tests {
                     "[storage]\nupload_interval = \"0s\"".to_owned(),
                     "[storage] upload_interval",
                     "between 1s and 1h",
+                ),
+                (
+                    "[cluster]\nleader_lease = \"1s\"".to_owned(),
+                    "[cluster] leader_lease",
+                    "between 2s and 10m",
+                ),
+                (
+                    "[cluster]\nleader_lease = \"11m\"".to_owned(),
+                    "[cluster] leader_lease",
+                    "between 2s and 10m",
                 ),
                 (
                     "[cluster]\nnode_id = \"Node_1\"".to_owned(),
