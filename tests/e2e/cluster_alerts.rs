@@ -283,7 +283,7 @@ fn one_leader_delivers_each_alert_once_across_a_kill_and_a_pause() {
 
     // 1. A hop on a follower; the leader is killed before it can judge it.
     assert_eq!(post_json(f, &hop(0xa1, "order", "pay")).status, 200);
-    nodes[first].as_mut().unwrap().kill();
+    nodes[first].take().unwrap().kill();
     let killed = Instant::now();
     wait_until("another node takes epoch 2", 30, || lease(&pg).1 == 2);
     let takeover_kill = killed.elapsed();
