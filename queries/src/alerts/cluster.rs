@@ -263,3 +263,170 @@ async fn deliver_loop(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashSet};
+
+    use parking_lot::Mutex;
+
+    use super::*;
+    use crate::alerts::book::AlertBook;
+
+    /// The port in memory: who leads, the stored book, the recorded deliveries; `record`
+    /// fails while `lose_records` (a leader dying between a POST and its record).
+    #[derive(Default)]
+    struct Fake {
+        leading: Mutex<Option<i64>>,
+        book: Mutex<Vec<Alert>>,
+        delivered: Mutex<HashSet<(String, String)>>,
+        lose_records: Mutex<bool>,
+    }
+
+    #[async_trait::async_trait]
+    impl AlertCluster for Fake {
+        fn leading(&self) -> Option<i64> {
+            *self.leading.lock()
+        }
+        async fn load(&self) -> Result<Vec<Alert>, ClusterError> {
+            Ok(self.book.lock().clone())
+        }
+        async fn save(&self, epoch: i64, alerts: &[Alert]) -> Result<(), ClusterError> {
+            if self.leading() != Some(epoch) {
+                return Err(ClusterError::Fenced(epoch));
+            }
+            let mut b = self.book.lock();
+            for a in alerts {
+                b.retain(|x| x.labels != a.labels);
+                b.push(a.clone());
+            }
+            Ok(())
+        }
+        async fn delivered(
+            &self,
+            keys: &[String],
+        ) -> Result<HashSet<(String, String)>, ClusterError> {
+            Ok(self
+                .delivered
+                .lock()
+                .iter()
+                .filter(|(k, _)| keys.contains(k))
+                .cloned()
+                .collect())
+        }
+        async fn record(&self, epoch: i64, key: &str, target: &str) -> Result<(), ClusterError> {
+            if *self.lose_records.lock() {
+                return Err(ClusterError::Unavailable("killed before recording".into()));
+            }
+            if self.leading() != Some(epoch) {
+                return Err(ClusterError::Fenced(epoch));
+            }
+            self.delivered.lock().insert((key.into(), target.into()));
+            Ok(())
+        }
+    }
+
+    /// A webhook on a free port: the (idempotency key, epoch) of every request it got.
+    async fn webhook() -> (String, Arc<Mutex<Vec<(String, String)>>>) {
+        let got: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+        let keep = Arc::clone(&got);
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |h: axum::http::HeaderMap| {
+                let keep = Arc::clone(&keep);
+                async move {
+                    let get = |n: &str| {
+                        h.get(n)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("")
+                            .to_owned()
+                    };
+                    keep.lock().push((
+                        get(super::super::deliver::IDEMPOTENCY_KEY),
+                        get(super::super::deliver::EPOCH_HEADER),
+                    ));
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, got)
+    }
+
+    fn firing() -> Alert {
+        Alert {
+            labels: BTreeMap::from([("alertname".into(), "DyelineErrorSpike".into())]),
+            annotations: BTreeMap::new(),
+            state: AlertState::Firing,
+            starts_at_unix_nano: 42,
+            ends_at_unix_nano: None,
+            last_window_end_unix_nano: 60,
+            exemplar_trace_ids: Vec::new(),
+            window_ns: 60,
+        }
+    }
+
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    /// A leader killed after the POST and before its record: the next leader sends the
+    /// same key again (the only repeat), records it, and sends it no more; a follower
+    /// sends nothing.
+    #[tokio::test]
+    async fn an_unrecorded_delivery_is_sent_again_with_its_key_and_a_recorded_one_never() {
+        let (hook, got) = webhook().await;
+        let fake = Arc::new(Fake::default());
+        *fake.leading.lock() = Some(1);
+        *fake.lose_records.lock() = true;
+        let start = |fake: &Arc<Fake>| {
+            ClusterBook::start(
+                Arc::clone(fake) as Arc<dyn AlertCluster>,
+                Arc::new(Mutex::new(AlertBook::default())),
+                &[],
+                std::slice::from_ref(&hook),
+                "http://dyeline".into(),
+                Duration::from_secs(3600),
+            )
+        };
+        let mut first = start(&fake);
+        first
+            .step(|b| {
+                b.replace(vec![firing()]);
+                Vec::new()
+            })
+            .await;
+        settle().await;
+        let key = firing().delivery_key();
+        assert_eq!(*got.lock(), [(key.clone(), "1".to_owned())]);
+        drop(first); // killed; its record never made
+        *fake.lose_records.lock() = false;
+        *fake.leading.lock() = Some(2);
+        let mut second = start(&fake);
+        for _ in 0..3 {
+            second.step(|_| Vec::new()).await;
+            settle().await;
+        }
+        assert_eq!(
+            *got.lock(),
+            [(key.clone(), "1".to_owned()), (key.clone(), "2".to_owned())]
+        );
+        // The continued alert kept its start; a follower only reads.
+        assert_eq!(second.book.lock().firing()[0].starts_at_unix_nano, 42);
+        *fake.leading.lock() = None;
+        second
+            .step(|b| {
+                b.replace(Vec::new());
+                Vec::new()
+            })
+            .await;
+        settle().await;
+        assert_eq!(got.lock().len(), 2);
+        assert_eq!(
+            second.book.lock().list(None).len(),
+            1,
+            "a follower serves the stored book"
+        );
+    }
+}
