@@ -308,7 +308,10 @@ async fn a_listing_pairs_the_files_with_the_checkpoint_and_a_compaction_swaps_on
     // Hour 0 holds two files of 1000 bytes: due at a 2000-byte target (2 > ceil(2000/2000)),
     // not at 1000 (2 = ceil(2000/1000)); hour 1 (one file) never; an hour not yet closed
     // (ending after `closed_before`) not either.
-    let due = |target: u64, closed: i64| c.compaction_due(FileKind::Spans, closed, target, 10);
+    let hour_cooldown = Duration::from_secs(3600);
+    let due = |target: u64, closed: i64| {
+        c.compaction_due(FileKind::Spans, closed, target, hour_cooldown, 10)
+    };
     assert_eq!(due(2000, 10 * HOUR).await.unwrap(), [0]);
     assert!(due(1000, 10 * HOUR).await.unwrap().is_empty());
     assert!(due(2000, HOUR - 1).await.unwrap().is_empty());
@@ -343,6 +346,15 @@ async fn a_listing_pairs_the_files_with_the_checkpoint_and_a_compaction_swaps_on
         2,
         "the inputs wait for deletion"
     );
+    // Late spans uploaded into the compacted hour: not merged with it again within the
+    // cooldown after its compaction (the whole hour would be fetched and put again at every
+    // pass), due once the cooldown is over.
+    register(&c, &n, newer, &[file("spans/h0/late", 4, 5)], 3_000)
+        .await
+        .unwrap();
+    assert!(due(1_000_000, 10 * HOUR).await.unwrap().is_empty());
+    let after = |cooldown| c.compaction_due(FileKind::Spans, 10 * HOUR, 1_000_000, cooldown, 10);
+    assert_eq!(after(Duration::ZERO).await.unwrap(), [0]);
 }
 
 #[tokio::test]
@@ -362,6 +374,7 @@ async fn heartbeats_are_fenced_and_the_status_reads_them_back_with_checkpoints_a
         version: "9.9.9".into(),
         staging_bytes: 12_345,
         upload_lag_ms: 6_000,
+        api_url: Some("http://10.0.0.7:8080".into()),
     };
     c.heartbeat(&n1, e1, &beat).await.unwrap();
 
@@ -391,6 +404,7 @@ async fn heartbeats_are_fenced_and_the_status_reads_them_back_with_checkpoints_a
     assert_eq!(one.node.version.as_deref(), Some("9.9.9"));
     assert_eq!(one.node.staging_bytes, Some(12_345));
     assert_eq!(one.node.upload_lag_ms, Some(6_000));
+    assert_eq!(one.node.api_url.as_deref(), Some("http://10.0.0.7:8080"));
     assert_eq!(one.node.spans_uploaded_through_unix_ms, Some(7));
     assert_eq!(
         (one.node.live_span_files, one.node.live_span_bytes),
@@ -402,8 +416,10 @@ async fn heartbeats_are_fenced_and_the_status_reads_them_back_with_checkpoints_a
         (two.node.live_span_files, two.node.staging_bytes),
         (0, None)
     );
+    assert_eq!(two.node.api_url, None);
     let text = status.to_string();
     assert!(text.contains("1 of 2 nodes alive"), "{text}");
+    assert!(text.contains("http://10.0.0.7:8080"), "{text}");
     assert!(
         text.contains("12.3 KB") || text.contains("12.1 KiB"),
         "{text}"

@@ -2,7 +2,10 @@
 //! (`[store] compaction` on, with shared storage), one hour at a time.
 //!
 //! An hour is due once it ended `[store] compaction_lateness` ago and holds more live files
-//! than `ceil(bytes / compaction_target_bytes)`, one of them not a compaction's output. The
+//! than `ceil(bytes / compaction_target_bytes)`, one of them not a compaction's output, and
+//! its last compaction is at least `[store] compaction_grace` old (late spans uploaded into a
+//! compacted hour wait beside its outputs rather than have the whole hour merged again at
+//! every pass: [`Catalog::compaction_due`]). The
 //! compacting node claims the hour's files (`FOR UPDATE SKIP LOCKED`: another node's
 //! compaction of the same hour skips them), fetches them into a scratch directory, merges them
 //! with the single-node store's merge (sorted by trace id, one row per span key, outputs cut
@@ -40,6 +43,8 @@ pub struct CompactionSettings {
     pub lateness: Duration,
     /// `compaction_target_bytes`.
     pub target_bytes: u64,
+    /// How long after its last compaction an hour is not merged again (`compaction_grace`).
+    pub cooldown: Duration,
     /// The store's zstd level.
     pub zstd_level: i32,
 }
@@ -86,6 +91,7 @@ pub async fn run_pass(
             FileKind::Spans,
             now.saturating_sub(lateness),
             settings.target_bytes,
+            settings.cooldown,
             HOURS_PER_PASS,
         )
         .await?;

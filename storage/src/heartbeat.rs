@@ -1,12 +1,12 @@
 //! The node's heartbeat: every `[cluster] heartbeat_interval`, once the uploader has claimed
 //! the node id (it publishes the epoch it owns), the node writes into its catalog row that it
-//! is alive, its version, its staging bytes and its upload lag ([`Catalog::heartbeat`]).
+//! is alive, its version, its API's address, its staging bytes and its upload lag ([`Catalog::heartbeat`]).
 //! A heartbeat that fails is logged and tried at the next tick; one refused because another
 //! process claimed the node id ends the task (the uploader stops too).
 //!
 //! Does not own the node row's schema or the status read back ([`crate::catalog::nodes`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use dyeline_model::time::now_unix_ms;
@@ -32,6 +32,9 @@ pub struct HeartbeatSettings {
     pub started_unix_ms: i64,
     /// The binary's version.
     pub version: String,
+    /// Where this node's API answers, set once its listener is bound (its port may be chosen
+    /// by the OS).
+    pub api_url: Arc<OnceLock<String>>,
 }
 
 /// What `store` says of its staging area now.
@@ -46,6 +49,7 @@ pub fn beat(store: &Store, settings: &HeartbeatSettings) -> Beat {
         version: settings.version.clone(),
         staging_bytes: store.local_file_bytes(),
         upload_lag_ms: oldest.map_or(0, |w| u64::try_from(now - w).unwrap_or(0)),
+        api_url: settings.api_url.get().cloned(),
     }
 }
 

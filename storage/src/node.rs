@@ -144,12 +144,82 @@ fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
         .unwrap_or_default()
+}
+
+/// Checks `[cluster] advertise_url`: an `http` or `https` URL with a host and nothing after
+/// the authority but an optional `/`; returns it without that `/`.
+///
+/// # Errors
+/// What is wrong with it.
+pub fn parse_advertise_url(text: &str) -> Result<String, String> {
+    let url = url::Url::parse(text).map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || !url.has_host() {
+        return Err(format!(
+            "{text:?}: expected http://HOST:PORT or https://HOST:PORT"
+        ));
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "{text:?}: expected no path, query or fragment (the API's routes are added to it)"
+        ));
+    }
+    Ok(text.trim_end_matches('/').to_owned())
+}
+
+/// Where other nodes reach this node's API: `advertise` (`[cluster] advertise_url`) when set;
+/// else the bound address, with the host name in place of an unspecified IP (`0.0.0.0`,
+/// `::`), which no other machine can dial.
+pub fn api_url(advertise: Option<&str>, bound: std::net::SocketAddr) -> String {
+    if let Some(a) = advertise {
+        return a.trim_end_matches('/').to_owned();
+    }
+    let host = host_name();
+    if bound.ip().is_unspecified() && !host.is_empty() {
+        format!("http://{host}:{}", bound.port())
+    } else {
+        format!("http://{bound}")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_api_url_is_the_advertised_one_or_a_dialable_bound_address() {
+        let bound = |s: &str| s.parse::<std::net::SocketAddr>().unwrap();
+        assert_eq!(
+            api_url(Some("http://node-1.dyeline:8080/"), bound("0.0.0.0:8080")),
+            "http://node-1.dyeline:8080"
+        );
+        assert_eq!(
+            api_url(None, bound("127.0.0.1:4321")),
+            "http://127.0.0.1:4321"
+        );
+        assert_eq!(api_url(None, bound("[::1]:80")), "http://[::1]:80");
+        let any = api_url(None, bound("0.0.0.0:8080"));
+        let host = host_name();
+        if host.is_empty() {
+            assert_eq!(any, "http://0.0.0.0:8080");
+        } else {
+            assert_eq!(any, format!("http://{host}:8080"));
+        }
+        assert_eq!(
+            parse_advertise_url("https://dyeline-0.dyeline.svc:8080/").unwrap(),
+            "https://dyeline-0.dyeline.svc:8080"
+        );
+        for bad in [
+            "dyeline-0:8080",
+            "ftp://h:1",
+            "http://h:1/api",
+            "http://h:1/?x=1",
+            "",
+        ] {
+            assert!(parse_advertise_url(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn the_grammar_accepts_dns_labels_only() {

@@ -1,7 +1,7 @@
 //! What `dyeline cluster status` shows: every node the catalog knows ([`Catalog::nodes`]),
-//! whether it is alive (a heartbeat within three intervals), its owner epoch, version, staging
-//! bytes, upload lag and live objects, and the cluster's alert leader and epoch (the lease
-//! row, [`crate::catalog::alerts`]); as text (a table) or
+//! whether it is alive (a heartbeat within three intervals), its owner epoch, version, API
+//! address, staging bytes, upload lag and live objects, and the cluster's alert leader and
+//! epoch (the lease row, [`crate::catalog::alerts`]); as text (a table) or
 //! JSON.
 //!
 //! Does not own the heartbeat ([`crate::heartbeat`]) or the node rows ([`crate::catalog`]).
@@ -101,6 +101,7 @@ impl fmt::Display for ClusterStatus {
             "epoch",
             "heartbeat",
             "version",
+            "api",
             "staging",
             "upload lag",
             "objects",
@@ -119,13 +120,14 @@ impl fmt::Display for ClusterStatus {
                 n.owner_epoch.to_string(),
                 or_dash(n.heartbeat_age_s, |a| format!("{a:.1}s ago")),
                 or_dash(n.version.clone(), |v| v),
+                or_dash(n.api_url.clone(), |v| v),
                 or_dash(n.staging_bytes, bytes),
                 or_dash(n.upload_lag_ms, |ms| format!("{:.1}s", ms as f64 / 1000.0)),
                 n.live_span_files.to_string(),
                 bytes(n.live_span_bytes),
             ]);
         }
-        for i in [2, 5, 6, 7, 8] {
+        for i in [2, 6, 7, 8, 9] {
             if let Some(c) = table.column_mut(i) {
                 c.set_cell_alignment(CellAlignment::Right);
             }

@@ -318,3 +318,78 @@ fn live_error_spike_alert_reaches_alertmanager_and_resolves() {
         std::thread::sleep(Duration::from_secs(1));
     }
 }
+
+/// `dyeline_orphan_spans_total`: spans of channel traces whose parent never arrived, each
+/// counted once, `trace_quiet` after its start: two orphans (one under a root that did
+/// arrive, one alone) among spans whose parents are all there.
+#[test]
+fn orphan_spans_are_counted_once_each_after_the_trace_quiet() {
+    let dir = temp_dir();
+    let s = Server::start(
+        &dir.path().join("data"),
+        &[
+            ("DYELINE_API_TOKEN", TOKEN),
+            ("DYELINE_ALERTS__INTERVAL", "1s"),
+            ("DYELINE_ALERTS__TRACE_QUIET", "1s"),
+        ],
+    );
+    let client = reqwest::blocking::Client::new();
+    for (path, body) in [
+        ("/api/v1/channels/trade", r#"{"apps": ["order", "stock"]}"#),
+        ("/api/v1/channels/trade/start", ""),
+    ] {
+        let r = client
+            .request(
+                if body.is_empty() { "POST" } else { "PUT" }
+                    .parse()
+                    .unwrap(),
+                format!("http://{}{path}", s.api),
+            )
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .unwrap();
+        assert!(r.status().is_success(), "{path}: {}", r.text().unwrap());
+    }
+    let orphans = || {
+        s.metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix("dyeline_orphan_spans_total "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .expect("dyeline_orphan_spans_total in /metrics")
+    };
+    assert_eq!(orphans(), 0.0);
+    // Sent after the evaluator's first pass (which only marks where counting starts).
+    std::thread::sleep(Duration::from_millis(2500));
+    let t = now_ns();
+    // (trace, span, parent, app): trace 1 whole; trace 2's stock span names a parent that
+    // never comes; trace 3 is a lone span under a missing parent.
+    let spans = [
+        (1, 1, None, "order"),
+        (1, 2, Some(1), "stock"),
+        (2, 3, None, "order"),
+        (2, 4, Some(99), "stock"),
+        (3, 5, Some(98), "order"),
+    ];
+    let body: Vec<String> = spans
+        .iter()
+        .map(|&(trace, span, parent, app): &(u64, u64, Option<u64>, &str)| {
+            let parent = parent.map_or(String::new(), |p| format!(r#""parentSpanId":"{p:016x}","#));
+            format!(
+                r#"{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"{app}"}}}},{{"key":"service.instance.id","value":{{"stringValue":"{app}-blue-1"}}}}]}},"scopeSpans":[{{"spans":[{{"traceId":"{trace:032x}","spanId":"{span:016x}",{parent}"name":"op","kind":2,"startTimeUnixNano":"{t}","endTimeUnixNano":"{}"}}]}}]}}"#,
+                t + 1_000_000
+            )
+        })
+        .collect();
+    let r = post_json(&s, &format!(r#"{{"resourceSpans":[{}]}}"#, body.join(",")));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while orphans() < 2.0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(orphans(), 2.0);
+    // Later evaluations read the same spans again and count nothing more.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(orphans(), 2.0);
+}

@@ -278,6 +278,11 @@ fn uploaded_spans_are_read_from_the_bucket_here_beside_and_on_a_second_node() {
         );
         assert!(n["heartbeat_age_s"].as_f64().unwrap() < 3.0, "{json}");
     }
+    // Each heartbeat says where that node's API answers (bound on 127.0.0.1, a port the OS
+    // chose).
+    for (n, server) in nodes.iter().zip([&a, &b]) {
+        assert_eq!(n["api_url"], format!("http://{}", server.api), "{json}");
+    }
     assert!(nodes[0]["live_span_files"].as_u64().unwrap() >= 1, "{json}");
     assert!(nodes[0]["live_span_bytes"].as_u64().unwrap() > 0, "{json}");
     // One of them is the alert leader, with the first epoch.

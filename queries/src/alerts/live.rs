@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dyeline_model::time::now_unix_nano;
+use prometheus_client::metrics::counter::Counter;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
@@ -97,6 +98,21 @@ pub struct Live {
     /// In a cluster, the alert leader and the stored book ([`super::cluster`]): only the
     /// leader feeds and delivers the book. `None`: a single node, alone.
     pub cluster: Option<Arc<dyn AlertCluster>>,
+    /// `dyeline_orphan_spans_total`, counted here ([`register_orphans`]).
+    pub orphans: Counter,
+}
+
+/// Registers `orphans` in `registry` as `dyeline_orphan_spans_total`: the orphan spans the
+/// live evaluation finds, each counted once, `trace_quiet` after its start (when the rest of
+/// its trace has arrived).
+pub fn register_orphans(orphans: &Counter, registry: &mut prometheus_client::registry::Registry) {
+    registry.register(
+        "dyeline_orphan_spans",
+        "Spans of traces in a channel whose parent span this node never received, counted \
+         trace_quiet after their start (with trace-id routing: a parent sent to another node; \
+         else one the sender dropped, or that started over a window before its child)",
+        orphans.clone(),
+    );
 }
 
 /// Starts the evaluator and the delivery worker; both stop when `stop` becomes true.
@@ -113,6 +129,7 @@ pub fn spawn(
         book,
         rollup,
         cluster,
+        orphans,
     } = live;
     let mut cluster_book = cluster.map(|c| {
         super::cluster::ClusterBook::start(
@@ -147,6 +164,8 @@ pub fn spawn(
             .as_nanos()
             .max(1) as i64;
         let mut last_resend = now_unix_nano();
+        // Orphans are counted for spans started in (counted_to, now - quiet]: each once.
+        let mut counted_to: Option<i64> = None;
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -174,6 +193,16 @@ pub fn spawn(
                     continue;
                 }
             };
+            let settled = now - quiet;
+            let since = counted_to.unwrap_or(settled).max(from);
+            orphans.inc_by(
+                report
+                    .orphan_starts
+                    .iter()
+                    .filter(|&&t| t > since && t <= settled)
+                    .count() as u64,
+            );
+            counted_to = Some(settled);
             report
                 .cross_color_hops
                 .retain(|h| (from..=now - quiet).contains(&h.t_unix_nano));

@@ -131,6 +131,10 @@ pub struct Report {
     /// The lane rules' findings, counts and coverage (domain §7.3–7.4), when a lane
     /// detection ran (the lists of those that did not are empty).
     pub lane: Option<LaneReport>,
+    /// The start (Unix ns) of each span of a trace in a channel whose parent span is not
+    /// among the spans read, when the trace detections ran (the live evaluation counts them:
+    /// `dyeline_orphan_spans_total`). Not written in JSON.
+    pub orphan_starts: Vec<i64>,
 }
 
 impl Report {
@@ -402,9 +406,11 @@ pub fn report_of(
     let t = std::time::Instant::now();
     // The trace detections and the window detections read the same spans and write
     // different findings: on large inputs they run on two threads.
-    let traces_part = |hops: &mut Vec<CrossColorHop>, missing: &mut Vec<MissingDecision>| {
+    let traces_part = |hops: &mut Vec<CrossColorHop>,
+                       missing: &mut Vec<MissingDecision>,
+                       orphans: &mut Vec<i64>| {
         let started = std::time::Instant::now();
-        traces::find(spans, hops, missing);
+        traces::find_with_orphans(spans, hops, missing, orphans);
         // In time order, for people and stable output.
         sort_by_fields!(hops, t_unix_nano, trace_id, span_id);
         sort_by_fields!(missing, t_unix_nano, trace_id, span_id);
@@ -417,6 +423,7 @@ pub fn report_of(
         ratio_deviation,
         instance_skew,
         error_spike,
+        orphan_starts,
         ..
     } = &mut r;
     let parallel = two_threads(spans);
@@ -436,7 +443,7 @@ pub fn report_of(
     };
     let (traces_took, windows_took) = if !traces_run || !windows_run {
         let d = if traces_run {
-            traces_part(cross_color_hops, missing_decisions)
+            traces_part(cross_color_hops, missing_decisions, orphan_starts)
         } else {
             std::time::Duration::ZERO
         };
@@ -448,12 +455,12 @@ pub fn report_of(
         (d, w)
     } else if parallel {
         std::thread::scope(|scope| {
-            let h = scope.spawn(|| traces_part(cross_color_hops, missing_decisions));
+            let h = scope.spawn(|| traces_part(cross_color_hops, missing_decisions, orphan_starts));
             let w = windows_part(false);
             (h.join().expect("trace detections thread"), w)
         })
     } else {
-        let d = traces_part(cross_color_hops, missing_decisions);
+        let d = traces_part(cross_color_hops, missing_decisions, orphan_starts);
         (d, windows_part(false))
     };
     // The lane rules (domain §7) find all five lane types in one pass.

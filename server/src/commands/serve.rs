@@ -351,8 +351,14 @@ pub async fn serve(
     let gate = crate::gate::Gate::new(Arc::clone(&auth), config.api.throttle.limits());
     gate.register(&mut registry);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let storage_check =
-        super::storage::spawn_shared_storage(&config, &store, &mut registry, stop_rx.clone())?;
+    let api_url = Arc::new(std::sync::OnceLock::new());
+    let storage_check = super::storage::spawn_shared_storage(
+        &config,
+        &store,
+        &mut registry,
+        stop_rx.clone(),
+        Arc::clone(&api_url),
+    )?;
     let control = Arc::new(ControlApi {
         plane: Arc::clone(&plane),
         auth: Arc::clone(&auth),
@@ -360,6 +366,8 @@ pub async fn serve(
         shutdown: stop_rx.clone(),
     });
     let alert_book: dyeline_queries::alerts::SharedAlerts = Default::default();
+    let orphans = prometheus_client::metrics::counter::Counter::default();
+    dyeline_queries::alerts::live::register_orphans(&orphans, &mut registry);
     let trace_views = dyeline_queries::trace_view::TraceViews::new(config.trace_view.max_spans);
     trace_views.register(&mut registry);
     let api_state = Arc::new(ApiState {
@@ -392,6 +400,11 @@ pub async fn serve(
         api: api_listener.local_addr()?,
     };
     on_bound(&bound);
+    let advertised = config.shared_storage()?.and_then(|s| s.advertise_url);
+    let _ = api_url.set(dyeline_storage::node::api_url(
+        advertised.as_deref(),
+        bound.api,
+    ));
     crate::private::warn_open_reads(bound.api, config.api.read_requires_token);
     tracing::info!(
         otlp_grpc = %grpc_listener.local_addr()?,
@@ -420,6 +433,7 @@ pub async fn serve(
                 book: alert_book,
                 rollup,
                 cluster: alert_cluster,
+                orphans,
             },
             external,
             stop_rx.clone(),

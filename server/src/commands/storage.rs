@@ -73,7 +73,8 @@ pub async fn run(config: Config, command: &StorageCommand) -> Result<(), BoxErro
 /// For `serve`: when shared storage is configured, starts its check in the background
 /// (retried while the store or catalog is down; ingest never waits for it), then the uploader
 /// of `store`'s local files until `stop`. The handle ends with `Some(message)` only when the
-/// store cannot be used (it overwrites, it cannot be opened).
+/// store cannot be used (it overwrites, it cannot be opened). The heartbeat carries `api_url`
+/// once the caller has bound the API and set it.
 ///
 /// # Errors
 /// A node id that cannot be resolved.
@@ -82,6 +83,7 @@ pub fn spawn_shared_storage(
     store: &Arc<Store>,
     registry: &mut Registry,
     stop: tokio::sync::watch::Receiver<bool>,
+    api_url: Arc<std::sync::OnceLock<String>>,
 ) -> Result<Option<tokio::task::JoinHandle<Option<String>>>, BoxError> {
     let Some(shared) = config.shared_storage()? else {
         return Ok(None);
@@ -95,6 +97,7 @@ pub fn spawn_shared_storage(
     let compaction = config.store.compaction.then(|| CompactionSettings {
         lateness: config.store.compaction_lateness,
         target_bytes: config.store.compaction_target_bytes.as_u64(),
+        cooldown: config.store.compaction_grace,
         zstd_level: store.config().zstd_level,
     });
     let maintenance = MaintenanceSettings {
@@ -126,6 +129,7 @@ pub fn spawn_shared_storage(
             interval: shared.heartbeat_interval,
             started_unix_ms: dyeline_model::time::now_unix_ms(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            api_url,
         };
         tokio::spawn(dyeline_storage::heartbeat::run(
             Arc::clone(&store),

@@ -97,6 +97,11 @@ pub struct ClusterSettings {
     /// Default `10s`.
     #[serde(with = "humantime_serde")]
     pub leader_lease: Duration,
+    /// Where the other nodes reach this node's API (`http://HOST:PORT`), written in its
+    /// heartbeat. Default: the bound API address, with the host name for `0.0.0.0`. Set it
+    /// when that name does not resolve from the other nodes (e.g. a Kubernetes pod's DNS name
+    /// under its headless Service).
+    pub advertise_url: Option<String>,
 }
 
 impl Default for ClusterSettings {
@@ -105,6 +110,7 @@ impl Default for ClusterSettings {
             node_id: None,
             heartbeat_interval: Duration::from_secs(5),
             leader_lease: Duration::from_secs(10),
+            advertise_url: None,
         }
     }
 }
@@ -136,6 +142,8 @@ pub struct SharedStorage {
     pub heartbeat_interval: Duration,
     /// `[cluster] leader_lease`.
     pub leader_lease: Duration,
+    /// `[cluster] advertise_url`, checked.
+    pub advertise_url: Option<String>,
 }
 
 impl super::Config {
@@ -216,6 +224,13 @@ fn shared_storage(
         },
         None => None,
     };
+    let advertise_url = match &cluster.advertise_url {
+        Some(u) => match dyeline_storage::node::parse_advertise_url(u) {
+            Ok(u) => Some(u),
+            Err(e) => return bad("[cluster] advertise_url", &e),
+        },
+        None => None,
+    };
     let object_store_url = match &storage.object_store_url {
         Some(u) => match ObjectStoreUrl::parse(u) {
             Ok(u) => Some(u),
@@ -245,6 +260,7 @@ fn shared_storage(
             fault,
             heartbeat_interval: cluster.heartbeat_interval,
             leader_lease: cluster.leader_lease,
+            advertise_url,
         })),
         (Some(_), None) => bad(
             "[catalog] postgres_url",

@@ -5,6 +5,8 @@
 //! A compaction that fails or crashes rolls the transaction back: the inputs stay live, and
 //! its objects are orphans for the janitor.
 
+use std::time::Duration;
+
 use sqlx::{Postgres, Transaction};
 
 use super::{
@@ -29,7 +31,14 @@ pub struct HourClaim {
 impl Catalog {
     /// Up to `limit` hours of `kind` due for compaction, oldest first: ended at or before
     /// `closed_before` (Unix ns), holding more live files than `ceil(bytes / target_bytes)`,
-    /// and at least one file that is not a compaction's output.
+    /// at least one file that is not a compaction's output, and no compaction output
+    /// registered less than `cooldown` ago.
+    ///
+    /// The cooldown bounds the work late spans cause: a compaction merges the whole hour, so
+    /// without it every upload of a few late spans into a closed hour would fetch, merge and
+    /// put the hour again at every pass. With it an hour is merged at most once per
+    /// cooldown, its late files waiting beside the outputs (read like any other file) until
+    /// then, as the single-node store's hour with a journal waits for its grace.
     ///
     /// # Errors
     /// [`CatalogError::Query`].
@@ -38,6 +47,7 @@ impl Catalog {
         kind: FileKind,
         closed_before: i64,
         target_bytes: u64,
+        cooldown: Duration,
         limit: u32,
     ) -> Result<Vec<i64>, CatalogError> {
         sqlx::query_scalar(
@@ -45,6 +55,8 @@ impl Catalog {
              WHERE kind = $1 AND deleted_at IS NULL AND hour_unix_nano <= $2 - $5 \
              GROUP BY hour_unix_nano \
              HAVING count(*) > ceil(sum(bytes)::float8 / $3) AND bool_or(NOT compacted) \
+               AND coalesce(max(created_at) FILTER (WHERE compacted), '-infinity') \
+                   <= now() - make_interval(secs => $6) \
              ORDER BY hour_unix_nano LIMIT $4",
         )
         .bind(kind.as_str())
@@ -52,6 +64,7 @@ impl Catalog {
         .bind(target_bytes.max(1) as f64)
         .bind(i64::from(limit))
         .bind(HOUR_NS)
+        .bind(cooldown.as_secs_f64())
         .fetch_all(&self.pool)
         .await
         .map_err(query_error("listing hours due for compaction"))

@@ -1,4 +1,4 @@
-//! The catalog's record of the nodes themselves (migration 0004): each node's owner writes a
+//! The catalog's record of the nodes themselves (migrations 0004, 0005): each node's owner writes a
 //! heartbeat into its `nodes` row ([`Catalog::heartbeat`], fenced by the owner epoch, so a
 //! process that lost its node id cannot keep it looking alive), and [`Catalog::nodes`] reads
 //! every node back with its upload checkpoint and live files for `dyeline cluster status`.
@@ -24,6 +24,8 @@ pub struct Beat {
     pub staging_bytes: u64,
     /// How long the oldest local file not uploaded yet has waited, ms (0 when none waits).
     pub upload_lag_ms: u64,
+    /// Where its API answers (`http://host:port`), once it is bound.
+    pub api_url: Option<String>,
 }
 
 /// One node as [`Catalog::nodes`] reads it.
@@ -41,6 +43,8 @@ pub struct NodeStatus {
     pub heartbeat_age_s: Option<f64>,
     /// The owner's version.
     pub version: Option<String>,
+    /// Where its API answers, as its last heartbeat said.
+    pub api_url: Option<String>,
     /// Bytes of local files it has not uploaded yet.
     pub staging_bytes: Option<u64>,
     /// How long its oldest local file not uploaded yet has waited, ms.
@@ -93,13 +97,15 @@ impl Catalog {
         sqlx::query(
             "UPDATE nodes SET heartbeat_at = now(), \
              started_at = to_timestamp($2::double precision / 1000), version = $3, \
-             staging_bytes = $4, upload_lag_ms = $5 WHERE node_id = $1",
+             staging_bytes = $4, upload_lag_ms = $5, api_url = $6 \
+             WHERE node_id = $1",
         )
         .bind(node.as_str())
         .bind(beat.started_unix_ms as f64)
         .bind(&beat.version)
         .bind(staging)
         .bind(lag)
+        .bind(beat.api_url.as_deref())
         .execute(&mut *tx)
         .await
         .map_err(query_error("writing a heartbeat"))?;
@@ -118,7 +124,7 @@ impl Catalog {
                (extract(epoch FROM n.claimed_at) * 1000)::bigint AS claimed_ms, \
                (extract(epoch FROM n.started_at) * 1000)::bigint AS started_ms, \
                extract(epoch FROM now() - n.heartbeat_at)::double precision AS age_s, \
-               n.version, n.staging_bytes, n.upload_lag_ms, \
+               n.version, n.api_url, n.staging_bytes, n.upload_lag_ms, \
                c.uploaded_through_unix_ms, \
                coalesce(f.files, 0) AS files, coalesce(f.bytes, 0) AS bytes \
              FROM nodes n \
@@ -140,6 +146,7 @@ impl Catalog {
                     started_unix_ms: col(r, "started_ms")?,
                     heartbeat_age_s: col::<Option<f64>>(r, "age_s")?.map(|a| a.max(0.0)),
                     version: col(r, "version")?,
+                    api_url: col(r, "api_url")?,
                     staging_bytes: to_u64(col(r, "staging_bytes")?),
                     upload_lag_ms: to_u64(col(r, "upload_lag_ms")?),
                     spans_uploaded_through_unix_ms: col(r, "uploaded_through_unix_ms")?,

@@ -40,11 +40,25 @@ pub const VIA_CUT: &str = "…";
 
 /// Runs both per-trace detections over every trace of `spans` (sorted by trace).
 pub fn find(spans: &Spans, hops: &mut Vec<CrossColorHop>, missing: &mut Vec<MissingDecision>) {
+    find_with_orphans(spans, hops, missing, &mut Vec::new());
+}
+
+/// As [`find`], also pushing onto `orphans` the start (Unix ns) of every span of the walked
+/// traces (those with a span in a channel) whose `parent_span_id` names a span not among
+/// `spans`: an orphan, whose parent this node never received (or not yet, or outside the
+/// range read). Found on the walk's parent links, at no extra cost.
+pub fn find_with_orphans(
+    spans: &Spans,
+    hops: &mut Vec<CrossColorHop>,
+    missing: &mut Vec<MissingDecision>,
+    orphans: &mut Vec<i64>,
+) {
     let mut sink = Sink {
         keep: &|_| true,
         hops,
         missing,
         counts: None,
+        orphans,
     };
     find_into(spans, &mut sink);
 }
@@ -72,11 +86,13 @@ pub fn find_some(
     missing: &mut Vec<MissingDecision>,
 ) -> FindCounts {
     let mut counted = Counted::default();
+    let mut orphans = Vec::new();
     let mut sink = Sink {
         keep,
         hops,
         missing,
         counts: Some(&mut counted),
+        orphans: &mut orphans,
     };
     find_into(spans, &mut sink);
     let key = |t: i64, trace: &str, span: &str| (t, trace.to_owned(), span.to_owned());
@@ -105,6 +121,7 @@ struct Sink<'a> {
     hops: &'a mut Vec<CrossColorHop>,
     missing: &'a mut Vec<MissingDecision>,
     counts: Option<&'a mut Counted>,
+    orphans: &'a mut Vec<i64>,
 }
 
 fn find_into(spans: &Spans, sink: &mut Sink<'_>) {
@@ -180,6 +197,12 @@ fn one_trace(
             )
         })
         .collect();
+    sink.orphans.extend(
+        ss.iter()
+            .zip(&parent)
+            .filter(|(s, p)| s.parent.is_some() && p.is_none())
+            .map(|(s, _)| s.start),
+    );
     // Ancestors present in the trace (a span reaching a parent cycle counts as deepest).
     let depth = depths(&parent);
     let mut channels: Vec<u32> = ss

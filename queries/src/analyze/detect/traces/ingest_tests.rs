@@ -5,7 +5,7 @@
 use dyeline_model::Color;
 
 use crate::analyze::spans::Kind;
-use crate::analyze::testkit::{B, Sp, releasing};
+use crate::analyze::testkit::{B, S, Sp, T0, releasing};
 
 /// (app, caller app) of each missing decision, sorted.
 fn callers(b: &mut B) -> Vec<(String, String)> {
@@ -134,4 +134,25 @@ fn a_batch_consumer_is_called_by_the_app_of_the_producer_it_links_to() {
             ("notify".to_owned(), "order".to_owned()),
         ]
     );
+}
+
+/// A span whose parent id names no span of the data is an orphan (counted by the live
+/// evaluation); a SERVER half reported without a parent, or a child of a shared id, is not.
+#[test]
+fn a_span_whose_parent_is_not_in_the_data_is_an_orphan_and_only_it() {
+    let mut b = B::new();
+    releasing(&mut b, "trade", &["gateway", "order", "stock"], 50);
+    zipkin_trace(&mut b, Color::Blue);
+    assert_eq!(b.report().orphan_starts, Vec::<i64>::new());
+    b.span(Sp {
+        trace: 7,
+        span: 9,
+        parent: Some(42),
+        app: "stock",
+        instance: "stock",
+        kind: Kind::Server,
+        t: 0.5,
+        ..Sp::default()
+    });
+    assert_eq!(b.report().orphan_starts, [T0 + S / 2]);
 }
