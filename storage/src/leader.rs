@@ -76,11 +76,14 @@ impl Leader {
 }
 
 /// Starts the election; it runs until `stop` turns true, then gives the lease up (its
-/// deadline set to now, so another node takes over at its next try).
-pub fn spawn(settings: ElectionSettings, stop: watch::Receiver<bool>) -> Leader {
+/// deadline set to now, so another node takes over at its next try) and the task ends.
+pub fn spawn(
+    settings: ElectionSettings,
+    stop: watch::Receiver<bool>,
+) -> (Leader, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(None);
-    tokio::spawn(run(settings, tx, stop));
-    Leader { rx }
+    let task = tokio::spawn(run(settings, tx, stop));
+    (Leader { rx }, task)
 }
 
 /// The election's state on its dedicated connection.

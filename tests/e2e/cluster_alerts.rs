@@ -377,5 +377,21 @@ fn one_leader_delivers_each_alert_once_across_a_kill_and_a_pause() {
         delivered / 1_000_000,
         "the start moved"
     );
+
+    // 3. A leader stopping cleanly (SIGTERM) gives its lease up: it has ended when the
+    // process has (or the other node already holds the next epoch), not a lease later.
+    let stopping = Instant::now();
+    assert!(nodes[third].take().unwrap().stop());
+    assert_eq!(
+        pg.psql("SELECT epoch = 4 OR deadline <= now() FROM alert_lease")
+            .as_deref(),
+        Some("t"),
+        "the stopped leader's lease still runs"
+    );
+    wait_until("the resumed node takes epoch 4", 10, || lease(&pg).1 == 4);
+    eprintln!(
+        "alert leader handover after SIGTERM: {:.2}s",
+        stopping.elapsed().as_secs_f64()
+    );
     eprintln!("cluster alerts test: {:.1}s", began.elapsed().as_secs_f64());
 }

@@ -417,7 +417,10 @@ pub async fn serve(
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let alert_cluster = super::storage::alert_cluster(&config, stop_rx.clone())?;
+    let (alert_cluster, election) = match super::storage::alert_cluster(&config, stop_rx.clone())? {
+        Some((port, task)) => (Some(port), Some(task)),
+        None => (None, None),
+    };
     let evaluator = config.alerts.enabled.then(|| {
         let external = config
             .alerts
@@ -490,6 +493,11 @@ pub async fn serve(
     let _ = tokio::join!(grpc, http, api);
     if let Some(e) = evaluator {
         let _ = e.await;
+    }
+    if let Some(e) = election {
+        // The lease is given up, so another node takes over at once rather than a lease
+        // later; a catalog that does not answer does not hold the shutdown up.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(3), e).await;
     }
     tokio::task::spawn_blocking(move || store.close()).await?;
     plane.close().await;

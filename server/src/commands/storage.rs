@@ -161,6 +161,12 @@ pub fn spawn_shared_storage(
     })))
 }
 
+/// The alert loop's cluster port and the election's task (it ends after giving the lease up).
+pub type AlertClusterHandle = (
+    Arc<dyn dyeline_queries::ports::AlertCluster>,
+    tokio::task::JoinHandle<()>,
+);
+
 /// For `serve`: in a cluster (shared storage configured) with live alerts on, starts this
 /// node's candidacy for alert leader (until `stop`) and returns the alert loop's cluster
 /// port; `None` for a single node, whose alerts stay exactly as they were.
@@ -170,7 +176,7 @@ pub fn spawn_shared_storage(
 pub fn alert_cluster(
     config: &Config,
     stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<Option<Arc<dyn dyeline_queries::ports::AlertCluster>>, BoxError> {
+) -> Result<Option<AlertClusterHandle>, BoxError> {
     if !config.alerts.enabled {
         return Ok(None);
     }
@@ -186,7 +192,7 @@ pub fn alert_cluster(
             "the alert leader judges the spans it reads: other nodes' spans reach it only once uploaded, so with [storage] upload_interval longer than [alerts] lateness it misses windows of theirs"
         );
     }
-    let leader = dyeline_storage::leader::spawn(
+    let (leader, election) = dyeline_storage::leader::spawn(
         dyeline_storage::leader::ElectionSettings {
             node,
             catalog_url: shared.postgres_url.clone(),
@@ -194,8 +200,12 @@ pub fn alert_cluster(
         },
         stop,
     );
-    Ok(Some(Arc::new(
-        crate::wiring::alert_cluster::CatalogAlerts::new(leader, shared.postgres_url),
+    Ok(Some((
+        Arc::new(crate::wiring::alert_cluster::CatalogAlerts::new(
+            leader,
+            shared.postgres_url,
+        )),
+        election,
     )))
 }
 
