@@ -49,6 +49,9 @@ pub trait AlertCluster: Send + Sync {
     /// The epoch this node leads with now; `None` when it does not lead, or its lease's
     /// deadline (on its own monotonic clock) has passed.
     fn leading(&self) -> Option<i64>;
+    /// How long this node may still act as leader (zero when it does not lead): no delivery
+    /// request outlives it.
+    fn lease_left(&self) -> std::time::Duration;
     /// Every alert of the stored book.
     async fn load(&self) -> Result<Vec<crate::alerts::Alert>, ClusterError>;
     /// Writes `alerts` (new or changed) into the stored book, fenced by `epoch`.

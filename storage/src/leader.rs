@@ -68,6 +68,14 @@ impl Leader {
             .map(|l| l.epoch)
     }
 
+    /// How long this node may still act as leader: until its deadline, zero when it does
+    /// not lead.
+    pub fn lease_left(&self) -> Duration {
+        self.rx.borrow().map_or(Duration::ZERO, |l| {
+            l.deadline.saturating_duration_since(Instant::now())
+        })
+    }
+
     /// A leader that never leads and a sender to make it lead (tests).
     pub fn manual() -> (watch::Sender<Option<Leadership>>, Self) {
         let (tx, rx) = watch::channel(None);

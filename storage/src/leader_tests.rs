@@ -148,8 +148,11 @@ async fn leadership_lapses_at_its_own_deadline() {
     }))
     .unwrap();
     assert_eq!(l.leading(), Some(7));
+    let left = l.lease_left();
+    assert!(left > Duration::from_millis(100) && left <= Duration::from_millis(200));
     tokio::time::sleep(Duration::from_millis(250)).await;
     assert_eq!(l.leading(), None);
+    assert_eq!(l.lease_left(), Duration::ZERO);
 }
 
 /// The book round-trips (a new leader continues an alert with its start), updates replace

@@ -13,7 +13,8 @@
 //! between a POST and its record leaves the key unrecorded: the next leader sends it again with
 //! the same key (the only repeat). Firing alerts are also re-sent to the Alertmanagers every
 //! `resend_interval` (Alertmanager forgets silent ones; it merges them by labels). Nothing is
-//! sent once the leader's lease deadline has passed.
+//! sent once the leader's lease deadline has passed, and no request outlives it (each one's
+//! timeout is the lease left).
 //!
 //! Does not own the election or the storage (the port's implementation).
 
@@ -226,7 +227,8 @@ async fn deliver_loop(
                     } else {
                         webhook_body(std::slice::from_ref(a), ext)
                     };
-                    if !post_once(client, &t.url, &body, key, epoch).await {
+                    let within = cluster.lease_left();
+                    if !post_once(client, &t.url, &body, (key, epoch), within).await {
                         continue; // tried again at the next evaluation
                     }
                     match cluster.record(epoch, key, &t.name).await {
@@ -255,7 +257,8 @@ async fn deliver_loop(
                             return;
                         }
                         let body = Value::Array(vec![am_alert(a, ext)]);
-                        post_once(client, &t.url, &body, &a.delivery_key(), epoch).await;
+                        let within = cluster.lease_left();
+                        post_once(client, &t.url, &body, (&a.delivery_key(), epoch), within).await;
                     }
                 }
             });
@@ -287,6 +290,13 @@ mod tests {
     impl AlertCluster for Fake {
         fn leading(&self) -> Option<i64> {
             *self.leading.lock()
+        }
+        fn lease_left(&self) -> Duration {
+            if self.leading().is_some() {
+                Duration::from_secs(5)
+            } else {
+                Duration::ZERO
+            }
         }
         async fn load(&self) -> Result<Vec<Alert>, ClusterError> {
             Ok(self.book.lock().clone())

@@ -89,17 +89,21 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// The header carrying the alert leader's epoch.
 pub const EPOCH_HEADER: &str = "x-dyeline-epoch";
 
-/// One POST of `body` to `url` with the idempotency key and epoch headers; true when the
-/// target accepted it (a 2xx).
+/// One POST of `body` to `url` with the idempotency key and epoch headers, abandoned after
+/// `within` (the leader's lease left); true when the target accepted it (a 2xx).
 pub(super) async fn post_once(
     client: &reqwest::Client,
     url: &str,
     body: &Value,
-    key: &str,
-    epoch: i64,
+    (key, epoch): (&str, i64),
+    within: Duration,
 ) -> bool {
+    if within.is_zero() {
+        return false;
+    }
     match client
         .post(url)
+        .timeout(within.min(Duration::from_secs(10)))
         .header(IDEMPOTENCY_KEY, key)
         .header(EPOCH_HEADER, epoch)
         .json(body)

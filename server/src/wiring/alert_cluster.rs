@@ -87,6 +87,10 @@ impl AlertCluster for CatalogAlerts {
         self.leader.leading()
     }
 
+    fn lease_left(&self) -> std::time::Duration {
+        self.leader.lease_left()
+    }
+
     async fn load(&self) -> Result<Vec<Alert>, ClusterError> {
         let rows = self.catalog().await?.alerts().await.map_err(unavailable)?;
         Ok(rows.into_iter().map(from_row).collect())
