@@ -994,6 +994,42 @@ mod tests {
         assert!(!is_setting(&keys, "log"));
     }
 
+    /// Alertmanager and webhook URLs must be http(s) with a host; the message names the key
+    /// and never the URL (a webhook's may carry a token).
+    #[test]
+    fn alert_urls_that_are_not_http_are_refused_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        let load = |body: &str| {
+            std::fs::write(&file, format!("[alerts]\n{body}\n")).unwrap();
+            Config::load(Some(&file), Figment::new())
+        };
+        let ok = load(
+            "alertmanager_url = \"http://am-0:9093\"\nalertmanager_urls = [\"https://am-1:9093\"]\n\
+             webhooks = [\"http://hooks/x?token=s3cret\"]",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.alerts.alertmanagers(),
+            ["http://am-0:9093", "https://am-1:9093"]
+        );
+        for (body, key) in [
+            (
+                "alertmanager_url = \"am-0:9093\"",
+                "alerts.alertmanager_url",
+            ),
+            (
+                "alertmanager_urls = [\"http://a:1\", \"ftp://b\"]",
+                "alerts.alertmanager_urls[1]",
+            ),
+            ("webhooks = [\"file:///s3cret\"]", "alerts.webhooks[0]"),
+        ] {
+            let e = load(body).expect_err(body).to_string();
+            assert!(e.contains(key) && e.contains("not an http"), "{body}: {e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
+    }
+
     #[test]
     fn sql_limits_that_disable_themselves_are_refused() {
         let dir = tempfile::tempdir().unwrap();
