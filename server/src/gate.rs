@@ -3,7 +3,8 @@
 //! so a route added anywhere is checked without doing anything. Only the paths of [`OPEN`]
 //! skip it; they reveal nothing and must stay reachable:
 //!
-//! - `/healthz` answers `ok` and nothing else (liveness probes carry no token);
+//! - `/healthz` and `/livez` answer `ok` and nothing else, `/readyz` `ok` or why the store
+//!   refuses writes (probes carry no token);
 //! - `/api/v1/openapi.json` is the same document for every installation (the API's shape is
 //!   public; it declares which routes need a token);
 //! - `/assets/style.css`, `/assets/live.js` are the dashboard's static files;
@@ -43,8 +44,10 @@ use prometheus_client::registry::Registry;
 use serde_json::json;
 
 /// Paths answered without any check (see the module doc for why each).
-pub const OPEN: [&str; 6] = [
+pub const OPEN: [&str; 8] = [
     "/healthz",
+    "/livez",
+    "/readyz",
     "/api/v1/openapi.json",
     "/assets/style.css",
     "/assets/live.js",
@@ -420,6 +423,9 @@ mod tests {
         let post = Method::POST;
         for (method, path, kind) in [
             (&get, "/healthz", Kind::Open),
+            (&get, "/livez", Kind::Open),
+            (&get, "/readyz", Kind::Open),
+            (&get, "/readyz/", Kind::Page),
             (&get, "/api/v1/openapi.json", Kind::Open),
             (&get, "/assets/style.css", Kind::Open),
             (&get, "/assets/other.css", Kind::Page),

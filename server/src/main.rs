@@ -23,9 +23,19 @@ use clap::Parser;
 
 use crate::commands::Command;
 
+/// `dyeline --version`: the version, the commit and the build date (build.rs).
+const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("DYELINE_COMMIT"),
+    ", built ",
+    env!("DYELINE_BUILD_DATE"),
+    ")"
+);
+
 /// Blue-green release observability: OTLP collector, span store and analyzer.
 #[derive(Parser)]
-#[command(name = "dyeline", version, about)]
+#[command(name = "dyeline", version, long_version = LONG_VERSION, about)]
 struct Cli {
     /// TOML configuration file (layered under DYELINE_* variables and flags).
     #[arg(long, global = true)]

@@ -365,6 +365,23 @@ impl Store {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
+    /// Why a write would be refused now, or `None` when the store takes writes: `closed` (the
+    /// store is shutting down), `memory_full` (the rows in memory take
+    /// [`StoreConfig::max_memory_bytes`] or more) or `staging_full` (the local files not
+    /// uploaded yet take [`StoreConfig::staging_max_bytes`] or more). A store that is open
+    /// has replayed its WAL. The readiness probe reads it.
+    pub fn write_refusal(&self) -> Option<&'static str> {
+        if self.tx.lock().is_none() {
+            Some("closed")
+        } else if self.memory_full() {
+            Some("memory_full")
+        } else if self.staging_full() {
+            Some("staging_full")
+        } else {
+            None
+        }
+    }
+
     /// True while the rows in memory take [`StoreConfig::max_memory_bytes`] or more.
     fn memory_full(&self) -> bool {
         self.shared.memory_full(self.max_memory_bytes)

@@ -32,6 +32,7 @@ mod live_lanes;
 mod otlp_python;
 mod otlp_rust;
 mod presence;
+mod probes;
 mod routing;
 mod shared_reads;
 mod sql;

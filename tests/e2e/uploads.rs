@@ -492,3 +492,56 @@ fn shared_compaction_merges_an_hour_while_queries_see_every_row_once() {
         unknown_objects(&weed, &pg).is_empty()
     });
 }
+
+/// The staging bound and the probes: with the bucket down, a node's local files grow past
+/// `[store] staging_max_bytes`; then OTLP writes are refused with Retry-After (never dropped)
+/// and `/readyz` answers 503 `staging_full` while `/livez` stays `ok`; once the bucket is back
+/// and the files are uploaded, the node is ready and takes writes again.
+#[test]
+fn a_full_staging_refuses_writes_and_readiness_until_the_bucket_takes_it() {
+    let mut weed = Seaweed::start();
+    let pg = Postgres::start();
+    let dir = temp_dir();
+    let data = dir.path().join("n");
+    let env = node_env(&weed, &pg, "node-s");
+    let s = start(&data, &env, &[("DYELINE_STORE__STAGING_MAX_BYTES", "1KiB")]);
+    let probe = |path: &str| {
+        let r = reqwest::blocking::get(format!("http://{}{path}", s.api)).unwrap();
+        (r.status().as_u16(), r.text().unwrap())
+    };
+    assert_eq!(probe("/readyz"), (200, "ok".to_owned()));
+    weed.stop();
+    let r = post_json(&s, &spans(0, 200));
+    assert_eq!(r.status, 200, "{}", r.text());
+    wait_until("the spans flushed into a local file", 20, || {
+        local_files(&data) >= 1
+    });
+    let (status, body) = probe("/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("not_ready") && body.contains("staging_full"),
+        "{body}"
+    );
+    assert_eq!(probe("/livez"), (200, "ok".to_owned()));
+    let refused = reqwest::blocking::Client::new()
+        .post(format!("http://{}/v1/traces", s.http))
+        .header("content-type", "application/json")
+        .body(spans(200, 10))
+        .send()
+        .unwrap();
+    assert!(
+        [429, 503].contains(&refused.status().as_u16()),
+        "{}",
+        refused.status()
+    );
+    assert!(refused.headers().contains_key("retry-after"));
+    weed.restart();
+    wait_until("the staging uploaded once the bucket is back", 120, || {
+        probe("/readyz").0 == 200
+    });
+    let r = post_json(&s, &spans(200, 10));
+    assert_eq!(r.status, 200, "{}", r.text());
+    wait_until("every accepted span read once", 30, || {
+        counts(&s) == (210, 210)
+    });
+}

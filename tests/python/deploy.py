@@ -28,7 +28,7 @@ What `check` looks at:
   which .ci/run installs).
 - every Kubernetes manifest under deploy/k8s against the Kubernetes JSON schemas bundled by
   kubernetes-validate (strict: unknown fields are errors), then the references between them
-  (ConfigMaps, Secrets, claims, Services' selectors and ports, probes on /healthz at the
+  (ConfigMaps, Secrets, claims, Services' selectors and ports, probes on /livez and /readyz at the
   configuration's API port, stable node ids, non-root security contexts); each folder's
   kustomization.yaml lists exactly its manifests. Not in `check` (kubectl is no Debian package,
   so CI has none): `deploy.py kustomize` renders each folder with `kubectl kustomize` and
@@ -849,10 +849,14 @@ def check_probes_and_security(workload, where, api_port):
     res = c.get("resources", {})
     need(res.get("requests", {}).get("memory") and res.get("requests", {}).get("cpu") and res.get("limits", {}).get("memory"),
          f"{where}: resources need cpu/memory requests and a memory limit")
-    for probe in ("livenessProbe", "readinessProbe"):
+    # Liveness: the process answers; readiness: the store takes writes (a node that would
+    # refuse spans leaves the Service and the gateway's ring).
+    for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz"), ("startupProbe", "/livez")):
         p = c.get(probe)
+        if probe == "startupProbe" and p is None:
+            continue
         need(p and "httpGet" in p, f"{where}: no {probe} over HTTP")
-        need(p["httpGet"]["path"] == "/healthz", f"{where}: {probe} asks {p['httpGet']['path']}, not /healthz")
+        need(p["httpGet"]["path"] == path, f"{where}: {probe} asks {p['httpGet']['path']}, not {path}")
         need(named_port(c, p["httpGet"]["port"]) == api_port, f"{where}: {probe} is not on the API port {api_port}")
     need(c.get("args", c.get("command")) == SERVE or c.get("args") is None, f"{where}: runs {c.get('args')}, not {' '.join(SERVE)}")
     need(pod_spec(workload).get("terminationGracePeriodSeconds", 30) >= 30, f"{where}: too little time to flush on SIGTERM")
@@ -1086,7 +1090,7 @@ MUTATIONS = [
     (S + "deployment.yaml", "  replicas: 1", "  replicas: one", "check_k8s_schemas"),
     (K + "statefulset.yaml", "  replicas: 3", "  replicas: 2", "check_k8s_cluster"),
     (K + "statefulset.yaml", "fieldPath: metadata.name", "fieldPath: metadata.uid", "check_k8s_cluster"),
-    (K + "statefulset.yaml", "path: /healthz", "path: /livez", "check_k8s_cluster"),
+    (K + "statefulset.yaml", "path: /readyz", "path: /livez", "check_k8s_cluster"),
     (K + "statefulset.yaml", "runAsNonRoot: true", "runAsNonRoot: false", "check_k8s_cluster"),
     (K + "statefulset.yaml", "    - metadata:\n        name: data\n", "    - metadata:\n        name: state\n", "check_k8s_cluster"),
     (K + "statefulset.yaml", "key: DYELINE_API_TOKEN", "key: API_TOKEN", "check_k8s_cluster"),

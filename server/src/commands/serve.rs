@@ -291,6 +291,15 @@ pub async fn serve(
         .map_err(|e| format!("opening the control database: {e}"))?;
     crate::wiring::plane::warn_of_local_ops(&config, &plane).await;
     let mut registry = Registry::default();
+    registry.register(
+        "dyeline_build",
+        "The running binary: version, commit and build date (always 1)",
+        prometheus_client::metrics::info::Info::new(vec![
+            ("version", env!("CARGO_PKG_VERSION")),
+            ("commit", env!("DYELINE_COMMIT")),
+            ("build_date", env!("DYELINE_BUILD_DATE")),
+        ]),
+    );
     let receiver_metrics = ReceiverMetrics::default();
     receiver_metrics.register(&mut registry);
     let listener_metrics = ListenerMetrics::default();
@@ -385,6 +394,7 @@ pub async fn serve(
         auth,
         plane: Arc::clone(&plane),
         registry: Mutex::new(registry),
+        store: Arc::clone(&store),
     });
 
     let grpc_listener = listen::bind(config.otlp_grpc_addr)

@@ -1,6 +1,6 @@
 //! The API port's composition: the control routes (`dyeline_control::api`), the analysis
 //! routes (`dyeline_queries::http`), the server's own `GET /metrics` (Prometheus text) and
-//! `GET /healthz`, `GET /api/v1/openapi.json` (the OpenAPI document collected from the same
+//! `GET /healthz`, `GET /livez`, `GET /readyz` (Kubernetes' probes), `GET /api/v1/openapi.json` (the OpenAPI document collected from the same
 //! handlers) and the dashboard's pages; and the token check the analysis routes read
 //! through. API errors are JSON `{"error": {"code", "message"}}` with a 4xx/5xx status.
 
@@ -30,6 +30,8 @@ pub struct ApiState {
     pub auth: Arc<Auth>,
     /// The control plane (its timeline places spans in channels).
     pub plane: Arc<ControlPlane>,
+    /// The store (readiness: does it take writes).
+    pub store: Arc<dyeline_store::Store>,
 }
 
 /// A control-plane refusal as the API's error (its status, code and message).
@@ -57,6 +59,8 @@ pub fn router(state: Arc<ApiState>, control: Arc<ControlApi>, ui: Router) -> Rou
     let own = OpenApiRouter::new()
         .routes(routes!(metrics))
         .routes(routes!(healthz))
+        .routes(routes!(livez))
+        .routes(routes!(readyz))
         .with_state(state);
     let (router, mut doc) = dyeline_control::api::router(control)
         .merge(analysis)
@@ -78,10 +82,36 @@ pub fn router(state: Arc<ApiState>, control: Arc<ControlApi>, ui: Router) -> Rou
         .merge(ui)
 }
 
-/// Liveness: `ok`.
+/// Liveness, kept for probes written before `/livez`: `ok`.
 #[utoipa::path(get, path = "/healthz", tag = "server", responses((status = 200, body = String)))]
 async fn healthz() -> &'static str {
     "ok"
+}
+
+/// Liveness (Kubernetes' `livenessProbe`): the process answers HTTP. `ok`.
+#[utoipa::path(get, path = "/livez", tag = "server", responses((status = 200, body = String)))]
+async fn livez() -> &'static str {
+    "ok"
+}
+
+/// Readiness (Kubernetes' `readinessProbe`): `ok` while the store takes writes: its WAL is
+/// replayed (the API listens only after) and neither its rows in memory nor, with shared
+/// storage, its local staging are at their bound, nor is it shutting down. Else 503
+/// `not_ready` with the reason (`memory_full`, `staging_full`, `closed`): a node that would
+/// refuse spans leaves the load balancer's and the gateway's ring until it takes them again.
+#[utoipa::path(get, path = "/readyz", tag = "server",
+    responses((status = 200, body = String),
+              (status = 503, description = "the store refuses writes", body = dyeline_model::error_body::ErrorBody)))]
+async fn readyz(State(state): State<Arc<ApiState>>) -> Response {
+    match state.store.write_refusal() {
+        None => "ok".into_response(),
+        Some(reason) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            format!("the store refuses writes: {reason}"),
+        )
+        .into_response(),
+    }
 }
 
 /// Prometheus / OpenMetrics text of the server's own counters.
