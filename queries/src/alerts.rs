@@ -1,9 +1,11 @@
 //! Alerts from findings (issue: analyzer, item 3): the alert book ([`book`]: which alerts
 //! fire and resolve, pure state), the live evaluation that feeds it in `dyeline serve`
 //! ([`live`], with `[alerts]` settings) and the delivery of its changes to Alertmanager and
-//! webhooks ([`deliver`]).
+//! webhooks ([`deliver`]); in a cluster, the book stored by the alert leader and its
+//! delivery outbox ([`cluster`]).
 
 pub mod book;
+pub mod cluster;
 pub mod deliver;
 pub mod live;
 

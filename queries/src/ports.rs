@@ -2,7 +2,11 @@
 //! ([`Releases`], implemented by the server's wiring over the control plane, so `queries`
 //! depends on `model` and `store` only: GreptimeDB's "through the trait, not engine
 //! internals"), and the observers of the rows the store keeps ([`KeptRowsObserver`]: the
-//! span metrics and the channel rollups, which the server's sink calls in turn).
+//! span metrics and the channel rollups, which the server's sink calls in turn), and the
+//! cluster's alert leader ([`AlertCluster`]: the election and the book in PostgreSQL, which
+//! the server wires to the `storage` crate, so `queries` never depends on it).
+
+use std::collections::HashSet;
 
 use arrow::array::RecordBatch;
 use dyeline_model::release::Timeline;
@@ -22,4 +26,38 @@ pub trait Releases: Send + Sync {
 pub trait KeptRowsObserver: Send + Sync {
     /// Counts the kept rows of one write (rows of the `spans` schema).
     fn observe(&self, kept: &RecordBatch);
+}
+
+/// Why the alert cluster refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The lease has passed to a later epoch: this node is no longer the leader and its write
+    /// changed nothing.
+    #[error("the alert lease is no longer held by epoch {0}")]
+    Fenced(i64),
+    /// PostgreSQL failed or could not be reached.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// The cluster's alert leader as the live evaluation sees it (issue 27, item 3): whether this
+/// node leads, and the alert book and its deliveries, stored where every node reads them.
+/// Every write carries the leader's epoch and is refused ([`ClusterError::Fenced`]) once
+/// another node has taken the lease.
+#[async_trait::async_trait]
+pub trait AlertCluster: Send + Sync {
+    /// The epoch this node leads with now; `None` when it does not lead, or its lease's
+    /// deadline (on its own monotonic clock) has passed.
+    fn leading(&self) -> Option<i64>;
+    /// How long this node may still act as leader (zero when it does not lead): no delivery
+    /// request outlives it.
+    fn lease_left(&self) -> std::time::Duration;
+    /// Every alert of the stored book.
+    async fn load(&self) -> Result<Vec<crate::alerts::Alert>, ClusterError>;
+    /// Writes `alerts` (new or changed) into the stored book, fenced by `epoch`.
+    async fn save(&self, epoch: i64, alerts: &[crate::alerts::Alert]) -> Result<(), ClusterError>;
+    /// Which (idempotency key, target) pairs of `keys` were delivered.
+    async fn delivered(&self, keys: &[String]) -> Result<HashSet<(String, String)>, ClusterError>;
+    /// Records that `target` accepted the delivery `key`, fenced by `epoch`.
+    async fn record(&self, epoch: i64, key: &str, target: &str) -> Result<(), ClusterError>;
 }

@@ -646,6 +646,35 @@ impl Config {
                 "alerts.interval must be at least 100ms".into(),
             ));
         }
+        // The URLs are not quoted back: a webhook's may carry a token.
+        let alert_urls = self
+            .alerts
+            .alertmanager_url
+            .iter()
+            .map(|u| ("alertmanager_url".to_owned(), u))
+            .chain(
+                self.alerts
+                    .alertmanager_urls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, u)| (format!("alertmanager_urls[{i}]"), u)),
+            )
+            .chain(
+                self.alerts
+                    .webhooks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, u)| (format!("webhooks[{i}]"), u)),
+            );
+        for (key, u) in alert_urls {
+            let ok = reqwest::Url::parse(u)
+                .is_ok_and(|p| matches!(p.scheme(), "http" | "https") && p.has_host());
+            if !ok {
+                return Err(ConfigError::Invalid(format!(
+                    "alerts.{key}: not an http:// or https:// URL"
+                )));
+            }
+        }
         for t in &self.api.tokens {
             if t.name.trim().is_empty() {
                 return Err(ConfigError::Invalid(
@@ -963,6 +992,42 @@ mod tests {
         assert!(is_setting(&keys, "SQL__TIMEOUT"));
         assert!(!is_setting(&keys, "port_8080_tcp"));
         assert!(!is_setting(&keys, "log"));
+    }
+
+    /// Alertmanager and webhook URLs must be http(s) with a host; the message names the key
+    /// and never the URL (a webhook's may carry a token).
+    #[test]
+    fn alert_urls_that_are_not_http_are_refused_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        let load = |body: &str| {
+            std::fs::write(&file, format!("[alerts]\n{body}\n")).unwrap();
+            Config::load(Some(&file), Figment::new())
+        };
+        let ok = load(
+            "alertmanager_url = \"http://am-0:9093\"\nalertmanager_urls = [\"https://am-1:9093\"]\n\
+             webhooks = [\"http://hooks/x?token=s3cret\"]",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.alerts.alertmanagers(),
+            ["http://am-0:9093", "https://am-1:9093"]
+        );
+        for (body, key) in [
+            (
+                "alertmanager_url = \"am-0:9093\"",
+                "alerts.alertmanager_url",
+            ),
+            (
+                "alertmanager_urls = [\"http://a:1\", \"ftp://b\"]",
+                "alerts.alertmanager_urls[1]",
+            ),
+            ("webhooks = [\"file:///s3cret\"]", "alerts.webhooks[0]"),
+        ] {
+            let e = load(body).expect_err(body).to_string();
+            assert!(e.contains(key) && e.contains("not an http"), "{body}: {e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
     }
 
     #[test]

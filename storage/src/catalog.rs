@@ -1,6 +1,6 @@
 //! The catalog in PostgreSQL: which objects hold which rows, and how far each node's uploads
 //! have come. Its own numbered migrations (`storage/migrations/`, embedded; never edit one
-//! that has shipped, add the next) create three tables:
+//! that has shipped, add the next) create these tables:
 //!
 //! - `nodes` (`node_id`, `owner_epoch`): a process taking ownership of its node id
 //!   ([`Catalog::claim_node`]) bumps the epoch and gets it back; every write of that node
@@ -8,6 +8,8 @@
 //!   [`CatalogError::Fenced`] once another process has claimed the id since.
 //! - `span_files`: one row per uploaded object of `spans` or `presence` rows (its key, hour,
 //!   node, rows, bytes, first and last start, the trace-index object's key, created, deleted).
+//! - `alert_lease`, `alerts`, `alert_deliveries` (migration 0006): the alert leader's lease,
+//!   the alert book and the deliveries made, fenced by the lease's epoch ([`alerts`]).
 //! - `ingest_checkpoints` (per node and kind): `uploaded_through_unix_ms`, the write time
 //!   through which the node's local files are in registered objects (migration 0002 renamed it
 //!   from `wal_position`: the staging unit is a local file named by its write time).
@@ -70,6 +72,13 @@ pub enum CatalogError {
     Fenced {
         /// The node.
         node: NodeId,
+        /// The epoch the refused write carried.
+        epoch: i64,
+    },
+    /// The alert lease has passed to a later epoch since this leader took it: its write of
+    /// the alert book or of a delivery is refused.
+    #[error("catalog: the alert lease is no longer held by epoch {epoch}: write refused")]
+    LeaderFenced {
         /// The epoch the refused write carried.
         epoch: i64,
     },
@@ -661,6 +670,7 @@ pub(crate) fn to_i64(v: u64, what: &str) -> Result<i64, CatalogError> {
     i64::try_from(v).map_err(|_| CatalogError::Invalid(format!("{what} {v} is past i64::MAX")))
 }
 
+pub mod alerts;
 #[path = "catalog/compaction.rs"]
 pub mod compaction;
 pub mod nodes;

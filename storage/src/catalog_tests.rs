@@ -61,7 +61,7 @@ fn keys(files: &[ListedFile]) -> Vec<&str> {
 async fn migrations_apply_once_and_again_change_nothing() {
     let pg = Postgres::start();
     let first = catalog(&pg).await;
-    assert_eq!(first.schema_version().await.unwrap(), 5);
+    assert_eq!(first.schema_version().await.unwrap(), 6);
     let n = node("n1");
     let epoch = first.claim_node(&n).await.unwrap();
     register(&first, &n, epoch, &[file("a", 5, 9)], 3)
@@ -69,7 +69,7 @@ async fn migrations_apply_once_and_again_change_nothing() {
         .unwrap();
     // A second start (another node, a restart) runs the migrations again: nothing changes.
     let second = catalog(&pg).await;
-    assert_eq!(second.schema_version().await.unwrap(), 5);
+    assert_eq!(second.schema_version().await.unwrap(), 6);
     assert_eq!(
         keys(&second.live_files(FileKind::Spans, 0, 100).await.unwrap()),
         ["a"]
@@ -258,7 +258,7 @@ async fn tls_is_spoken_when_asked_and_an_unknown_issuer_is_refused() {
     let url =
         |mode: &str| PostgresUrl::parse(&format!("{}?sslmode={mode}", pg.url(PASSWORD))).unwrap();
     let c = Catalog::connect(&url("require"), 1).await.unwrap();
-    assert_eq!(c.schema_version().await.unwrap(), 5);
+    assert_eq!(c.schema_version().await.unwrap(), 6);
     let tls: String =
         sqlx::query_scalar("SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
             .fetch_one(&c.pool)
@@ -390,7 +390,7 @@ async fn heartbeats_are_fenced_and_the_status_reads_them_back_with_checkpoints_a
     ));
 
     let status = read(&c, Duration::from_secs(5)).await.unwrap();
-    assert_eq!(status.alert_leader, None);
+    assert_eq!(status.alert_leader.holder, None);
     let ids: Vec<&str> = status
         .nodes
         .iter()

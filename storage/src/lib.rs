@@ -6,8 +6,9 @@
 //! ([`urls`]), the start-up check of both ([`check`]), the uploader of the node's local files
 //! and the store's listing of the catalog's objects ([`uploader`]), the local cache of
 //! objects read whole ([`cache`], the store's `RemoteObjects` port), shared compaction
-//! ([`compaction`]), retention and the janitor ([`maintenance`]), and the node's heartbeat in
-//! the catalog ([`heartbeat`], read back by `dyeline cluster status`).
+//! ([`compaction`]), retention and the janitor ([`maintenance`]), the node's heartbeat in
+//! the catalog ([`heartbeat`], read back by `dyeline cluster status`), and the alert leader's
+//! election ([`leader`]) with its book and deliveries in the catalog ([`catalog::alerts`]).
 //!
 //! Does not own local staging (the `store` crate: WAL, memory, hourly files, and how its
 //! readers tell an object from a local file), or configuration (the server's `[storage]`,
@@ -28,6 +29,7 @@ pub mod catalog;
 pub mod check;
 pub mod compaction;
 pub mod heartbeat;
+pub mod leader;
 pub mod maintenance;
 pub mod node;
 pub mod objects;

@@ -1,6 +1,7 @@
 //! What `dyeline cluster status` shows: every node the catalog knows ([`Catalog::nodes`]),
-//! whether it is alive (a heartbeat within three intervals), its owner epoch, version, API address, staging
-//! bytes, upload lag and live objects, and the cluster's alert leader; as text (a table) or
+//! whether it is alive (a heartbeat within three intervals), its owner epoch, version, API
+//! address, staging bytes, upload lag and live objects, and the cluster's alert leader and
+//! epoch (the lease row, [`crate::catalog::alerts`]); as text (a table) or
 //! JSON.
 //!
 //! Does not own the heartbeat ([`crate::heartbeat`]) or the node rows ([`crate::catalog`]).
@@ -12,6 +13,7 @@ use comfy_table::presets::NOTHING;
 use comfy_table::{CellAlignment, Table};
 use serde::Serialize;
 
+use crate::catalog::alerts::LeaseStatus;
 use crate::catalog::nodes::NodeStatus;
 use crate::catalog::{Catalog, CatalogError};
 
@@ -47,8 +49,9 @@ pub struct ClusterStatus {
     pub heartbeat_interval_s: f64,
     /// Every node, by id.
     pub nodes: Vec<NodeLine>,
-    /// The alert leader: none is elected yet (each node runs its own alert book).
-    pub alert_leader: Option<String>,
+    /// The alert lease: its holder, epoch and time left (`holder` none before the first
+    /// election).
+    pub alert_leader: LeaseStatus,
 }
 
 /// Reads the status from `catalog`, judging liveness by `heartbeat_interval`.
@@ -76,7 +79,7 @@ pub async fn read(
     Ok(ClusterStatus {
         heartbeat_interval_s: heartbeat_interval.as_secs_f64(),
         nodes,
-        alert_leader: None,
+        alert_leader: catalog.alert_lease().await?,
     })
 }
 
@@ -145,12 +148,20 @@ impl fmt::Display for ClusterStatus {
             self.nodes.len(),
             self.heartbeat_interval_s
         )?;
-        match &self.alert_leader {
-            Some(l) => write!(f, "alert leader: {l}"),
-            None => write!(
+        let l = &self.alert_leader;
+        match (&l.holder, l.remaining_s) {
+            (Some(holder), Some(left)) if left > 0.0 => write!(
                 f,
-                "alert leader: none elected (each node evaluates and delivers its own alerts)"
+                "alert leader: {holder} (epoch {}, lease {left:.1}s left)",
+                l.epoch
             ),
+            (Some(holder), left) => write!(
+                f,
+                "alert leader: none (the lease of {holder}, epoch {}, expired {:.1}s ago)",
+                l.epoch,
+                -left.unwrap_or(0.0)
+            ),
+            (None, _) => write!(f, "alert leader: none elected yet"),
         }
     }
 }

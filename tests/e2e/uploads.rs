@@ -285,7 +285,20 @@ fn uploaded_spans_are_read_from_the_bucket_here_beside_and_on_a_second_node() {
     }
     assert!(nodes[0]["live_span_files"].as_u64().unwrap() >= 1, "{json}");
     assert!(nodes[0]["live_span_bytes"].as_u64().unwrap() > 0, "{json}");
-    assert!(json["alert_leader"].is_null(), "{json}");
+    // One of them is the alert leader, with the first epoch.
+    let leader = &json["alert_leader"];
+    assert!(
+        ["node-a", "node-b"].contains(&leader["holder"].as_str().unwrap_or("")),
+        "{json}"
+    );
+    assert_eq!(leader["epoch"], 1, "{json}");
+    assert!(
+        status("table").contains(&format!(
+            "alert leader: {} (epoch 1, lease",
+            leader["holder"].as_str().unwrap()
+        )),
+        "{json}"
+    );
     // node-b stops: three missed heartbeats later it shows as stale.
     drop(b);
     wait_until("node-b shows as stale", 15, || {

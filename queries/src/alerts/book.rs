@@ -50,6 +50,37 @@ pub struct Alert {
     pub window_ns: i64,
 }
 
+impl Alert {
+    /// Alertmanager's fingerprint of its labels: FNV-1a (64 bits) over each label's name and
+    /// value in name order, each followed by the byte 0xff; 16 hex digits. Labels keep an
+    /// alert's identity, so this names it across nodes and restarts.
+    pub fn fingerprint(&self) -> String {
+        use std::hash::Hasher;
+        let mut h = fnv::FnvHasher::default();
+        for (k, v) in &self.labels {
+            h.write(k.as_bytes());
+            h.write(&[0xff]);
+            h.write(v.as_bytes());
+            h.write(&[0xff]);
+        }
+        format!("{:016x}", h.finish())
+    }
+
+    /// The idempotency key of its latest transition: fingerprint, start and `firing` or
+    /// `resolved`. Every delivery of that transition carries it, whichever node sends it.
+    pub fn delivery_key(&self) -> String {
+        let transition = match self.state {
+            AlertState::Firing => "firing",
+            AlertState::Resolved => "resolved",
+        };
+        format!(
+            "{}-{}-{transition}",
+            self.fingerprint(),
+            self.starts_at_unix_nano
+        )
+    }
+}
+
 /// A state change to deliver.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Change {
@@ -173,6 +204,25 @@ impl AlertBook {
     pub fn firing(&self) -> Vec<Alert> {
         self.list(Some(AlertState::Firing))
     }
+
+    /// Replaces every alert with `alerts` (the book as the alert leader stored it); the
+    /// version moves when an alert appears, goes or changes state.
+    pub fn replace(&mut self, alerts: Vec<Alert>) {
+        let next: HashMap<Vec<(String, String)>, Alert> = alerts
+            .into_iter()
+            .map(|a| (a.labels.clone().into_iter().collect(), a))
+            .collect();
+        let moved = next.len() != self.alerts.len()
+            || next.iter().any(|(k, a)| {
+                self.alerts.get(k).is_none_or(|b| {
+                    (b.state, b.starts_at_unix_nano) != (a.state, a.starts_at_unix_nano)
+                })
+            });
+        self.alerts = next;
+        if moved {
+            self.version += 1;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -249,6 +299,64 @@ mod tests {
         // window [1000, 1010) s: resolved at 1010 + 10 + lateness 5, not a minute later
         assert!(book.sweep(5 * S, 1_024 * S).is_empty());
         assert_eq!(book.sweep(5 * S, 1_025 * S).len(), 1);
+    }
+
+    /// The fingerprint is Alertmanager's (a hash of the sorted labels): the same for the same
+    /// labels in any insertion order, another for other labels; the key names the transition.
+    #[test]
+    fn fingerprints_follow_the_labels_and_keys_the_transition() {
+        let cfg = AnalyzerConfig::default();
+        let mut book = AlertBook::default();
+        let w0 = 600 * S;
+        let [Change::Fired(a)] = &book.observe(&spike(w0), &cfg, w0 + S)[..] else {
+            panic!()
+        };
+        // FNV-1a 64 of "a\xffb\xff": computed independently of the code above
+        let mut one = a.clone();
+        one.labels = [("a".to_owned(), "b".to_owned())].into();
+        assert_eq!(one.fingerprint(), "d2b371819297f98a");
+        let mut reordered = a.clone();
+        reordered.labels = a
+            .labels
+            .iter()
+            .rev()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(reordered.fingerprint(), a.fingerprint());
+        let mut other = a.clone();
+        other.labels.insert("app".into(), "pay".into());
+        assert_ne!(other.fingerprint(), a.fingerprint());
+        assert_eq!(
+            a.delivery_key(),
+            format!("{}-{}-firing", a.fingerprint(), w0 + S)
+        );
+        let resolved = book.sweep(0, w0 + 600 * S);
+        let [Change::Resolved(r)] = &resolved[..] else {
+            panic!()
+        };
+        assert_eq!(
+            r.delivery_key(),
+            format!("{}-{}-resolved", a.fingerprint(), w0 + S)
+        );
+    }
+
+    /// A book replaced by the stored one continues its alerts: the same start, no re-fire.
+    #[test]
+    fn a_replaced_book_continues_its_alerts() {
+        let cfg = AnalyzerConfig::default();
+        let w0 = 600 * S;
+        let mut first = AlertBook::default();
+        assert_eq!(first.observe(&spike(w0), &cfg, w0 + S).len(), 1);
+        let mut next = AlertBook::default();
+        next.replace(first.list(None));
+        assert_eq!(next.version(), 1);
+        next.replace(first.list(None));
+        assert_eq!(next.version(), 1, "the same alerts again move nothing");
+        assert!(
+            next.observe(&spike(w0 + 60 * S), &cfg, w0 + 70 * S)
+                .is_empty()
+        );
+        assert_eq!(next.firing()[0].starts_at_unix_nano, w0 + S);
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! Delivery of alert changes: to a real Alertmanager (`POST /api/v2/alerts`) and to plain
-//! webhooks (Alertmanager's webhook JSON), from a queue with retries and backoff that never
-//! blocks ingest or evaluation (reqwest's async client, 10 s timeout per request).
+//! Delivery of alert changes: to every member of an Alertmanager cluster
+//! (`POST /api/v2/alerts`) and to plain webhooks (Alertmanager's webhook JSON), from a queue
+//! with retries and backoff that never blocks ingest or evaluation (reqwest's async client,
+//! 10 s timeout per request). The alert leader of a cluster delivers through [`post_once`]
+//! instead ([`super::cluster`]), one alert per request with its idempotency key and epoch.
 
 use std::time::Duration;
 
@@ -24,7 +26,7 @@ fn page(a: &Alert) -> String {
     }
 }
 
-fn am_alert(a: &Alert, external_url: &str) -> Value {
+pub(super) fn am_alert(a: &Alert, external_url: &str) -> Value {
     let mut v = json!({
         "labels": a.labels,
         "annotations": a.annotations,
@@ -37,7 +39,7 @@ fn am_alert(a: &Alert, external_url: &str) -> Value {
     v
 }
 
-fn webhook_body(alerts: &[Alert], external_url: &str) -> Value {
+pub(super) fn webhook_body(alerts: &[Alert], external_url: &str) -> Value {
     let firing = alerts.iter().any(|a| a.state == AlertState::Firing);
     let items: Vec<Value> = alerts
         .iter()
@@ -82,15 +84,53 @@ async fn post_with_retry(client: &reqwest::Client, url: &str, body: &Value) {
     tracing::error!(url, "alert delivery given up after retries");
 }
 
-/// Starts the delivery worker for `alertmanager_url` and `webhooks` (links to
-/// `external_url`); it stops when every sender of the returned queue is dropped.
+/// The header naming a delivery's transition: `<fingerprint>-<starts_at ns>-<firing|resolved>`.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// The header carrying the alert leader's epoch.
+pub const EPOCH_HEADER: &str = "x-dyeline-epoch";
+
+/// One POST of `body` to `url` with the idempotency key and epoch headers, abandoned after
+/// `within` (the leader's lease left); true when the target accepted it (a 2xx).
+pub(super) async fn post_once(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+    (key, epoch): (&str, i64),
+    within: Duration,
+) -> bool {
+    if within.is_zero() {
+        return false;
+    }
+    match client
+        .post(url)
+        .timeout(within.min(Duration::from_secs(10)))
+        .header(IDEMPOTENCY_KEY, key)
+        .header(EPOCH_HEADER, epoch)
+        .json(body)
+        .send()
+        .await
+    {
+        Ok(r) if r.status().is_success() => true,
+        Ok(r) => {
+            tracing::warn!(url, status = %r.status(), key, "alert delivery refused");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(url, error = %e, key, "alert delivery failed");
+            false
+        }
+    }
+}
+
+/// Starts the delivery worker for the Alertmanager members `alertmanagers` and `webhooks`
+/// (links to `external_url`); it stops when every sender of the returned queue is dropped.
 pub fn start(
-    alertmanager_url: Option<String>,
+    alertmanagers: Vec<String>,
     webhooks: Vec<String>,
     external_url: String,
 ) -> mpsc::Sender<Vec<Alert>> {
     let (tx, mut rx) = mpsc::channel::<Vec<Alert>>(256);
-    let targets = (alertmanager_url, webhooks);
+    let targets = (alertmanagers, webhooks);
     let ext = external_url;
     tokio::spawn(async move {
         let client = reqwest::Client::builder()
@@ -98,7 +138,7 @@ pub fn start(
             .build()
             .unwrap_or_default();
         while let Some(alerts) = rx.recv().await {
-            if let Some(am) = &targets.0 {
+            for am in &targets.0 {
                 let body = Value::Array(alerts.iter().map(|a| am_alert(a, &ext)).collect());
                 post_with_retry(
                     &client,

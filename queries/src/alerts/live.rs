@@ -20,7 +20,7 @@ use super::book::{Alert, Change, SharedAlerts};
 use crate::analyze::detect::lanes::{LaneReport, LeakReason, PollutionReason};
 use crate::analyze::detect::windows::window_start;
 use crate::analyze::{AnalyzerConfig, Detection, run};
-use crate::ports::Releases;
+use crate::ports::{AlertCluster, Releases};
 use crate::rollup::SharedRollup;
 
 /// `[alerts]` settings.
@@ -42,6 +42,9 @@ pub struct AlertSettings {
     pub trace_quiet: Duration,
     /// Alertmanager base URL, e.g. `http://127.0.0.1:9093`.
     pub alertmanager_url: Option<String>,
+    /// Every member of an Alertmanager cluster (base URLs): each gets every alert (with
+    /// `alertmanager_url`, when both are set).
+    pub alertmanager_urls: Vec<String>,
     /// Webhook URLs receiving Alertmanager's webhook JSON.
     pub webhooks: Vec<String>,
     /// Base URL of the dashboard for `generatorURL`. Default `http://<api_addr>`.
@@ -59,10 +62,25 @@ impl Default for AlertSettings {
             lateness: Duration::from_secs(30),
             trace_quiet: Duration::from_secs(5),
             alertmanager_url: None,
+            alertmanager_urls: Vec::new(),
             webhooks: Vec::new(),
             external_url: None,
             resend_interval: Duration::from_secs(30),
         }
+    }
+}
+
+impl AlertSettings {
+    /// Every Alertmanager to deliver to: `alertmanager_url`, then `alertmanager_urls`, each
+    /// once.
+    pub fn alertmanagers(&self) -> Vec<String> {
+        let mut all: Vec<String> = Vec::new();
+        for u in self.alertmanager_url.iter().chain(&self.alertmanager_urls) {
+            if !all.contains(u) {
+                all.push(u.clone());
+            }
+        }
+        all
     }
 }
 
@@ -77,6 +95,9 @@ pub struct Live {
     pub book: SharedAlerts,
     /// The channel rollups it adds the hops it finds to.
     pub rollup: Option<SharedRollup>,
+    /// In a cluster, the alert leader and the stored book ([`super::cluster`]): only the
+    /// leader feeds and delivers the book. `None`: a single node, alone.
+    pub cluster: Option<Arc<dyn AlertCluster>>,
     /// `dyeline_orphan_spans_total`, counted here ([`register_orphans`]).
     pub orphans: Counter,
 }
@@ -107,13 +128,26 @@ pub fn spawn(
         releases,
         book,
         rollup,
+        cluster,
         orphans,
     } = live;
-    let tx = super::deliver::start(
-        settings.alertmanager_url.clone(),
-        settings.webhooks.clone(),
-        external_url,
-    );
+    let mut cluster_book = cluster.map(|c| {
+        super::cluster::ClusterBook::start(
+            c,
+            Arc::clone(&book),
+            &settings.alertmanagers(),
+            &settings.webhooks,
+            external_url.clone(),
+            settings.resend_interval,
+        )
+    });
+    let tx = cluster_book.is_none().then(|| {
+        super::deliver::start(
+            settings.alertmanagers(),
+            settings.webhooks.clone(),
+            external_url,
+        )
+    });
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(settings.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -203,6 +237,16 @@ pub fn spawn(
             if let Some(l) = &mut report.lane {
                 settled_lanes(l, from, now - quiet, presence);
             }
+            if let Some(cb) = &mut cluster_book {
+                cb.step(|b| {
+                    let mut c = b.observe(&report, &analyzer, now);
+                    c.extend(b.sweep(lateness, now));
+                    c
+                })
+                .await;
+                continue;
+            }
+            let Some(tx) = &tx else { continue };
             let (mut changes, firing) = {
                 let mut b = book.lock();
                 let mut c = b.observe(&report, &analyzer, now);

@@ -427,6 +427,10 @@ pub async fn serve(
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let (alert_cluster, election) = match super::storage::alert_cluster(&config, stop_rx.clone())? {
+        Some((port, task)) => (Some(port), Some(task)),
+        None => (None, None),
+    };
     let evaluator = config.alerts.enabled.then(|| {
         let external = config
             .alerts
@@ -441,6 +445,7 @@ pub async fn serve(
                 releases: Arc::new(PlaneReleases(Arc::clone(&plane))),
                 book: alert_book,
                 rollup,
+                cluster: alert_cluster,
                 orphans,
             },
             external,
@@ -498,6 +503,11 @@ pub async fn serve(
     let _ = tokio::join!(grpc, http, api);
     if let Some(e) = evaluator {
         let _ = e.await;
+    }
+    if let Some(e) = election {
+        // The lease is given up, so another node takes over at once rather than a lease
+        // later; a catalog that does not answer does not hold the shutdown up.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(3), e).await;
     }
     tokio::task::spawn_blocking(move || store.close()).await?;
     plane.close().await;

@@ -161,6 +161,54 @@ pub fn spawn_shared_storage(
     })))
 }
 
+/// The alert loop's cluster port and the election's task (it ends after giving the lease up).
+pub type AlertClusterHandle = (
+    Arc<dyn dyeline_queries::ports::AlertCluster>,
+    tokio::task::JoinHandle<()>,
+);
+
+/// For `serve`: in a cluster (shared storage configured) with live alerts on, starts this
+/// node's candidacy for alert leader (until `stop`) and returns the alert loop's cluster
+/// port; `None` for a single node, whose alerts stay exactly as they were.
+///
+/// # Errors
+/// A node id that cannot be resolved.
+pub fn alert_cluster(
+    config: &Config,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<AlertClusterHandle>, BoxError> {
+    if !config.alerts.enabled {
+        return Ok(None);
+    }
+    let Some(shared) = config.shared_storage()? else {
+        return Ok(None);
+    };
+    let node = dyeline_storage::node::resolve(shared.node_id.as_ref(), &config.data_dir)
+        .map_err(|e| format!("[cluster] node_id: {e}"))?;
+    if shared.upload_interval > config.alerts.lateness {
+        tracing::warn!(
+            upload_interval = ?shared.upload_interval,
+            lateness = ?config.alerts.lateness,
+            "the alert leader judges the spans it reads: other nodes' spans reach it only once uploaded, so with [storage] upload_interval longer than [alerts] lateness it misses windows of theirs"
+        );
+    }
+    let (leader, election) = dyeline_storage::leader::spawn(
+        dyeline_storage::leader::ElectionSettings {
+            node,
+            catalog_url: shared.postgres_url.clone(),
+            lease: shared.leader_lease,
+        },
+        stop,
+    );
+    Ok(Some((
+        Arc::new(crate::wiring::alert_cluster::CatalogAlerts::new(
+            leader,
+            shared.postgres_url,
+        )),
+        election,
+    )))
+}
+
 /// For `dyeline sql` and `dyeline analyze` on a data directory: when shared storage is
 /// configured, `store` (opened read-only) also lists the catalog's objects, and no longer
 /// the local files the node's checkpoint says are among them.

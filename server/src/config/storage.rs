@@ -92,6 +92,11 @@ pub struct ClusterSettings {
     /// into the catalog, for `dyeline cluster status`. 1s to 1m. Default `5s`.
     #[serde(with = "humantime_serde")]
     pub heartbeat_interval: Duration,
+    /// The alert leader's lease: renewed every third of it; the leader stops delivering this
+    /// long after its last renewal, and another node takes over once it passed. 2s to 10m.
+    /// Default `10s`.
+    #[serde(with = "humantime_serde")]
+    pub leader_lease: Duration,
     /// Where the other nodes reach this node's API (`http://HOST:PORT`), written in its
     /// heartbeat. Default: the bound API address, with the host name for `0.0.0.0`. Set it
     /// when that name does not resolve from the other nodes (e.g. a Kubernetes pod's DNS name
@@ -104,6 +109,7 @@ impl Default for ClusterSettings {
         Self {
             node_id: None,
             heartbeat_interval: Duration::from_secs(5),
+            leader_lease: Duration::from_secs(10),
             advertise_url: None,
         }
     }
@@ -134,6 +140,8 @@ pub struct SharedStorage {
     pub fault: Option<dyeline_storage::Fault>,
     /// `[cluster] heartbeat_interval`.
     pub heartbeat_interval: Duration,
+    /// `[cluster] leader_lease`.
+    pub leader_lease: Duration,
     /// `[cluster] advertise_url`, checked.
     pub advertise_url: Option<String>,
 }
@@ -194,6 +202,9 @@ fn shared_storage(
     if !(Duration::from_secs(1)..=Duration::from_secs(60)).contains(&cluster.heartbeat_interval) {
         return bad("[cluster] heartbeat_interval", &"must be between 1s and 1m");
     }
+    if !(Duration::from_secs(2)..=Duration::from_secs(600)).contains(&cluster.leader_lease) {
+        return bad("[cluster] leader_lease", &"must be between 2s and 10m");
+    }
     let fault = match storage.fault_for_tests.as_deref() {
         None => None,
         Some(f) => match dyeline_storage::Fault::parse(f) {
@@ -248,6 +259,7 @@ fn shared_storage(
             janitor_grace: storage.janitor_grace,
             fault,
             heartbeat_interval: cluster.heartbeat_interval,
+            leader_lease: cluster.leader_lease,
             advertise_url,
         })),
         (Some(_), None) => bad(
@@ -365,6 +377,16 @@ mod tests {
                     "[storage]\nupload_interval = \"0s\"".to_owned(),
                     "[storage] upload_interval",
                     "between 1s and 1h",
+                ),
+                (
+                    "[cluster]\nleader_lease = \"1s\"".to_owned(),
+                    "[cluster] leader_lease",
+                    "between 2s and 10m",
+                ),
+                (
+                    "[cluster]\nleader_lease = \"11m\"".to_owned(),
+                    "[cluster] leader_lease",
+                    "between 2s and 10m",
                 ),
                 (
                     "[cluster]\nnode_id = \"Node_1\"".to_owned(),
