@@ -100,6 +100,34 @@ impl ObjectCache {
         Self::download(Arc::clone(&self.store), key.to_owned(), path.to_path_buf()).await
     }
 
+    /// Takes the local file `local`, whose bytes were just put as an object, as that object's
+    /// cached copy at `cached` (a [`ObjectCache::path_of`]): a hard link, so a node reads its
+    /// own recent uploads without a GET, and while the bucket is down. Best effort: a link
+    /// that cannot be made (another file system) leaves the object to be fetched when read.
+    pub fn adopt(&self, local: &Path, cached: &Path) {
+        let linked = cached
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| match std::fs::hard_link(local, cached) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+                other => other,
+            })
+            .and_then(|()| std::fs::metadata(cached));
+        match linked {
+            Ok(m) => {
+                self.held
+                    .lock()
+                    .insert(cached.to_path_buf(), (m.len(), Instant::now()));
+                self.evict(cached);
+            }
+            Err(e) => tracing::debug!(
+                local = %local.display(),
+                error = %e,
+                "object cache: an uploaded file not kept as its object's copy"
+            ),
+        }
+    }
+
     /// Bytes held now.
     pub fn held_bytes(&self) -> u64 {
         self.held.lock().values().map(|(s, _)| s).sum()
@@ -288,5 +316,29 @@ mod tests {
         // A new cache counts what an earlier one left.
         let again = ObjectCache::new(store, dir.path(), 100, tokio::runtime::Handle::current());
         assert_eq!(again.held_bytes(), 80);
+    }
+
+    /// An uploaded local file becomes its object's cached copy: read without the store (which
+    /// here never held the object), counted in the budget, and kept after the local file goes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_adopted_upload_is_read_without_the_store() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ObjectCache::new(store, dir.path(), 100, tokio::runtime::Handle::current());
+        let local = dir.path().join("part-1.parquet");
+        std::fs::write(&local, vec![3u8; 30]).unwrap();
+        let cached = cache.path_of("spans/x/1.parquet").unwrap();
+        cache.adopt(&local, &cached);
+        assert_eq!(cache.held_bytes(), 30);
+        std::fs::remove_file(&local).unwrap();
+        tokio::task::spawn_blocking(move || {
+            cache.fetch("spans/x/1.parquet", &cached).unwrap();
+            assert_eq!(std::fs::read(&cached).unwrap(), vec![3u8; 30]);
+            // Adopting again (an upload retried) changes nothing.
+            cache.adopt(&cached, &cached);
+            assert_eq!(cache.held_bytes(), 30);
+        })
+        .await
+        .unwrap();
     }
 }

@@ -585,6 +585,9 @@ impl Uploader {
                 row.key
             )))
         })?;
+        // The object's bytes are the local file's: its cached copy, so this node reads its
+        // own uploads without a GET (and while the bucket is down).
+        self.cache.adopt(&f.path, &meta.path);
         Ok((row, meta))
     }
 }

@@ -34,8 +34,20 @@ fn release_walk_uploaded_is_analysed_from_the_bucket_and_answered_by_a_second_no
         exp["counts"]["spans"].as_i64().unwrap(),
         exp["counts"]["traces"].as_i64().unwrap(),
     );
-    let env_a = node_env(&weed, &pg, "node-a");
-    let env_b = node_env(&weed, &pg, "node-b");
+    // Counting release-walk's objects from the bucket takes the debug binary more than
+    // node_env's 2 s SQL timeout when the other e2e tests load both cores (the grace must be
+    // at least the timeout).
+    let slow = |mut env: Vec<(String, String)>| {
+        for (k, v) in [
+            ("DYELINE_SQL__TIMEOUT", "20s"),
+            ("DYELINE_STORE__COMPACTION_GRACE", "20s"),
+        ] {
+            env.push((k.to_owned(), v.to_owned()));
+        }
+        env
+    };
+    let env_a = slow(node_env(&weed, &pg, "node-a"));
+    let env_b = slow(node_env(&weed, &pg, "node-b"));
 
     // Node A: the capture and its timeline imported, then uploaded by the server.
     cli(
