@@ -227,6 +227,7 @@ fn signal(s: &Server, sig: &str) {
 
 #[test]
 fn one_leader_delivers_each_alert_once_across_a_kill_and_a_pause() {
+    let _turn = crate::support::heavy_turn();
     let began = Instant::now();
     let dir = temp_dir();
     let pg = Postgres::start();

@@ -76,6 +76,7 @@ fn orphans(s: &Server) -> f64 {
 
 #[test]
 fn three_nodes_behind_trace_id_routing_lose_and_double_nothing_through_crashes_and_outages() {
+    let _turn = crate::support::heavy_turn();
     let mut weed = Seaweed::start();
     let pg = Postgres::start();
     let dir = temp_dir();

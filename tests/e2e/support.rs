@@ -25,6 +25,18 @@ pub fn dyeline_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_dyeline"))
 }
 
+/// Taken by the tests that load both cores for minutes (the multi-node cluster tests) and by
+/// the ones that time the server's answers under an attack ([`crate::hardening::HealthWatch`]):
+/// side by side on 2 cores, a health probe of the second missed its second. They take turns.
+static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Waits for the [`HEAVY`] turn and holds it until the guard drops.
+pub fn heavy_turn() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A running `dyeline serve`.
 pub struct Server {
     child: Option<Child>,
