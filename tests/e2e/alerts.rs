@@ -16,7 +16,7 @@ const TOKEN: &str = "e2e-alerts-token-0001";
 const S: i64 = 1_000_000_000;
 
 pub(crate) struct Alertmanager {
-    child: Child,
+    pub(crate) child: Child,
     pub(crate) url: String,
 }
 
@@ -27,7 +27,7 @@ impl Drop for Alertmanager {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

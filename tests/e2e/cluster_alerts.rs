@@ -12,14 +12,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dyeline_storage::testkit::{postgres::Postgres, seaweed::Seaweed};
 use serde_json::{Value, json};
 
-use crate::alerts::now_ns;
+use crate::alerts::{free_port, now_ns};
 use crate::control::{TOKEN, write};
 use crate::support::Server;
 use crate::uploads::{node_env, wait_until};
@@ -28,26 +28,8 @@ use crate::util::{post_json, temp_dir};
 const LEASE_S: u64 = 3;
 const HOP: &str = "DyelineCrossColorHop";
 
-/// A running Alertmanager, killed on drop.
-struct Member {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+/// A member of the cluster: the single-Alertmanager tests' guard, killed on drop.
+type Member = crate::alerts::Alertmanager;
 
 /// Two Alertmanagers gossiping as one cluster.
 fn alertmanager_cluster(dir: &std::path::Path) -> [Member; 2] {
