@@ -10,7 +10,9 @@ use std::fmt;
 /// The cluster an instance belongs to (domain §1). `Unknown` is counted and shown, never guessed.
 ///
 /// Serialises as its lower-case text (`"blue"`, `"green"`, `"unknown"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Color {
     /// The blue cluster.

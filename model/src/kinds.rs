@@ -81,7 +81,7 @@ impl StatusCode {
 /// Traffic kind of a span (domain §3).
 ///
 /// Serialises as its stored text (`"RPC"`, `"MQ"`, `"JOB"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum TrafficKind {
     /// A SERVER span: Dubbo, gRPC, HTTP, Feign.

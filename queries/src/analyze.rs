@@ -57,7 +57,7 @@ pub mod read;
 pub mod report;
 pub mod spans;
 #[cfg(test)]
-mod testkit;
+pub(crate) mod testkit;
 pub mod text;
 
 use dyeline_model::release::Timeline;
@@ -75,6 +75,7 @@ pub use report::{
 };
 
 use read::files::{count_windows_once, load_once};
+use spans::Signal;
 
 /// Runs `detections` (all when empty) over the spans of `table` starting in `range`
 /// (`[from, to)`, Unix ns; unbounded where `None`) against `timeline`, with `config`'s
@@ -131,4 +132,37 @@ pub async fn run(
         "analysis"
     );
     Ok(report)
+}
+
+/// A cluster node's share of the live evaluation (issue 27, item 3) over `table`'s spans
+/// starting in `range`: the findings judged per trace (its traces are whole on it: trace-id
+/// routing) and per span of a lane, with the presence signals of the other nodes
+/// (`signals`) beside its own, so an instance whose metrics reached another node counts as
+/// present; and the windowed detections' counts (§6.3–6), not judged: those need every
+/// node's spans, merged by the alert leader ([`detect::windows::WindowCounts::merge`]).
+/// The report's windowed lists are empty; its lane error spikes are judged on this node's
+/// spans alone.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_share(
+    table: &SpansTable,
+    timeline: &Timeline,
+    config: &AnalyzerConfig,
+    range: (Option<i64>, Option<i64>),
+    signals: Vec<Signal>,
+) -> Result<(Report, detect::windows::WindowCounts), AnalyzeError> {
+    let (from, to) = range;
+    let mut spans = load_once(table, timeline, from, to).await?;
+    let w = i64::try_from(config.lanes.presence_window.as_nanos()).unwrap_or(i64::MAX);
+    read::presence::attach(&mut spans, table, from, to, w)?;
+    spans.signals.extend(signals);
+    let per_span: Vec<Detection> = Detection::ALL
+        .iter()
+        .copied()
+        .filter(|d| !d.is_counted())
+        .collect();
+    let report = report_of(&spans, config, false, &per_span);
+    let counts = detect::windows::count(&spans, config);
+    Ok((report, counts))
 }

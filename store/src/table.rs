@@ -68,6 +68,9 @@ pub struct SpansTable {
     schema: SchemaRef,
     /// The store's presence rows (domain §7.1), read by the analyzer beside the spans.
     presence: Option<Arc<crate::presence::PresenceLog>>,
+    /// Set by [`SpansTable::own`]: the objects of shared storage other nodes uploaded are
+    /// left out.
+    only_node: Option<String>,
 }
 
 impl std::fmt::Debug for SpansTable {
@@ -85,6 +88,21 @@ impl SpansTable {
             shared,
             schema: spans_schema(),
             presence,
+            only_node: None,
+        }
+    }
+
+    /// The same table with only what node `node` received: its memory, its local files and
+    /// the objects it uploaded itself, not other nodes' (a node's share of a cluster's live
+    /// evaluation, which every node counts for its own spans only). Compaction outputs, which
+    /// merge every node's spans of an hour, are registered by the node that compacted; they
+    /// come `compaction_grace` (65 min by default) after their hour, long after a live range.
+    pub fn own(&self, node: &str) -> SpansTable {
+        SpansTable {
+            shared: Arc::clone(&self.shared),
+            schema: Arc::clone(&self.schema),
+            presence: self.presence.clone(),
+            only_node: Some(node.to_owned()),
         }
     }
 
@@ -97,7 +115,12 @@ impl SpansTable {
     /// A consistent view of the store's memory segments and Parquet files, as a scan of this
     /// table would see them now (for readers that cache per immutable file).
     pub fn snapshot(&self) -> crate::Snapshot {
-        self.shared.snapshot()
+        let mut snap = self.shared.snapshot();
+        if let Some(node) = &self.only_node {
+            snap.files
+                .retain(|f| f.remote.as_ref().is_none_or(|r| &r.node == node));
+        }
+        snap
     }
 }
 
@@ -290,7 +313,7 @@ impl SpansTable {
             filters,
             limit,
         } = *scan;
-        let snap = self.shared.snapshot();
+        let snap = self.snapshot();
         let (lo, hi) = start_time_bounds(filters);
         let traces = trace_ids_of(filters);
         let traces = traces.as_deref();

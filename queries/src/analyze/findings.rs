@@ -416,7 +416,7 @@ pub type AlertCounts = HashMap<AlertLabels, usize>;
 /// What one finding tells the alerts (`crate::alerts`): the alert it raises or updates, a
 /// summary (observed value, comparator, threshold), the end of the window it was seen in,
 /// and exemplar traces.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Observation {
     /// The alert's labels.
     pub labels: AlertLabels,
@@ -426,6 +426,26 @@ pub struct Observation {
     pub window_end: i64,
     /// Trace ids for drilldown.
     pub exemplars: Vec<String>,
+    /// For an alert on a count of findings judged per span (hops, the lane findings): the
+    /// findings of its key so far in the evaluation and what they are, the summary being
+    /// [`counted_summary`] of both ([`Observation::recount`] says another count).
+    pub counted: Option<(usize, String)>,
+}
+
+impl Observation {
+    /// The observation with `n` findings of its key (a cluster's, summed over its nodes);
+    /// unchanged when not a count.
+    pub fn recount(&mut self, n: usize) {
+        if let Some((count, what)) = &mut self.counted {
+            *count = n;
+            self.summary = counted_summary(n, what);
+        }
+    }
+}
+
+/// The summary of an alert on a count: `n` findings that are `what`, against the threshold 0.
+pub(crate) fn counted_summary(n: usize, what: &str) -> String {
+    format!("{n} {what}; observed {n} > threshold 0")
 }
 
 /// The labels of a `detection` alert: `alertname` (`Dyeline` and the type in CamelCase),

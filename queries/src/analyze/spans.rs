@@ -223,7 +223,7 @@ pub struct Spans {
 
 /// A presence signal of an OTLP metrics or logs export (domain §7.1): an instance (of an app,
 /// in a lane) at an instant.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Signal {
     /// App.
     pub app: String,

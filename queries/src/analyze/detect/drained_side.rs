@@ -89,6 +89,7 @@ impl DrainedSide {
             ),
             window_end: self.window_end_unix_nano,
             exemplars: self.trace_ids.iter().take(5).cloned().collect(),
+            counted: None,
         }
     }
 

@@ -103,6 +103,7 @@ impl ErrorSpike {
             ),
             window_end: self.window_end_unix_nano,
             exemplars: self.exemplar_trace_ids.clone(),
+            counted: None,
         }
     }
 

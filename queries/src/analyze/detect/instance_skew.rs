@@ -91,6 +91,7 @@ impl InstanceSkew {
             ),
             window_end: self.window_end_unix_nano,
             exemplars: self.exemplar_trace_ids.clone(),
+            counted: None,
         }
     }
 

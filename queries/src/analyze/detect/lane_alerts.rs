@@ -8,7 +8,7 @@
 use super::lanes::{LaneErrorSpike, LaneLeak, LanePollution, LaneTagChanged, LaneTagDropped};
 use super::windows::window_start;
 use crate::analyze::findings::{
-    AlertCounts, AlertLabels, Detection, Observation, alert_labels, time_text,
+    AlertCounts, AlertLabels, Detection, Observation, alert_labels, counted_summary, time_text,
 };
 
 /// `group` as written for people: the group's id, or `(no group)`.
@@ -33,15 +33,23 @@ fn lane_labels(d: Detection, group: Option<&str>, pairs: &[(&str, Option<&str>)]
 }
 
 /// An observation of a finding judged per span (started at `t`), with `n` the findings of
-/// its key seen so far in this evaluation: its window is the lane window `window` (ns) the
-/// span started in.
-fn per_span(labels: AlertLabels, summary: String, t: i64, window: i64, trace: &str) -> Observation {
+/// its key seen so far in this evaluation and `what` they are: its window is the lane window
+/// `window` (ns) the span started in.
+fn per_span(
+    labels: AlertLabels,
+    n: usize,
+    what: &str,
+    t: i64,
+    window: i64,
+    trace: &str,
+) -> Observation {
     let window = window.max(1);
     Observation {
         labels,
-        summary,
+        summary: counted_summary(n, what),
         window_end: window_start(t, window) + window,
         exemplars: vec![trace.to_owned()],
+        counted: Some((n, what.to_owned())),
     }
 }
 
@@ -95,13 +103,13 @@ impl LaneLeak {
             ],
         );
         let n = count(seen, &l);
-        let summary = format!(
-            "{n} request(s) for lane {} left it: {} [{}]; observed {n} > threshold 0",
+        let what = format!(
+            "request(s) for lane {} left it: {} [{}]",
             self.lane,
             self.path_text(),
             self.reason.as_str()
         );
-        per_span(l, summary, self.t_unix_nano, window, &self.trace_id)
+        per_span(l, n, &what, self.t_unix_nano, window, &self.trace_id)
     }
 }
 
@@ -135,13 +143,13 @@ impl LaneTagDropped {
             ],
         );
         let n = count(seen, &l);
-        let summary = format!(
-            "{n} request(s) of {} lost lane tag {} ({}); observed {n} > threshold 0",
+        let what = format!(
+            "request(s) of {} lost lane tag {} ({})",
             self.dropped_by,
             self.lane,
             self.where_.as_str()
         );
-        per_span(l, summary, self.t_unix_nano, window, &self.trace_id)
+        per_span(l, n, &what, self.t_unix_nano, window, &self.trace_id)
     }
 }
 
@@ -175,14 +183,14 @@ impl LanePollution {
             ],
         );
         let n = count(seen, &l);
-        let summary = format!(
-            "{n} base request(s) from {} served by {} in lane {} [{}]; observed {n} > threshold 0",
+        let what = format!(
+            "base request(s) from {} served by {} in lane {} [{}]",
             self.from_app,
             self.app,
             self.lane,
             self.reason.as_str()
         );
-        per_span(l, summary, self.t_unix_nano, window, &self.trace_id)
+        per_span(l, n, &what, self.t_unix_nano, window, &self.trace_id)
     }
 }
 
@@ -218,15 +226,15 @@ impl LaneTagChanged {
             ],
         );
         let n = count(seen, &l);
-        let summary = format!(
-            "{n} request(s) re-tagged mid-trace: {}({}) → {}({}) [{}]; observed {n} > threshold 0",
+        let what = format!(
+            "request(s) re-tagged mid-trace: {}({}) → {}({}) [{}]",
             self.from_app,
             self.from_lane,
             self.to_app,
             self.to_lane,
             self.reason.as_str()
         );
-        per_span(l, summary, self.t_unix_nano, window, &self.trace_id)
+        per_span(l, n, &what, self.t_unix_nano, window, &self.trace_id)
     }
 }
 
@@ -276,6 +284,7 @@ impl LaneErrorSpike {
             ),
             window_end: self.window_end_unix_nano,
             exemplars: self.exemplar_trace_ids.clone(),
+            counted: None,
         }
     }
 }

@@ -112,6 +112,7 @@ impl RatioDeviation {
             summary: self.summary(),
             window_end: self.window_end_unix_nano,
             exemplars: self.exemplar_trace_ids.clone(),
+            counted: None,
         }
     }
 

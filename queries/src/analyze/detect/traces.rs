@@ -12,8 +12,8 @@ use dyeline_model::{Color, TrafficKind};
 use super::windows::window_start;
 use crate::analyze::config::Thresholds;
 use crate::analyze::findings::{
-    AlertCounts, CrossColorHop, Detection, MissingDecision, Observation, alert_labels, hex64,
-    hex128, time_text,
+    AlertCounts, CrossColorHop, Detection, MissingDecision, Observation, alert_labels,
+    counted_summary, hex64, hex128, time_text,
 };
 use crate::analyze::parents::SpanIds;
 use crate::analyze::spans::{Kind, SpanRec, Spans};
@@ -492,17 +492,19 @@ impl CrossColorHop {
         *seen.entry(l.clone()).or_default() += 1;
         let n = seen[&l];
         let window = t.window.as_nanos().max(1) as i64;
+        let what = format!(
+            "cross-colour hop(s) in {}: {}{} [{}]",
+            self.channel,
+            self.path_text(),
+            self.via_text(),
+            self.reason
+        );
         Observation {
-            summary: format!(
-                "{n} cross-colour hop(s) in {}: {}{} [{}]; observed {n} > threshold 0",
-                self.channel,
-                self.path_text(),
-                self.via_text(),
-                self.reason
-            ),
+            summary: counted_summary(n, &what),
             labels: l,
             window_end: window_start(self.t_unix_nano, window) + window,
             exemplars: vec![self.trace_id.clone()],
+            counted: Some((n, what)),
         }
     }
 }
@@ -542,6 +544,7 @@ impl MissingDecision {
             ),
             window_end: window_start(self.t_unix_nano, window) + window,
             exemplars: vec![self.trace_id.clone()],
+            counted: None,
         }
     }
 }

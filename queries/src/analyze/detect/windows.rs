@@ -9,6 +9,7 @@
 
 pub mod counter;
 pub(in crate::analyze::detect) mod counts;
+mod wire;
 
 use std::borrow::Borrow;
 
@@ -192,6 +193,19 @@ pub fn find(
     judge(acc, spans, config, drained, ratio, skew, spikes);
 }
 
+/// The per-window counts of `spans`, not judged: what a cluster node publishes of its own
+/// spans for the alert leader to merge with the others' ([`WindowCounts::merge`]) and judge.
+pub fn count(spans: &Spans, config: &AnalyzerConfig) -> WindowCounts {
+    let per_channel = per_channel(spans, config);
+    let mut acc = Acc::default();
+    acc.add(spans, &per_channel, spans.iter());
+    let mut names = Spans::default();
+    names.apps = spans.apps.clone();
+    names.instances = spans.instances.clone();
+    names.channels = spans.channels.clone();
+    WindowCounts::new(acc, names, spans.len() as u64, spans.instance_rules.clone())
+}
+
 /// The windowed counts of some spans, their names, and what else a report of them says:
 /// what [`WindowCounter`](counter::WindowCounter) gives for one file, and [`WindowCounts::merge`]
 /// for many. Memory: one entry per window, app, colour and instance (and per drained-side
@@ -246,6 +260,12 @@ impl WindowCounts {
         sort_instance_rules(&mut out.instance_rules);
         out.instance_rules.dedup();
         out
+    }
+
+    /// Drops the counts of windows starting before `from` (Unix ns).
+    pub fn retain_from(&mut self, from: i64) {
+        self.acc.drain.retain(|k, _| k.4 >= from);
+        self.acc.groups.retain(|k, _| k.2 >= from);
     }
 
     /// The four windowed detections' findings from the counts (unsorted).
