@@ -674,6 +674,7 @@ pub mod alerts;
 #[path = "catalog/compaction.rs"]
 pub mod compaction;
 pub mod nodes;
+pub mod shares;
 
 #[cfg(test)]
 #[path = "catalog_tests.rs"]

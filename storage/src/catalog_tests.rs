@@ -61,7 +61,7 @@ fn keys(files: &[ListedFile]) -> Vec<&str> {
 async fn migrations_apply_once_and_again_change_nothing() {
     let pg = Postgres::start();
     let first = catalog(&pg).await;
-    assert_eq!(first.schema_version().await.unwrap(), 6);
+    assert_eq!(first.schema_version().await.unwrap(), 7);
     let n = node("n1");
     let epoch = first.claim_node(&n).await.unwrap();
     register(&first, &n, epoch, &[file("a", 5, 9)], 3)
@@ -69,7 +69,7 @@ async fn migrations_apply_once_and_again_change_nothing() {
         .unwrap();
     // A second start (another node, a restart) runs the migrations again: nothing changes.
     let second = catalog(&pg).await;
-    assert_eq!(second.schema_version().await.unwrap(), 6);
+    assert_eq!(second.schema_version().await.unwrap(), 7);
     assert_eq!(
         keys(&second.live_files(FileKind::Spans, 0, 100).await.unwrap()),
         ["a"]
@@ -258,7 +258,7 @@ async fn tls_is_spoken_when_asked_and_an_unknown_issuer_is_refused() {
     let url =
         |mode: &str| PostgresUrl::parse(&format!("{}?sslmode={mode}", pg.url(PASSWORD))).unwrap();
     let c = Catalog::connect(&url("require"), 1).await.unwrap();
-    assert_eq!(c.schema_version().await.unwrap(), 6);
+    assert_eq!(c.schema_version().await.unwrap(), 7);
     let tls: String =
         sqlx::query_scalar("SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
             .fetch_one(&c.pool)
@@ -430,4 +430,55 @@ async fn heartbeats_are_fenced_and_the_status_reads_them_back_with_checkpoints_a
     let later = read(&c, Duration::from_millis(100)).await.unwrap();
     assert_eq!(later.nodes[0].state, Liveness::Stale);
     assert!(later.nodes[0].node.heartbeat_age_s.unwrap() >= 0.4);
+}
+
+/// A share replaces the node's previous one; the leader reads the fresh shares and the live
+/// nodes without one; a node reads the others' signals only.
+#[tokio::test]
+async fn shares_replace_and_a_live_node_without_a_fresh_one_is_missing() {
+    use crate::catalog::nodes::Beat;
+
+    let pg = Postgres::start();
+    let (c, n1, e1) = claimed(&pg).await;
+    let n2 = node("n2");
+    let e2 = c.claim_node(&n2).await.unwrap();
+    let beat = Beat {
+        started_unix_ms: 1,
+        version: "t".into(),
+        staging_bytes: 0,
+        upload_lag_ms: 0,
+        api_url: None,
+    };
+    c.heartbeat(&n1, e1, &beat).await.unwrap();
+    c.heartbeat(&n2, e2, &beat).await.unwrap();
+    let (fresh, alive) = (Duration::from_secs(30), Duration::from_secs(30));
+
+    c.put_share(&n1, b"first", b"s1").await.unwrap();
+    c.put_share(&n1, b"second", b"s1b").await.unwrap();
+    let s = c.shares(fresh, alive).await.unwrap();
+    assert_eq!(s.fresh, vec![("n1".to_owned(), b"second".to_vec())]);
+    assert_eq!(s.missing, vec!["n2".to_owned()]);
+    assert_eq!(
+        c.other_signals(&n2, fresh).await.unwrap(),
+        vec![b"s1b".to_vec()]
+    );
+    assert!(c.other_signals(&n1, fresh).await.unwrap().is_empty());
+
+    c.put_share(&n2, b"two", b"s2").await.unwrap();
+    let s = c.shares(fresh, alive).await.unwrap();
+    assert_eq!(s.fresh.len(), 2);
+    assert!(s.missing.is_empty());
+
+    // Past the freshness bound a share is neither merged nor read, and its node is missing
+    // while its heartbeat is recent.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let s = c.shares(Duration::from_millis(100), alive).await.unwrap();
+    assert!(s.fresh.is_empty());
+    assert_eq!(s.missing, vec!["n1".to_owned(), "n2".to_owned()]);
+    // A node whose heartbeat stopped is not expected.
+    let s = c
+        .shares(Duration::from_millis(100), Duration::from_millis(100))
+        .await
+        .unwrap();
+    assert!(s.missing.is_empty());
 }

@@ -48,7 +48,7 @@ fn storage_check_passes_against_seaweedfs_and_postgresql() {
         "object store: s3://dyeline/e2e/spans\n\
          self-test: ok (a second conditional create is refused)\n\
          catalog: 127.0.0.1:{} database postgres\n\
-         schema version: 6\n\
+         schema version: 7\n\
          node id: {}\n\
          owner epoch: none (not claimed yet)\n",
         pg.port(),
@@ -65,7 +65,7 @@ fn storage_check_passes_against_seaweedfs_and_postgresql() {
     let (ok, out, err) = storage_check(&data, &env);
     assert!(ok, "{err}");
     assert!(
-        out.contains("node id: ingest-7\n") && out.contains("schema version: 6\n"),
+        out.contains("node id: ingest-7\n") && out.contains("schema version: 7\n"),
         "{out}"
     );
 }
@@ -194,7 +194,7 @@ fn serve_ingests_while_its_catalog_is_down_and_checks_it_once_back() {
     pg.restart();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let version = "SELECT max(version) FROM _sqlx_migrations WHERE success";
-    while pg.psql(version).as_deref() != Some("6") {
+    while pg.psql(version).as_deref() != Some("7") {
         assert!(
             std::time::Instant::now() < deadline,
             "the start check did not migrate the catalog within 20 s of its return"
