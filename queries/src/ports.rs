@@ -60,4 +60,13 @@ pub trait AlertCluster: Send + Sync {
     async fn delivered(&self, keys: &[String]) -> Result<HashSet<(String, String)>, ClusterError>;
     /// Records that `target` accepted the delivery `key`, fenced by `epoch`.
     async fn record(&self, epoch: i64, key: &str, target: &str) -> Result<(), ClusterError>;
+    /// This node's id.
+    fn node(&self) -> String;
+    /// Replaces this node's share of the live evaluation and its presence signals (both as
+    /// [`crate::alerts::share`] writes them).
+    async fn publish(&self, share: Vec<u8>, signals: Vec<u8>) -> Result<(), ClusterError>;
+    /// The other nodes' fresh presence signals.
+    async fn other_signals(&self) -> Result<Vec<Vec<u8>>, ClusterError>;
+    /// Every fresh share, (node id, share), and the live nodes without one.
+    async fn shares(&self) -> Result<(Vec<(String, Vec<u8>)>, Vec<String>), ClusterError>;
 }

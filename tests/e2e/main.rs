@@ -14,6 +14,7 @@ mod browser;
 mod cases;
 mod cluster_alerts;
 mod cluster_ingest;
+mod cluster_shares;
 mod compaction;
 mod control;
 mod control_cluster;

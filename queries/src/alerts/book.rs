@@ -99,7 +99,7 @@ pub struct AlertBook {
 
 /// What the findings of `report` tell the alerts, in the report's order (a hop's summary
 /// counts the hops of its alert seen so far), each with its window's length (ns).
-fn observations(report: &Report, config: &AnalyzerConfig) -> Vec<(Observation, i64)> {
+pub(super) fn observations(report: &Report, config: &AnalyzerConfig) -> Vec<(Observation, i64)> {
     let mut seen = AlertCounts::new();
     report
         .findings()
@@ -113,8 +113,14 @@ fn observations(report: &Report, config: &AnalyzerConfig) -> Vec<(Observation, i
 impl AlertBook {
     /// Records the findings of one evaluation at `now`; returns alerts that began firing.
     pub fn observe(&mut self, report: &Report, config: &AnalyzerConfig, now: i64) -> Vec<Change> {
+        self.observe_all(observations(report, config), now)
+    }
+
+    /// Records `observations` (each with its window's length, ns) of one evaluation at `now`
+    /// (the alert leader's merge of every node's share); returns alerts that began firing.
+    pub fn observe_all(&mut self, observations: Vec<(Observation, i64)>, now: i64) -> Vec<Change> {
         let mut changes = Vec::new();
-        for (o, window_ns) in observations(report, config) {
+        for (o, window_ns) in observations {
             let key: Vec<(String, String)> = o.labels.clone().into_iter().collect();
             let alert = self.alerts.entry(key).or_insert_with(|| Alert {
                 labels: o.labels.clone(),

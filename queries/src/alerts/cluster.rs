@@ -108,6 +108,11 @@ impl ClusterBook {
         }
     }
 
+    /// The cluster port.
+    pub(super) fn port(&self) -> &dyn AlertCluster {
+        self.cluster.as_ref()
+    }
+
     /// Loads the stored book into memory.
     async fn load(&mut self) -> Result<(), ClusterError> {
         let alerts = self.cluster.load().await?;
@@ -333,6 +338,18 @@ mod tests {
             }
             self.delivered.lock().insert((key.into(), target.into()));
             Ok(())
+        }
+        fn node(&self) -> String {
+            "fake".into()
+        }
+        async fn publish(&self, _: Vec<u8>, _: Vec<u8>) -> Result<(), ClusterError> {
+            Ok(())
+        }
+        async fn other_signals(&self) -> Result<Vec<Vec<u8>>, ClusterError> {
+            Ok(Vec::new())
+        }
+        async fn shares(&self) -> Result<(Vec<(String, Vec<u8>)>, Vec<String>), ClusterError> {
+            Ok((Vec::new(), Vec::new()))
         }
     }
 

@@ -4,7 +4,9 @@
 //! lane group in force at its start, presence from the spans and the OTLP metrics and logs
 //! signals), the alert book fires and resolves alerts, and changes are handed to the
 //! delivery queue ([`super::deliver`]). The lane counts (`lane_fallback`, ...) are no
-//! findings and never alert.
+//! findings and never alert. In a cluster each node evaluates its own spans with every
+//! node's presence signals and publishes its share; the alert leader feeds the book from the
+//! merge of every node's ([`super::share`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,9 +19,11 @@ use tokio::sync::watch;
 use dyeline_store::table::SpansTable;
 
 use super::book::{Alert, Change, SharedAlerts};
+use super::share;
 use crate::analyze::detect::lanes::{LaneReport, LeakReason, PollutionReason};
 use crate::analyze::detect::windows::window_start;
-use crate::analyze::{AnalyzerConfig, Detection, run};
+use crate::analyze::read::presence::signals;
+use crate::analyze::{AnalyzerConfig, Detection, run, run_share};
 use crate::ports::{AlertCluster, Releases};
 use crate::rollup::SharedRollup;
 
@@ -164,6 +168,9 @@ pub fn spawn(
             .as_nanos()
             .max(1) as i64;
         let mut last_resend = now_unix_nano();
+        // In a cluster: this node's own spans, and the nodes the last merge missed.
+        let own = cluster_book.as_ref().map(|cb| spans.own(&cb.port().node()));
+        let mut missing: Vec<String> = Vec::new();
         // Orphans are counted for spans started in (counted_to, now - quiet]: each once.
         let mut counted_to: Option<i64> = None;
         loop {
@@ -177,16 +184,21 @@ pub fn spawn(
             // One more window is read so that traces starting before `from` keep their
             // root: a trace cut at the range's edge would be judged without it (a hop missed,
             // or reported again from "(none)"). Findings of that extra window are dropped.
-            let mut report = match run(
-                &spans,
-                &timeline,
-                &analyzer,
-                (Some(from - window), Some(now)),
-                &Detection::ALL,
-                false,
-            )
-            .await
-            {
+            let range = (Some(from - window), Some(now));
+            // In a cluster a node judges its own spans (their windows only counted) with every
+            // node's presence signals; the leader merges the shares.
+            let evaluated = match (&cluster_book, &own) {
+                (Some(cb), Some(own)) => {
+                    let signals = share::other_signals(cb.port()).await;
+                    run_share(own, &timeline, &analyzer, range, signals)
+                        .await
+                        .map(|(r, c)| (r, Some(c)))
+                }
+                _ => run(&spans, &timeline, &analyzer, range, &Detection::ALL, false)
+                    .await
+                    .map(|r| (r, None)),
+            };
+            let (mut report, counts) = match evaluated {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::warn!(error = %e, "live evaluation failed");
@@ -237,11 +249,30 @@ pub fn spawn(
             if let Some(l) = &mut report.lane {
                 settled_lanes(l, from, now - quiet, presence);
             }
-            if let Some(cb) = &mut cluster_book {
-                cb.step(|b| {
-                    let mut c = b.observe(&report, &analyzer, now);
-                    c.extend(b.sweep(lateness, now));
-                    c
+            if let (Some(cb), Some(own)) = (&mut cluster_book, &own) {
+                let share =
+                    share::Share::new(&report, counts.unwrap_or_default(), &analyzer, from, now);
+                let signals = signals(own, from - window, now, presence).unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "presence signals not read");
+                    Vec::new()
+                });
+                share::publish(cb.port(), &share, &signals).await;
+                let merged = if cb.port().leading().is_some() {
+                    share::gather(cb.port(), &analyzer, from).await
+                } else {
+                    None
+                };
+                if let Some((_, m)) = &merged
+                    && *m != missing
+                {
+                    if !m.is_empty() {
+                        tracing::warn!(nodes = ?m, "alert leader: live nodes without a fresh share; the evaluation is partial, no alert resolves");
+                    }
+                    missing.clone_from(m);
+                }
+                cb.step(|b| match merged {
+                    Some((observed, missing)) => share::apply(b, observed, &missing, lateness, now),
+                    None => Vec::new(),
                 })
                 .await;
                 continue;

@@ -185,25 +185,24 @@ pub fn alert_cluster(
     };
     let node = dyeline_storage::node::resolve(shared.node_id.as_ref(), &config.data_dir)
         .map_err(|e| format!("[cluster] node_id: {e}"))?;
-    if shared.upload_interval > config.alerts.lateness {
-        tracing::warn!(
-            upload_interval = ?shared.upload_interval,
-            lateness = ?config.alerts.lateness,
-            "the alert leader judges the spans it reads: other nodes' spans reach it only once uploaded, so with [storage] upload_interval longer than [alerts] lateness it misses windows of theirs"
-        );
-    }
     let (leader, election) = dyeline_storage::leader::spawn(
         dyeline_storage::leader::ElectionSettings {
-            node,
+            node: node.clone(),
             catalog_url: shared.postgres_url.clone(),
             lease: shared.leader_lease,
         },
         stop,
     );
+    let freshness = crate::wiring::alert_cluster::Freshness {
+        share: config.alerts.interval * 3 + std::time::Duration::from_secs(2),
+        alive: shared.heartbeat_interval * 3,
+    };
     Ok(Some((
         Arc::new(crate::wiring::alert_cluster::CatalogAlerts::new(
             leader,
             shared.postgres_url,
+            node,
+            freshness,
         )),
         election,
     )))

@@ -1,8 +1,9 @@
 //! The queries' [`AlertCluster`] port over the storage crate: the election's [`Leader`] says
 //! whether this node leads, and the catalog ([`dyeline_storage::catalog::alerts`]) keeps the
 //! alert book and its deliveries, fenced by the lease's epoch. Converts between the alert
-//! book's [`Alert`] and the catalog's [`AlertRow`]; connects to the catalog on first use and
-//! again after a failed connection.
+//! book's [`Alert`] and the catalog's [`AlertRow`]; passes each node's share of the live
+//! evaluation ([`dyeline_storage::catalog::shares`]); connects to the catalog on first use
+//! and again after a failed connection.
 
 use std::collections::HashSet;
 
@@ -11,21 +12,37 @@ use dyeline_queries::alerts::{Alert, AlertState};
 use dyeline_queries::ports::{AlertCluster, ClusterError};
 use dyeline_storage::catalog::alerts::AlertRow;
 use dyeline_storage::leader::Leader;
+use dyeline_storage::node::NodeId;
 use dyeline_storage::{Catalog, CatalogError, PostgresUrl};
+
+/// How old the shares of the live evaluation may be ([`Freshness`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Freshness {
+    /// A share (or presence signals) older than this is not merged: three evaluation
+    /// intervals plus 2 s.
+    pub share: std::time::Duration,
+    /// A node whose heartbeat is younger than this should have a fresh share: three
+    /// heartbeat intervals.
+    pub alive: std::time::Duration,
+}
 
 /// The alert leader and the book in the catalog.
 pub struct CatalogAlerts {
     leader: Leader,
     url: PostgresUrl,
+    node: NodeId,
+    freshness: Freshness,
     catalog: tokio::sync::Mutex<Option<Catalog>>,
 }
 
 impl CatalogAlerts {
-    /// The port over `leader` and the catalog at `url`.
-    pub fn new(leader: Leader, url: PostgresUrl) -> Self {
+    /// The port of node `node` over `leader` and the catalog at `url`.
+    pub fn new(leader: Leader, url: PostgresUrl, node: NodeId, freshness: Freshness) -> Self {
         Self {
             leader,
             url,
+            node,
+            freshness,
             catalog: tokio::sync::Mutex::new(None),
         }
     }
@@ -119,6 +136,36 @@ impl AlertCluster for CatalogAlerts {
             .record_delivery(epoch, key, target)
             .await
             .map_err(unavailable)
+    }
+
+    fn node(&self) -> String {
+        self.node.as_str().to_owned()
+    }
+
+    async fn publish(&self, share: Vec<u8>, signals: Vec<u8>) -> Result<(), ClusterError> {
+        self.catalog()
+            .await?
+            .put_share(&self.node, &share, &signals)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn other_signals(&self) -> Result<Vec<Vec<u8>>, ClusterError> {
+        self.catalog()
+            .await?
+            .other_signals(&self.node, self.freshness.share)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn shares(&self) -> Result<(Vec<(String, Vec<u8>)>, Vec<String>), ClusterError> {
+        let s = self
+            .catalog()
+            .await?
+            .shares(self.freshness.share, self.freshness.alive)
+            .await
+            .map_err(unavailable)?;
+        Ok((s.fresh, s.missing))
     }
 }
 

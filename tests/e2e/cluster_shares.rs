@@ -1,0 +1,163 @@
+//! Each node's share of the live evaluation (issue 27, item 3): two `dyeline serve` nodes on
+//! one real PostgreSQL and SeaweedFS, uploading only once an hour, so no span of theirs
+//! reaches the bucket during the test. A one-sided error spike is split between them: half of
+//! a window's requests on each node, too few on either for the spike test. With one half in,
+//! no spike alert fires; with both, the leader's merge of the two shares fires it with the
+//! whole window's counts, and both nodes' `/api/v1/alerts` show it.
+
+use std::time::{Duration, Instant};
+
+use dyeline_storage::testkit::{postgres::Postgres, seaweed::Seaweed};
+use serde_json::{Value, json};
+
+use crate::alerts::now_ns;
+use crate::control::{TOKEN, write};
+use crate::support::Server;
+use crate::uploads::{node_env, wait_until};
+use crate::util::{post_json, temp_dir};
+
+const WINDOW_S: i64 = 10;
+const SPIKE: &str = "DyelineErrorSpike";
+
+/// `n` SERVER root spans of `order` on its `color` instance, the first `errors` failing,
+/// starting from `t0` (Unix ns), trace ids from `first`.
+fn requests(color: &str, n: u64, errors: u64, t0: i64, first: u64) -> Value {
+    let spans: Vec<Value> = (0..n)
+        .map(|i| {
+            let start = t0 + i as i64 * 1_000_000;
+            json!({
+                "traceId": format!("{:032x}", first + i),
+                "spanId": format!("{:016x}", first + i),
+                "name": "order",
+                "kind": 2,
+                "startTimeUnixNano": start.to_string(),
+                "endTimeUnixNano": (start + 500_000).to_string(),
+                "attributes": [{"key": "x-deploy-channel-type",
+                                "value": {"stringValue": format!("trade={color}")}}],
+                "status": {"code": if i < errors { 2 } else { 1 }},
+            })
+        })
+        .collect();
+    json!({
+        "resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "order"}},
+            {"key": "host.name", "value": {"stringValue": format!("order-{color}-1")}},
+        ]},
+        "scopeSpans": [{"spans": spans}],
+    })
+}
+
+/// Half of the window's requests: 60 blue (no error) and 60 green (6 errors).
+fn half(t0: i64, first: u64) -> String {
+    json!({"resourceSpans": [
+        requests("blue", 60, 0, t0, first),
+        requests("green", 60, 6, t0, first + 1_000),
+    ]})
+    .to_string()
+}
+
+/// The spike alerts of a node's book: their summaries.
+fn spikes(s: &Server) -> Vec<String> {
+    let v: Value = reqwest::blocking::get(format!("http://{}/api/v1/alerts", s.api))
+        .unwrap()
+        .json()
+        .unwrap();
+    v["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["labels"]["alertname"] == SPIKE && a["state"] == "firing")
+        .map(|a| {
+            a["annotations"]["summary"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn a_spike_split_between_two_nodes_fires_from_their_merged_shares() {
+    let _turn = crate::support::heavy_turn();
+    let began = Instant::now();
+    let dir = temp_dir();
+    let pg = Postgres::start();
+    let weed = Seaweed::start();
+    let cfg = dir.path().join("dyeline.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[alerts]\ninterval = \"500ms\"\nlateness = \"10s\"\ntrace_quiet = \"2s\"\n\
+             [analyzer.defaults]\nwindow = \"{WINDOW_S}s\"\n[cluster]\nleader_lease = \"3s\"\n"
+        ),
+    )
+    .unwrap();
+    let url = pg.url("hunter2-cluster-shares");
+    let nodes: Vec<Server> = ["s1", "s2"]
+        .iter()
+        .map(|id| {
+            let mut env = node_env(&weed, &pg, id);
+            env.push(("DYELINE_STORAGE__UPLOAD_INTERVAL".into(), "1h".into()));
+            env.push(("DYELINE_API_TOKEN".into(), TOKEN.into()));
+            env.push(("DYELINE_CONTROL__POSTGRES_URL".into(), url.clone()));
+            let env: Vec<(&str, &str)> =
+                env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            Server::start_with(
+                &dir.path().join(id),
+                &env,
+                &["--config", cfg.to_str().unwrap()],
+            )
+        })
+        .collect();
+    write(
+        &nodes[0],
+        "PUT",
+        "/api/v1/channels/trade",
+        Some(r#"{"apps": ["order"]}"#),
+    );
+    write(&nodes[0], "POST", "/api/v1/channels/trade/start", None);
+    write(
+        &nodes[0],
+        "POST",
+        "/api/v1/channels/trade/ratio",
+        Some(r#"{"blue_percent": 50}"#),
+    );
+    wait_until("a leader is elected", 20, || {
+        pg.psql("SELECT epoch FROM alert_lease").as_deref() == Some("1")
+    });
+    wait_until("both nodes publish a share", 20, || {
+        pg.psql("SELECT count(*) FROM alert_shares").as_deref() == Some("2")
+    });
+
+    // Both halves in one window, planted early in it: spans starting a second after the
+    // release steps, so the window does not straddle them.
+    std::thread::sleep(Duration::from_secs(1));
+    let window = WINDOW_S * 1_000_000_000;
+    while now_ns().rem_euclid(window) > 3_000_000_000 {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let t0 = now_ns() - now_ns().rem_euclid(window) + 100_000_000;
+    assert_eq!(post_json(&nodes[0], &half(t0, 0x1_0000)).status, 200);
+    // One half alone is under the spike test's 100 requests a side: nothing fires.
+    std::thread::sleep(Duration::from_secs(4));
+    for n in &nodes {
+        assert_eq!(spikes(n), Vec::<String>::new(), "one node's half fired");
+    }
+
+    assert_eq!(post_json(&nodes[1], &half(t0, 0x2_0000)).status, 200);
+    wait_until("the merged spike fires on both nodes' books", 30, || {
+        nodes.iter().all(|n| !spikes(n).is_empty())
+    });
+    let summaries = spikes(&nodes[0]);
+    assert!(
+        summaries.iter().all(|s| s.contains("(12 of 120)")),
+        "the whole window's counts: {summaries:?}"
+    );
+    // None of it came through the bucket.
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM span_files").as_deref(),
+        Some("0"),
+        "a span file was uploaded"
+    );
+    eprintln!("cluster shares test: {:.1}s", began.elapsed().as_secs_f64());
+}
