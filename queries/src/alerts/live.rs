@@ -251,7 +251,7 @@ pub fn spawn(
             }
             if let (Some(cb), Some(own)) = (&mut cluster_book, &own) {
                 let share =
-                    share::Share::new(&report, counts.unwrap_or_default(), &analyzer, from, now);
+                    share::Share::new(report, counts.unwrap_or_default(), &analyzer, from, now);
                 let signals = signals(own, from - window, now, presence).unwrap_or_else(|e| {
                     tracing::warn!(error = %e, "presence signals not read");
                     Vec::new()

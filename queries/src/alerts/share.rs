@@ -3,11 +3,12 @@
 //! part of each window's requests. After every evaluation a node publishes its [`Share`],
 //! which replaces its previous one: the per-window counts of its own spans, not judged
 //! ([`WindowCounts`]), and its settled findings judged per span as the alerts see them
-//! (labels, counts and exemplar trace ids). It also publishes its presence signals, which
+//! (labels, counts and exemplar trace ids), and its requests per (window, lane, app) for the
+//! lane error spike. It also publishes its presence signals, which
 //! every node adds to its own before judging lanes: an instance's metrics may reach any node.
 //!
 //! The leader merges the fresh shares ([`merge`]): the counts added up and judged by the
-//! windowed detections, as one node judges its own; the per-span observations united, each
+//! windowed detections and the lane error spike, as one node judges its own; the per-span observations united, each
 //! count the sum over the nodes. A live node without a fresh share makes the evaluation
 //! partial: alerts may fire, none resolves (`live`).
 
@@ -16,6 +17,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::book::{AlertBook, Change, observations};
+use crate::analyze::detect::lanes::{LaneReport, SpikeCell, judge_spike_cells};
 use crate::analyze::detect::windows::WindowCounts;
 use crate::analyze::findings::{AlertLabels, Observation};
 use crate::analyze::spans::Signal;
@@ -34,24 +36,36 @@ pub struct Share {
     pub counts: WindowCounts,
     /// Its findings judged per span, as the alerts see them, each with its window (ns).
     pub observations: Vec<(Observation, i64)>,
+    /// Its requests per (window, lane, app) for the lane error spike, windows starting at
+    /// `from_unix_nano` or later.
+    #[serde(default)]
+    pub lane_cells: Vec<SpikeCell>,
 }
 
 impl Share {
-    /// The share of an evaluation at `now` from `from` on: `report`'s findings (its
-    /// per-span findings settled, its windowed lists empty) and `counts`.
+    /// The share of an evaluation at `now` from `from` on: `report`'s findings judged per
+    /// span (settled; its windowed lists empty) and its lane spike cells, and `counts`. The
+    /// lane error spikes judged on this node's spans alone are left to the leader's merge.
     pub fn new(
-        report: &Report,
+        mut report: Report,
         mut counts: WindowCounts,
         config: &AnalyzerConfig,
         from: i64,
         now: i64,
     ) -> Share {
         counts.retain_from(from);
+        let mut lane_cells = Vec::new();
+        if let Some(l) = &mut report.lane {
+            l.error_spikes.clear();
+            lane_cells = std::mem::take(&mut l.spike_cells);
+            lane_cells.retain(|c| c.window_start_unix_nano >= from);
+        }
         Share {
             evaluated_at_unix_nano: now,
             from_unix_nano: from,
             counts,
-            observations: observations(report, config),
+            observations: observations(&report, config),
+            lane_cells,
         }
     }
 
@@ -89,6 +103,7 @@ pub fn decode_signals(bytes: &[u8]) -> Result<Vec<Signal>, serde_json::Error> {
 pub fn merge(shares: Vec<Share>, config: &AnalyzerConfig, from: i64) -> Vec<(Observation, i64)> {
     let from = shares.iter().map(|s| s.from_unix_nano).fold(from, i64::max);
     let mut per_span = Vec::new();
+    let mut lane_cells = Vec::new();
     let mut parts = Vec::with_capacity(shares.len());
     let mut totals: HashMap<AlertLabels, usize> = HashMap::new();
     for s in shares {
@@ -103,6 +118,7 @@ pub fn merge(shares: Vec<Share>, config: &AnalyzerConfig, from: i64) -> Vec<(Obs
             *totals.entry(labels.clone()).or_default() += n;
         }
         per_span.extend(s.observations);
+        lane_cells.extend(s.lane_cells);
         parts.push(s.counts);
     }
     let mut counts = WindowCounts::merge(parts);
@@ -112,7 +128,13 @@ pub fn merge(shares: Vec<Share>, config: &AnalyzerConfig, from: i64) -> Vec<(Obs
         .copied()
         .filter(|d| d.is_counted())
         .collect();
-    let mut out = observations(&report_windows(counts, config, &counted), config);
+    let mut windowed = report_windows(counts, config, &counted);
+    lane_cells.retain(|c| c.window_start_unix_nano >= from);
+    windowed.lane = Some(LaneReport {
+        error_spikes: judge_spike_cells(lane_cells),
+        ..LaneReport::default()
+    });
+    let mut out = observations(&windowed, config);
     for (mut o, window) in per_span {
         if let Some(&n) = totals.get(&o.labels) {
             o.recount(n);
@@ -245,7 +267,7 @@ mod tests {
             .iter()
             .map(|s| {
                 let bytes = Share::new(
-                    &Report::default(),
+                    Report::default(),
                     windows::count(s, &config),
                     &config,
                     i64::MIN,
@@ -299,6 +321,7 @@ mod tests {
             from_unix_nano: 0,
             counts: WindowCounts::default(),
             observations: ns.iter().map(|&n| obs(n)).collect(),
+            lane_cells: Vec::new(),
         };
         let merged = merge(vec![share(&[1, 2]), share(&[1, 2, 3])], &config, 0);
         assert_eq!(merged.len(), 5);

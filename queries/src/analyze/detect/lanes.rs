@@ -36,6 +36,7 @@ pub use marks::{LaneMark, TraceLanes, asks_capacity, trace_lanes};
 pub use presence::Covered;
 pub use records::{InstanceLane, LaneSpan, SpanLaneTag, find, instance_lanes, span_lane_tags};
 pub use timeline::TimelineGroups;
+pub use windows::{SpikeCell, judge_spike_cells};
 
 /// The interned id of the base lane (an interner of lanes holds `base` first).
 pub const BASE: u32 = 0;

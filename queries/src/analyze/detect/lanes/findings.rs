@@ -321,6 +321,9 @@ pub struct LaneReport {
     pub coverage: Vec<LaneCoverage>,
     /// Counted exceptions.
     pub counts: LaneCounts,
+    /// §7.4: every (window, lane, app) cell's requests, for a cluster's leader to add up
+    /// (`super::windows::judge_spike_cells`).
+    pub spike_cells: Vec<super::windows::SpikeCell>,
 }
 
 impl LaneReport {
@@ -335,7 +338,9 @@ impl LaneReport {
             error_spikes,
             coverage,
             counts,
+            spike_cells,
         } = other;
+        self.spike_cells.extend(spike_cells);
         self.leaks.extend(leaks);
         self.tags_dropped.extend(tags_dropped);
         self.pollution.extend(pollution);

@@ -133,11 +133,12 @@ impl<'a, G: LaneGroups> LaneJudge<'a, G> {
     /// The report, with the windows judged.
     pub fn finish(self) -> LaneReport {
         let mut report = self.report;
-        let (coverage, spikes) =
+        let (coverage, spikes, cells) =
             self.cells
                 .finish(self.window_ns, self.groups, self.apps, self.lanes);
         report.coverage = coverage;
         report.error_spikes = spikes;
+        report.spike_cells = cells;
         report
     }
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use dyeline_model::TrafficKind;
 
 use super::findings::{LaneCoverage, LaneErrorSpike};
-use super::{BASE, LaneFields, LaneGroups};
+use super::{BASE, LaneFields, LaneGroups, SpikeThresholds};
 use crate::analyze::detect::error_spike::two_proportion_p;
 use crate::analyze::detect::windows::counts::{hexes, keep};
 use crate::analyze::intern::Interner;
@@ -92,55 +92,54 @@ impl Cells {
     }
 
     /// The coverage rows (lanes other than base) and the error spikes, each sorted by window,
-    /// app, lane.
+    /// app, lane; and every cell with requests as a [`SpikeCell`] (what a cluster node
+    /// publishes for the leader to add up: [`judge_spike_cells`]).
     pub(crate) fn finish<G: LaneGroups>(
         self,
         window_ns: i64,
         groups: &G,
         apps: &Interner,
         lanes: &Interner,
-    ) -> (Vec<LaneCoverage>, Vec<LaneErrorSpike>) {
+    ) -> (Vec<LaneCoverage>, Vec<LaneErrorSpike>, Vec<SpikeCell>) {
         let mut keys: Vec<(i64, u32, u32)> = self.map.keys().copied().collect();
         keys.sort_unstable_by_key(|&(w, lane, app)| (w, apps.name(app), lanes.name(lane)));
         let mut coverage = Vec::new();
         let mut spikes = Vec::new();
+        let mut cells = Vec::new();
         let mut map = self.map;
         for &(w, lane, app) in &keys {
+            if let Some(c) = map.get(&(w, lane, app))
+                && c.requests > 0
+            {
+                cells.push(SpikeCell {
+                    window_start_unix_nano: w,
+                    window_ns,
+                    lane: lanes.name(lane).to_owned(),
+                    app: apps.name(app).to_owned(),
+                    group: groups.group(app, w).map(str::to_owned),
+                    thresholds: groups.spike_thresholds(app, w),
+                    requests: c.requests,
+                    errors: c.errors,
+                    error_exemplars: c.error_exemplars.clone(),
+                });
+            }
             if lane == BASE {
                 continue;
             }
-            let base = map
-                .get(&(w, BASE, app))
-                .map(|b| (b.requests, b.errors, b.error_exemplars.clone()));
+            if let (Some(c), Some(b)) = (map.get(&(w, lane, app)), map.get(&(w, BASE, app))) {
+                let place = Place {
+                    window_start: w,
+                    window_ns,
+                    app: apps.name(app),
+                    group: groups.group(app, w),
+                };
+                let t = groups.spike_thresholds(app, w);
+                let (c, b) = (c.side(lanes.name(lane)), b.side(lanes.name(BASE)));
+                judge_pair(&place, c, b, &t, &mut spikes);
+            }
             let Some(c) = map.get_mut(&(w, lane, app)) else {
                 continue;
             };
-            if let Some((base_requests, base_errors, base_exemplars)) = base {
-                let t = groups.spike_thresholds(app, w);
-                let lane_side = (c.requests, c.errors, lane, &c.error_exemplars);
-                let base_side = (base_requests, base_errors, BASE, &base_exemplars);
-                for (x, y) in [(lane_side, base_side), (base_side, lane_side)] {
-                    if let Some(p) = spike(x.0, x.1, y.0, y.1, &t) {
-                        spikes.push(LaneErrorSpike {
-                            group: groups.group(app, w).map(str::to_owned),
-                            app: apps.name(app).to_owned(),
-                            lane: lanes.name(x.2).to_owned(),
-                            other_lane: lanes.name(y.2).to_owned(),
-                            kind: TrafficKind::Rpc,
-                            requests: x.0,
-                            errors: x.1,
-                            error_rate: x.1 as f64 / x.0 as f64,
-                            other_requests: y.0,
-                            other_errors: y.1,
-                            other_error_rate: y.1 as f64 / y.0 as f64,
-                            p_value: p,
-                            exemplar_trace_ids: hexes(x.3),
-                            window_start_unix_nano: w,
-                            window_end_unix_nano: w + window_ns,
-                        });
-                    }
-                }
-            }
             coverage.push(LaneCoverage {
                 window_start_unix_nano: w,
                 window_end_unix_nano: w + window_ns,
@@ -155,12 +154,146 @@ impl Cells {
                 p99_ms: percentile_ms(&mut c.durations, 0.99).unwrap_or(0.0),
             });
         }
-        (coverage, spikes)
+        (coverage, spikes, cells)
+    }
+}
+
+/// The requests of one (window, lane, app) for the lane error spike, by name, with the group
+/// and thresholds in force: a cluster node's share of the test, added up by the leader.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SpikeCell {
+    /// Window start, Unix ns.
+    pub window_start_unix_nano: i64,
+    /// The lane window, ns.
+    pub window_ns: i64,
+    /// The lane its instances serve in.
+    pub lane: String,
+    /// The app.
+    pub app: String,
+    /// The app's lane group then.
+    pub group: Option<String>,
+    /// The group's spike thresholds then.
+    pub thresholds: SpikeThresholds,
+    /// SERVER spans.
+    pub requests: u64,
+    /// Of which errors.
+    pub errors: u64,
+    /// The smallest error trace ids.
+    pub error_exemplars: Vec<u128>,
+}
+
+/// The lane error spikes of `cells` added up per (window, lane, app) (the cells of every
+/// node), judged as one node judges its own, sorted by window, app, lane.
+pub fn judge_spike_cells(cells: Vec<SpikeCell>) -> Vec<LaneErrorSpike> {
+    let mut sum: std::collections::BTreeMap<(i64, String, String), SpikeCell> =
+        std::collections::BTreeMap::new();
+    for c in cells {
+        let key = (c.window_start_unix_nano, c.app.clone(), c.lane.clone());
+        match sum.get_mut(&key) {
+            Some(s) => {
+                s.requests += c.requests;
+                s.errors += c.errors;
+                for t in c.error_exemplars {
+                    keep(&mut s.error_exemplars, t);
+                }
+            }
+            None => {
+                sum.insert(key, c);
+            }
+        }
+    }
+    let base_name = dyeline_model::LaneId::BASE;
+    let mut spikes = Vec::new();
+    for ((w, app, lane), c) in &sum {
+        if lane == base_name {
+            continue;
+        }
+        let Some(b) = sum.get(&(*w, app.clone(), base_name.to_owned())) else {
+            continue;
+        };
+        let place = Place {
+            window_start: *w,
+            window_ns: c.window_ns,
+            app,
+            group: c.group.as_deref(),
+        };
+        judge_pair(&place, c.side(), b.side(), &c.thresholds, &mut spikes);
+    }
+    spikes
+}
+
+impl Cell {
+    fn side<'a>(&'a self, lane: &'a str) -> Side<'a> {
+        Side {
+            requests: self.requests,
+            errors: self.errors,
+            lane,
+            exemplars: &self.error_exemplars,
+        }
+    }
+}
+
+impl SpikeCell {
+    fn side(&self) -> Side<'_> {
+        Side {
+            requests: self.requests,
+            errors: self.errors,
+            lane: &self.lane,
+            exemplars: &self.error_exemplars,
+        }
+    }
+}
+
+/// Where a lane and base are compared.
+struct Place<'a> {
+    window_start: i64,
+    window_ns: i64,
+    app: &'a str,
+    group: Option<&'a str>,
+}
+
+/// One side of the comparison: a lane's requests, errors and error exemplars.
+#[derive(Clone, Copy)]
+struct Side<'a> {
+    requests: u64,
+    errors: u64,
+    lane: &'a str,
+    exemplars: &'a [u128],
+}
+
+/// The spikes of `lane` against `base` and of `base` against `lane` at `place` by `t`.
+fn judge_pair(
+    place: &Place<'_>,
+    lane: Side<'_>,
+    base: Side<'_>,
+    t: &SpikeThresholds,
+    out: &mut Vec<LaneErrorSpike>,
+) {
+    for (x, y) in [(lane, base), (base, lane)] {
+        if let Some(p) = spike(x.requests, x.errors, y.requests, y.errors, t) {
+            out.push(LaneErrorSpike {
+                group: place.group.map(str::to_owned),
+                app: place.app.to_owned(),
+                lane: x.lane.to_owned(),
+                other_lane: y.lane.to_owned(),
+                kind: TrafficKind::Rpc,
+                requests: x.requests,
+                errors: x.errors,
+                error_rate: x.errors as f64 / x.requests as f64,
+                other_requests: y.requests,
+                other_errors: y.errors,
+                other_error_rate: y.errors as f64 / y.requests as f64,
+                p_value: p,
+                exemplar_trace_ids: hexes(x.exemplars),
+                window_start_unix_nano: place.window_start,
+                window_end_unix_nano: place.window_start + place.window_ns,
+            });
+        }
     }
 }
 
 /// The p-value when side x (`ex` errors of `nx`) spikes against side y by the thresholds.
-fn spike(nx: u64, ex: u64, ny: u64, ey: u64, t: &super::SpikeThresholds) -> Option<f64> {
+fn spike(nx: u64, ex: u64, ny: u64, ey: u64, t: &SpikeThresholds) -> Option<f64> {
     if nx < t.spike_min_requests || ny < t.spike_min_requests {
         return None;
     }
@@ -168,4 +301,41 @@ fn spike(nx: u64, ex: u64, ny: u64, ey: u64, t: &super::SpikeThresholds) -> Opti
     let ry = ey as f64 / ny as f64;
     let p = two_proportion_p(ex, nx, ey, ny);
     (rx >= t.spike_min_error_rate && rx >= t.spike_factor * ry && p < t.spike_p_value).then_some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(lane: &str, requests: u64, errors: u64, first_error: u128) -> SpikeCell {
+        SpikeCell {
+            window_start_unix_nano: 60,
+            window_ns: 60,
+            lane: lane.into(),
+            app: "order".into(),
+            group: Some("g".into()),
+            thresholds: SpikeThresholds::default(),
+            requests,
+            errors,
+            error_exemplars: (first_error..first_error + errors.min(5) as u128).collect(),
+        }
+    }
+
+    /// Two nodes' cells, each under the test's 100 requests a side, spike once added up:
+    /// the sums and the smallest exemplars of both.
+    #[test]
+    fn cells_of_several_nodes_are_judged_added_up() {
+        let node = |first: u128| vec![cell("gray", 60, 6, first), cell("base", 60, 0, 0)];
+        assert!(judge_spike_cells(node(100)).is_empty());
+        let spikes = judge_spike_cells([node(100), node(10)].concat());
+        assert_eq!(spikes.len(), 1, "{spikes:?}");
+        let s = &spikes[0];
+        assert_eq!(
+            (s.lane.as_str(), s.other_lane.as_str(), s.requests, s.errors),
+            ("gray", "base", 120, 12)
+        );
+        assert_eq!((s.other_requests, s.group.as_deref()), (120, Some("g")));
+        assert_eq!(s.exemplar_trace_ids[0], format!("{:032x}", 10));
+        assert_eq!(s.window_end_unix_nano, 120);
+    }
 }
