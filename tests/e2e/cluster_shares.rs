@@ -3,7 +3,10 @@
 //! reaches the bucket during the test. A one-sided error spike is split between them: half of
 //! a window's requests on each node, too few on either for the spike test. With one half in,
 //! no spike alert fires; with both, the leader's merge of the two shares fires it with the
-//! whole window's counts, and both nodes' `/api/v1/alerts` show it.
+//! whole window's counts, and both nodes' `/api/v1/alerts` show it. Then presence is merged:
+//! an idle gray instance kept present by metrics exports that reach one node makes a
+//! gray-tagged request served by base on the other node a lane leak (judged alone, that node
+//! would see no gray instance and count a fallback).
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::alerts::now_ns;
 use crate::control::{TOKEN, write};
+use crate::live_lanes::{Exporter, request};
 use crate::support::Server;
 use crate::uploads::{node_env, wait_until};
 use crate::util::{post_json, temp_dir};
@@ -76,6 +80,27 @@ fn spikes(s: &Server) -> Vec<String> {
         .collect()
 }
 
+/// The firing lane leak alerts of a node's book: their exemplar trace ids.
+fn leaks(s: &Server) -> Vec<String> {
+    let v: Value = reqwest::blocking::get(format!("http://{}/api/v1/alerts", s.api))
+        .unwrap()
+        .json()
+        .unwrap();
+    v["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["labels"]["alertname"] == "DyelineLaneLeak" && a["state"] == "firing")
+        .flat_map(|a| {
+            a["exemplar_trace_ids"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|t| t.as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
 #[test]
 fn a_spike_split_between_two_nodes_fires_from_their_merged_shares() {
     let _turn = crate::support::heavy_turn();
@@ -88,7 +113,9 @@ fn a_spike_split_between_two_nodes_fires_from_their_merged_shares() {
         &cfg,
         format!(
             "[alerts]\ninterval = \"500ms\"\nlateness = \"10s\"\ntrace_quiet = \"2s\"\n\
-             [analyzer.defaults]\nwindow = \"{WINDOW_S}s\"\n[cluster]\nleader_lease = \"3s\"\n"
+             [analyzer.defaults]\nwindow = \"{WINDOW_S}s\"\n\
+             [analyzer.lanes]\npresence_window = \"3s\"\nwindow = \"5s\"\n\
+             [cluster]\nleader_lease = \"3s\"\n"
         ),
     )
     .unwrap();
@@ -129,14 +156,18 @@ fn a_spike_split_between_two_nodes_fires_from_their_merged_shares() {
         pg.psql("SELECT count(*) FROM alert_shares").as_deref() == Some("2")
     });
 
-    // Both halves in one window, planted early in it: spans starting a second after the
-    // release steps, so the window does not straddle them.
-    std::thread::sleep(Duration::from_secs(1));
+    // Both halves in one window that starts after the release steps (a window holding the
+    // ratio change would count requests from before it), planted early in that window.
+    let released = now_ns();
     let window = WINDOW_S * 1_000_000_000;
-    while now_ns().rem_euclid(window) > 3_000_000_000 {
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let t0 = now_ns() - now_ns().rem_euclid(window) + 100_000_000;
+    let t0 = loop {
+        let now = now_ns();
+        let start = now - now.rem_euclid(window);
+        if start > released && now - start <= 3_000_000_000 {
+            break start + 100_000_000;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert_eq!(post_json(&nodes[0], &half(t0, 0x1_0000)).status, 200);
     // One half alone is under the spike test's 100 requests a side: nothing fires.
     std::thread::sleep(Duration::from_secs(4));
@@ -158,6 +189,26 @@ fn a_spike_split_between_two_nodes_fires_from_their_merged_shares() {
         pg.psql("SELECT count(*) FROM span_files").as_deref(),
         Some("0"),
         "a span file was uploaded"
+    );
+
+    // Presence merged: order's gray instance exports its metrics to the first node only; a
+    // request tagged gray and served by order's base instance reaches the second.
+    write(
+        &nodes[0],
+        "PUT",
+        "/api/v1/lane-groups/mall",
+        Some(r#"{"apps": ["order"], "lanes": {"gray": {}}}"#),
+    );
+    let _gray = Exporter::start(&nodes[0], "order", "order-gray-1", "gray");
+    std::thread::sleep(Duration::from_secs(2));
+    request(&nodes[1], 0xa11, "order", "order-base-1", None);
+    wait_until("the lane leak fires on both nodes' books", 30, || {
+        nodes.iter().all(|n| !leaks(n).is_empty())
+    });
+    assert_eq!(
+        leaks(&nodes[1]),
+        vec![format!("{:032x}", 0xa11)],
+        "the leak's exemplar"
     );
     eprintln!("cluster shares test: {:.1}s", began.elapsed().as_secs_f64());
 }

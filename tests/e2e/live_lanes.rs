@@ -61,7 +61,7 @@ fn start(dir: &std::path::Path, cfg: &std::path::Path, apps: &str) -> Server {
 }
 
 /// The resource attributes of `instance` of `app`, in lane `lane` (`None`: base).
-fn resource(app: &str, instance: &str, lane: Option<&str>) -> String {
+pub(crate) fn resource(app: &str, instance: &str, lane: Option<&str>) -> String {
     let lane = lane
         .map(|l| format!(r#",{{"key":"deploy.lane","value":{{"stringValue":"{l}"}}}}"#))
         .unwrap_or_default();
@@ -73,7 +73,13 @@ fn resource(app: &str, instance: &str, lane: Option<&str>) -> String {
 
 /// Sends one SERVER root span of trace `trace` (started now, 20 ms long) tagged for lane
 /// gray (`x-deploy-lane`), served by `instance` of `app` in `lane`; returns its start.
-fn request(s: &Server, trace: u128, app: &str, instance: &str, lane: Option<&str>) -> i64 {
+pub(crate) fn request(
+    s: &Server,
+    trace: u128,
+    app: &str,
+    instance: &str,
+    lane: Option<&str>,
+) -> i64 {
     let start = now_ns();
     let body = format!(
         r#"{{"resourceSpans":[{{"resource":{},"scopeSpans":[{{"spans":[{{
@@ -91,14 +97,14 @@ fn request(s: &Server, trace: u128, app: &str, instance: &str, lane: Option<&str
 
 /// An instance's periodic OTLP metrics export (a gauge point at the time of sending, every
 /// 300 ms) until stopped: what keeps an idle instance present.
-struct Exporter {
+pub(crate) struct Exporter {
     stop: Arc<AtomicBool>,
     sent: Arc<Mutex<Vec<i64>>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Exporter {
-    fn start(s: &Server, app: &str, instance: &str, lane: &str) -> Self {
+    pub(crate) fn start(s: &Server, app: &str, instance: &str, lane: &str) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(Mutex::new(Vec::new()));
         let (http, res) = (s.http, resource(app, instance, Some(lane)));
