@@ -12,6 +12,7 @@ mod architecture;
 mod bad_input;
 mod browser;
 mod cases;
+mod cli;
 mod cluster_alerts;
 mod cluster_ingest;
 mod compaction;
