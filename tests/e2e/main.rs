@@ -34,6 +34,7 @@ mod otlp_python;
 mod otlp_rust;
 mod presence;
 mod probes;
+mod release_gate;
 mod routing;
 mod shared_reads;
 mod sql;
