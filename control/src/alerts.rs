@@ -42,7 +42,7 @@ impl FiringAlert {
 }
 
 /// The port: the alerts firing now. The server implements it over its alert book; on a
-/// cluster, the book of this node (the leader's alerts are mirrored to every node).
+/// cluster, this node's book, which on a follower holds the alerts the leader stored.
 pub trait FiringAlerts: Send + Sync {
     /// Every alert firing now (resolved ones left out).
     fn firing(&self) -> Vec<FiringAlert>;

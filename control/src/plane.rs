@@ -492,7 +492,7 @@ impl ControlPlane {
     /// that moves the channel's traffic toward the colour whose one-sided error spike is
     /// firing for it (domain §4, [`crate::alerts::spike_guard`]) is refused unless `force`;
     /// a forced one is recorded with its actor and a note that names the alert
-    /// ([`SpikeRefusal::forced_note`], before the request's own note), and the outcome
+    /// ([`SpikeRefusal::forced_note`], after the request's own note), and the outcome
     /// carries the alert (`forced_past`). `force` changes nothing when the guard would not
     /// refuse.
     ///
