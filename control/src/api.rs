@@ -30,6 +30,7 @@ use crate::auth::{Access, Auth};
 use crate::error::ControlError;
 use crate::plane::{ControlPlane, Cursor, Event, WriteOutcome, normalize_note};
 
+pub mod gate;
 pub mod lane_groups;
 
 /// What the control routes share.
@@ -43,6 +44,8 @@ pub struct ControlApi {
     pub apply_spread: Duration,
     /// Becomes true at shutdown: open event streams end.
     pub shutdown: watch::Receiver<bool>,
+    /// The release gate's settings (`[gate]`).
+    pub gate: gate::GateSettings,
 }
 
 type Ctx = State<Arc<ControlApi>>;
@@ -84,6 +87,8 @@ pub fn router(ctx: Arc<ControlApi>) -> OpenApiRouter {
         .routes(routes!(app_events))
         .routes(routes!(app_events_stream))
         .routes(routes!(timeline))
+        .routes(routes!(gate::channel_gate, gate::channel_gate_post))
+        .routes(routes!(gate::lane_group_gate, gate::lane_group_gate_post))
         .routes(routes!(lane_groups::list_lane_groups))
         .routes(routes!(
             lane_groups::get_lane_group,
@@ -152,20 +157,20 @@ fn if_match(headers: &HeaderMap) -> Result<Option<u64>, ControlError> {
         .map_err(|_| ControlError::InvalidIfMatch(text.to_owned()))
 }
 
-/// Authorizes a write, then reads the request (`op`: the operation and its optional note)
-/// and hands it to the plane.
+/// Authorizes a write, then reads the request (`op`: the operation, its optional note and
+/// whether it overrides the spike guard) and hands it to the plane.
 async fn write(
     ctx: &ControlApi,
     headers: &HeaderMap,
     id: &str,
-    op: impl FnOnce() -> Result<(Op, Option<String>), ControlError>,
+    op: impl FnOnce() -> Result<(Op, Option<String>, bool), ControlError>,
     status: StatusCode,
 ) -> Result<Response, ControlError> {
     let (actor, if_match) = writer(ctx, headers)?;
-    let (op, note) = op()?;
+    let (op, note, force) = op()?;
     let out: WriteOutcome = ctx
         .plane
-        .write(id, op, &actor, if_match, note.as_deref())
+        .write_with(id, op, &actor, if_match, note.as_deref(), force)
         .await?;
     let version = out.channel.as_ref().map(|c| c.version);
     Ok(with_etag((status, Json(out)).into_response(), version))
@@ -242,7 +247,7 @@ async fn put_channel(
             })?;
             let apps: Vec<String> = serde_json::from_value(apps)
                 .map_err(|_| ReleaseError::InvalidApps("apps must be a list of strings".into()))?;
-            Ok((Op::Apps(apps), None))
+            Ok((Op::Apps(apps), None, false))
         },
         status,
     )
@@ -265,14 +270,15 @@ async fn delete_channel(
         &ctx,
         &headers,
         &id,
-        || Ok((Op::Delete, None)),
+        || Ok((Op::Delete, None, false)),
         StatusCode::OK,
     )
     .await
 }
 
 /// Optional body of `POST /api/v1/channels/{id}/start` and `.../finish`:
-/// `{"note": "..."}`. No body at all is the same as no note.
+/// `{"note": "..."}` (finish also takes `"force": true`, see there). No body at all is the
+/// same as no note.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, ToSchema)]
 pub struct NoteBody {
     /// Free text recorded with the operation and shown on its events (`note`): trimmed,
@@ -314,6 +320,35 @@ pub fn parse_note_body(body: &[u8]) -> Result<Option<String>, ControlError> {
     note_field(&m)
 }
 
+/// Reads the optional body of finish: as [`parse_note_body`], plus `"force": true` to finish
+/// although the spike guard refuses (a finish from 100 or 0 moves traffic back to the other
+/// colour).
+///
+/// # Errors
+/// Those of [`parse_note_body`]; [`ControlError::InvalidBody`] for a `force` that is not a
+/// JSON boolean.
+pub fn parse_finish_body(body: &[u8]) -> Result<(Option<String>, bool), ControlError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok((None, false));
+    }
+    let m = json_object(body, "{\"note\": \"...\", \"force\": false} or no body")?;
+    Ok((note_field(&m)?, force_field(&m)?))
+}
+
+/// The optional `force` of a request body object: absent or `null` → false.
+///
+/// # Errors
+/// [`ControlError::InvalidBody`] for a value that is not a JSON boolean.
+fn force_field(m: &serde_json::Map<String, Value>) -> Result<bool, ControlError> {
+    match m.get("force") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(ControlError::InvalidBody(format!(
+            "force must be a JSON boolean, not {other}"
+        ))),
+    }
+}
+
 /// Starts a release (blue_percent 50); 409 if already releasing. Optional body
 /// `{"note": "..."}`.
 #[utoipa::path(post, path = "/api/v1/channels/{id}/start", tag = "channels",
@@ -334,14 +369,15 @@ async fn start_channel(
         &ctx,
         &headers,
         &id,
-        || Ok((Op::Start, parse_note_body(&body)?)),
+        || Ok((Op::Start, parse_note_body(&body)?, false)),
         StatusCode::OK,
     )
     .await
 }
 
-/// Finishes a release (blue_percent back to 50); 409 if idle. Optional body
-/// `{"note": "..."}`.
+/// Finishes a release (blue_percent back to 50); 409 if idle, or (`spike_guard`, the alert in
+/// the body) when that moves traffic toward a colour whose one-sided error spike fires,
+/// unless `"force": true`. Optional body `{"note": "...", "force": false}`.
 #[utoipa::path(post, path = "/api/v1/channels/{id}/finish", tag = "channels",
     request_body(content = Option<NoteBody>, description = "Optional: a note recorded with the operation"),
     params(("id" = String, Path, description = "Channel id"),
@@ -360,7 +396,10 @@ async fn finish_channel(
         &ctx,
         &headers,
         &id,
-        || Ok((Op::Finish, parse_note_body(&body)?)),
+        || {
+            let (note, force) = parse_finish_body(&body)?;
+            Ok((Op::Finish, note, force))
+        },
         StatusCode::OK,
     )
     .await
@@ -377,9 +416,13 @@ pub struct RatioBody {
     #[serde(default)]
     #[schema(max_length = 500)]
     pub note: Option<String>,
+    /// Go ahead although the spike guard refuses (domain §4): recorded with the actor, the
+    /// note naming the alert. Default false.
+    #[serde(default)]
+    pub force: bool,
 }
 
-/// Reads `{"blue_percent": N, "note": "..."}`: N must be a JSON integer in 0..=100 (domain
+/// Reads `{"blue_percent": N, "note": "...", "force": false}`: N must be a JSON integer in 0..=100 (domain
 /// §4); `note` is optional (absent or `null`: none; a string comes back trimmed, empty →
 /// `None`). Other keys are ignored.
 ///
@@ -411,11 +454,14 @@ pub fn parse_ratio_body(body: &[u8]) -> Result<RatioBody, ControlError> {
     Ok(RatioBody {
         blue_percent,
         note: note_field(&m)?,
+        force: force_field(&m)?,
     })
 }
 
 /// Sets blue_percent while releasing; equal to the current value: accepted, no events. An
-/// optional `note` is recorded with the operation and shown on its events.
+/// optional `note` is recorded with the operation and shown on its events. A change toward
+/// the colour whose one-sided error spike fires for the channel is refused (409
+/// `spike_guard`, the alert in `error.alert`) unless `"force": true`, which is recorded.
 #[utoipa::path(post, path = "/api/v1/channels/{id}/ratio", tag = "channels", request_body = RatioBody,
     params(("id" = String, Path, description = "Channel id"),
            ("If-Match" = Option<String>, Header, description = "\"<version>\"; 412 if stale")),
@@ -433,7 +479,7 @@ async fn ratio_channel(
         &ctx,
         &headers,
         &id,
-        || parse_ratio_body(&body).map(|b| (Op::Ratio(b.blue_percent), b.note)),
+        || parse_ratio_body(&body).map(|b| (Op::Ratio(b.blue_percent), b.note, b.force)),
         StatusCode::OK,
     )
     .await
@@ -810,7 +856,8 @@ mod tests {
             ratio(r#"{"blue_percent": 10, "note": "  override: test \n"}"#).unwrap(),
             RatioBody {
                 blue_percent: 10,
-                note: Some("override: test".into())
+                note: Some("override: test".into()),
+                force: false,
             }
         );
         for none in [

@@ -8,6 +8,8 @@ use axum::response::{IntoResponse, Response};
 use dyeline_model::release::ReleaseError;
 use dyeline_model::time::BadTime;
 use dyeline_model::{Category, HasCategory};
+
+use crate::alerts::SpikeRefusal;
 use serde_json::json;
 
 /// Why a control-plane request was refused. Every refused request changes nothing.
@@ -65,6 +67,10 @@ pub enum ControlError {
     /// `channel_releasing`, `app_in_other_channel` and `app_in_other_lane_group`.
     #[error(transparent)]
     Release(#[from] ReleaseError),
+    /// The spike guard (domain §4): the write moves traffic toward a colour whose one-sided
+    /// error spike fires; the answer carries the alert.
+    #[error("{0}")]
+    SpikeGuard(Box<SpikeRefusal>),
 }
 
 impl ControlError {
@@ -88,6 +94,7 @@ impl ControlError {
             Unauthorized(_) => "unauthorized",
             Forbidden(_) => "forbidden",
             Storage(_) => "storage",
+            SpikeGuard(_) => "spike_guard",
             Release(e) => e.code(),
         }
     }
@@ -105,6 +112,7 @@ impl HasCategory for ControlError {
             Unauthorized(_) => Category::Unauthenticated,
             Forbidden(_) => Category::PermissionDenied,
             Storage(_) => Category::Internal,
+            SpikeGuard(_) => Category::Conflict,
             Release(e) => e.category(),
         }
     }
@@ -131,7 +139,10 @@ impl From<sqlx::migrate::MigrateError> for ControlError {
 impl IntoResponse for ControlError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let body = json!({"error": {"code": self.code(), "message": self.to_string()}});
+        let mut body = json!({"error": {"code": self.code(), "message": self.to_string()}});
+        if let ControlError::SpikeGuard(r) = &self {
+            body["error"]["alert"] = serde_json::to_value(&r.alert).unwrap_or_default();
+        }
         let mut response = (status, Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {
             response

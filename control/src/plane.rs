@@ -14,8 +14,9 @@ use std::sync::Arc;
 
 use dyeline_model::ChannelId;
 use dyeline_model::release::{
-    Channel, Channels, Effective, EventBody, EventKind, Op, ReleaseError, Timeline,
-    TimelineChannel, TimelineDoc, TimelineEvent, app_events, channel_events, normalize_apps,
+    Channel, Channels, Effective, EventBody, EventKind, NEUTRAL_BLUE_PERCENT, Op, ReleaseError,
+    Timeline, TimelineChannel, TimelineDoc, TimelineEvent, app_events, channel_events,
+    normalize_apps,
 };
 
 mod follow;
@@ -31,6 +32,7 @@ use serde::Serialize;
 use tokio::sync::{Mutex, watch};
 use utoipa::ToSchema;
 
+use crate::alerts::{FiringAlert, SharedFiringAlerts, SpikeRefusal};
 use crate::error::ControlError;
 use crate::store::postgres::PgStore;
 pub use crate::store::sqlite::DB_FILE;
@@ -146,6 +148,10 @@ pub struct WriteOutcome {
     pub seq: u64,
     /// The channel after it (absent after a delete).
     pub channel: Option<Channel>,
+    /// With `force`: the alert the spike guard would have refused the write for (the write
+    /// went ahead and its note says so). Absent when nothing was overridden.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forced_past: Option<FiringAlert>,
 }
 
 fn number(bodies: Vec<EventBody>, rec: &OpRecord, after: Cursor) -> Vec<Event> {
@@ -182,6 +188,9 @@ pub struct ControlPlane {
     read_only: bool,
     /// Set by [`ControlPlane::close`]: the follower stops.
     closed: watch::Sender<bool>,
+    /// The alerts the spike guard and the gate read ([`ControlPlane::set_firing_alerts`]);
+    /// none until wired.
+    alerts: std::sync::OnceLock<SharedFiringAlerts>,
 }
 
 impl ControlPlane {
@@ -244,6 +253,7 @@ impl ControlPlane {
             latest,
             read_only,
             closed: watch::channel(false).0,
+            alerts: std::sync::OnceLock::new(),
         };
         plane.absorb(ops, true)?;
         Ok(plane)
@@ -414,6 +424,17 @@ impl ControlPlane {
         v
     }
 
+    /// Wires the firing alerts the spike guard ([`ControlPlane::write_with`]) and the release
+    /// gate read; before it (and when called a second time, ignored) there are none.
+    pub fn set_firing_alerts(&self, alerts: SharedFiringAlerts) {
+        let _ = self.alerts.set(alerts);
+    }
+
+    /// The alerts firing now (none when no source is wired).
+    pub fn firing_alerts(&self) -> Vec<FiringAlert> {
+        self.alerts.get().map(|a| a.firing()).unwrap_or_default()
+    }
+
     /// One channel now.
     ///
     /// # Errors
@@ -464,6 +485,28 @@ impl ControlPlane {
         if_match: Option<u64>,
         note: Option<&str>,
     ) -> Result<WriteOutcome, ControlError> {
+        self.write_with(id, op, actor, if_match, note, false).await
+    }
+
+    /// [`ControlPlane::write`] with the spike guard's override: a ratio change or a finish
+    /// that moves the channel's traffic toward the colour whose one-sided error spike is
+    /// firing for it (domain §4, [`crate::alerts::spike_guard`]) is refused unless `force`;
+    /// a forced one is recorded with its actor and a note that names the alert
+    /// ([`SpikeRefusal::forced_note`], after the request's own note), and the outcome
+    /// carries the alert (`forced_past`). `force` changes nothing when the guard would not
+    /// refuse.
+    ///
+    /// # Errors
+    /// Those of [`ControlPlane::write`], and [`ControlError::SpikeGuard`] (409).
+    pub async fn write_with(
+        &self,
+        id: &str,
+        op: Op,
+        actor: &str,
+        if_match: Option<u64>,
+        note: Option<&str>,
+        force: bool,
+    ) -> Result<WriteOutcome, ControlError> {
         self.writable()?;
         let id = parse_id(id)?;
         let note = normalize_note(note)?;
@@ -498,6 +541,28 @@ impl ControlPlane {
             });
         }
         current.check(&id, &op)?;
+        let to = match op {
+            Op::Ratio(r) => Some(r),
+            Op::Finish => Some(NEUTRAL_BLUE_PERCENT),
+            _ => None,
+        };
+        let refusal = match (to, current.get(id.as_str())) {
+            (Some(to), Some(c)) => {
+                crate::alerts::spike_guard(&self.firing_alerts(), id.as_str(), c.blue_percent, to)
+                    .map(|alert| SpikeRefusal {
+                        channel: id.to_string(),
+                        from: c.blue_percent,
+                        to,
+                        alert,
+                    })
+            }
+            _ => None,
+        };
+        let note = match &refusal {
+            Some(r) if !force => return Err(ControlError::SpikeGuard(Box::new(r.clone()))),
+            Some(r) => Some(r.forced_note(note.as_deref())),
+            None => note,
+        };
         let mut rec = OpRecord {
             seq: 0,
             t_unix_nano: now_unix_nano(),
@@ -529,6 +594,7 @@ impl ControlPlane {
         Ok(WriteOutcome {
             seq: rec.seq,
             channel,
+            forced_past: refusal.map(|r| r.alert),
         })
     }
 

@@ -52,6 +52,7 @@ async fn api() -> Api {
         auth: Arc::new(Auth::new(tokens, false)),
         apply_spread: Duration::ZERO,
         shutdown,
+        gate: Default::default(),
     });
     let (app, _) = router(ctx).split_for_parts();
     Api {

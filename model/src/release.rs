@@ -4,7 +4,7 @@
 //! lane groups ([`LaneGroup`], [`LaneGroupOp`], [`LaneGroups`]), and the timeline that tells
 //! any app's effective channel and blue_percent ([`Timeline::effective_at`]) and lane group
 //! ([`Timeline::lane_group_at`]) at any instant, with its JSON document ([`TimelineDoc`]).
-//! Refusals are [`ReleaseError`]s.
+//! Refusals are [`ReleaseError`]s; the spike guard's rule is [`spike_guard`].
 //!
 //! `dyeline-control` persists, numbers and serves these over HTTP; `dyeline-queries` and the
 //! dashboard read the timeline.
@@ -21,6 +21,7 @@ mod error;
 mod events;
 mod lane_group_timeline;
 mod lane_groups;
+pub mod spike_guard;
 mod timeline;
 
 pub use channels::{

@@ -1,5 +1,6 @@
 //! The subcommands of `dyeline`, one file each (its arguments and its `run`): [`serve`],
-//! [`sql`], [`analyze`], [`import`], [`compact`], [`demo`], [`channel`], [`lane_group`], [`storage`] and [`cluster`]. This face loads the layered
+//! [`sql`], [`analyze`], [`import`], [`compact`], [`demo`], [`channel`], [`lane_group`],
+//! [`storage`], [`cluster`] and [`completions`]. This face loads the layered
 //! configuration, starts the logs and the runtime, and dispatches ([`run`]).
 
 // The commands' output (tables, JSON, progress, the demo's lines, refusals) is what they print.
@@ -9,6 +10,7 @@ pub mod analyze;
 pub mod channel;
 pub mod cluster;
 pub mod compact;
+pub mod completions;
 pub mod demo;
 pub mod import;
 pub mod lane_group;
@@ -73,13 +75,32 @@ pub enum Command {
     /// Several nodes on one catalog and bucket: their state.
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
+    /// Print the shell completion script of `dyeline` for SHELL (e.g. `dyeline completions
+    /// bash > /etc/bash_completion.d/dyeline`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
-/// `--format` of `sql` and `analyze` (a value's doc would change `--help`: none on purpose).
+/// The exit status of `dyeline analyze --fail-on` when the report has a finding of one of the
+/// types named (0 when it has none; 1 is a failed run, 2 a usage error).
+pub const EXIT_FINDINGS: u8 = 3;
+
+/// `--format` of `cluster status` (a value's doc would change `--help`: none on purpose).
 #[derive(Clone, Copy, ValueEnum)]
 pub enum OutputFormat {
     Table,
     Json,
+}
+
+/// `--format` of `sql` and `analyze`, which print rows: also CSV (RFC 4180, one header line).
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DataFormat {
+    Table,
+    Json,
+    Csv,
 }
 
 fn overrides(data_dir: Option<&PathBuf>, serve: Option<&ServeArgs>) -> Figment {
@@ -117,7 +138,16 @@ fn init_logs(format: LogFormat, default_level: &str) {
 
 /// Runs `command` with the configuration file `config_file` (layered under `DYELINE_*`
 /// variables and the command's flags); the process's exit status.
-pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
+pub fn run(config_file: Option<&Path>, command: Command, cli: clap::Command) -> ExitCode {
+    if let Command::Completions { shell } = command {
+        return completions::run(shell, cli);
+    }
+    if let Command::Analyze(a) = &command
+        && let Err(e) = analyze::check_fail_on(a)
+    {
+        eprintln!("dyeline: {e}");
+        return ExitCode::from(2);
+    }
     let client_command = match &command {
         Command::Channel { client, command } => Some(channel::run(client, command)),
         Command::LaneGroup { client, command } => Some(lane_group::run(client, command)),
@@ -144,7 +174,9 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
         Command::Analyze(a) => (a.data_dir.as_ref(), None),
         Command::Storage(c) => (c.data_dir(), None),
         Command::Cluster(c) => (c.data_dir(), None),
-        Command::Channel { .. } | Command::LaneGroup { .. } => unreachable!("handled above"),
+        Command::Channel { .. } | Command::LaneGroup { .. } | Command::Completions { .. } => {
+            unreachable!("handled above")
+        }
     };
     let demo_defaults = matches!(command, Command::Demo(_)).then(demo::defaults);
     let loaded = match &demo_defaults {
@@ -220,34 +252,25 @@ pub fn run(config_file: Option<&Path>, command: Command) -> ExitCode {
         }
         _ => None,
     };
+    // Ok(status): 0, or EXIT_FINDINGS for `analyze --fail-on`.
     let result = runtime.block_on(async {
-        match command {
+        let done = match command {
             Command::Demo(_) => demo::run(config, demo_options.expect("set for demo")).await,
             Command::Serve(_) => serve::run(config).await,
-            Command::Sql(a) => {
-                sql::run(config, &a.query, matches!(a.format, OutputFormat::Json)).await
-            }
+            Command::Sql(a) => sql::run(config, &a.query, a.format).await,
             Command::Import(a) => import::run(config, &a.files, a.timeline.as_deref()).await,
             Command::Compact(a) => compact::run(config, a.all).await,
-            Command::Analyze(a) => {
-                analyze::run(
-                    config,
-                    a.from.as_deref(),
-                    a.to.as_deref(),
-                    matches!(a.format, OutputFormat::Json),
-                    a.limit,
-                    a.with_decisions,
-                    &a.detections,
-                )
-                .await
-            }
+            Command::Analyze(a) => return analyze::run(config, &a).await,
             Command::Storage(c) => storage::run(config, &c).await,
             Command::Cluster(c) => cluster::run(config, &c).await,
-            Command::Channel { .. } | Command::LaneGroup { .. } => unreachable!("handled above"),
-        }
+            Command::Channel { .. } | Command::LaneGroup { .. } | Command::Completions { .. } => {
+                unreachable!("handled above")
+            }
+        };
+        done.map(|()| 0)
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => ExitCode::from(status),
         Err(e) => {
             eprintln!("dyeline: {e}");
             ExitCode::FAILURE

@@ -83,6 +83,9 @@ pub struct Config {
     pub cluster: ClusterSettings,
     /// Where the control plane keeps its operations (`[control] postgres_url`).
     pub control: ControlSettings,
+    /// The release gate (`GET /api/v1/channels/{id}/gate`): which firing alerts fail it
+    /// (`[gate] fail_on`, finding types; an unknown one is refused at load).
+    pub gate: dyeline_control::api::gate::GateSettings,
 }
 
 /// `[trace_view]` settings: one trace view (API or page) is a page of the trace's spans.
@@ -421,6 +424,7 @@ impl Default for Config {
             catalog: CatalogSettings::default(),
             cluster: ClusterSettings::default(),
             control: ControlSettings::default(),
+            gate: dyeline_control::api::gate::GateSettings::default(),
         }
     }
 }

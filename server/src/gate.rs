@@ -56,8 +56,24 @@ pub const OPEN: [&str; 8] = [
 ];
 
 /// Requests other than GET/HEAD/OPTIONS that only read (a token is needed only when reads
-/// need one).
+/// need one), besides the release gates ([`is_read_post`]).
 pub const READ_POSTS: [&str; 1] = ["/api/v1/sql"];
+
+/// Whether a POST to `path` only reads: [`READ_POSTS`], and the release gates
+/// (`/api/v1/channels/{id}/gate`, `/api/v1/lane-groups/{id}/gate`), which a Flagger webhook
+/// POSTs to without a way to send a token.
+pub fn is_read_post(path: &str) -> bool {
+    if READ_POSTS.contains(&path) {
+        return true;
+    }
+    ["/api/v1/channels/", "/api/v1/lane-groups/"]
+        .iter()
+        .any(|prefix| {
+            path.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix("/gate"))
+                .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+        })
+}
 
 /// The reasons of `dyeline_auth_failures_total`.
 pub const REASONS: [&str; 5] = [
@@ -249,7 +265,7 @@ async fn protect(gate: &Gate, kind: Kind, client: IpAddr, req: Request, next: Ne
         }
         let path = req.uri().path();
         let writes = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
-            && !READ_POSTS.contains(&path);
+            && !is_read_post(path);
         let result = match gate.auth.check(token, Access::Read) {
             // A write without a token is refused here even with open reads; the handler
             // then tells write tokens from read tokens.
@@ -377,7 +393,7 @@ pub fn document(doc: &mut utoipa::openapi::OpenApi, reads_need_token: bool) {
         if OPEN.contains(&path.as_str()) {
             continue;
         }
-        let read_post = READ_POSTS.contains(&path.as_str());
+        let read_post = is_read_post(path.as_str());
         for (op, write) in [
             (&mut item.get, false),
             (&mut item.head, false),

@@ -19,7 +19,7 @@ mod wiring;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 use crate::commands::Command;
 
@@ -49,7 +49,7 @@ fn main() -> ExitCode {
     private::restrict_umask();
     no_transparent_huge_pages();
     let cli = Cli::parse();
-    commands::run(cli.config.as_deref(), cli.command)
+    commands::run(cli.config.as_deref(), cli.command, Cli::command())
 }
 
 /// Turns transparent huge pages off for the process (what `MIMALLOC_ALLOW_THP=0` does). Where

@@ -233,9 +233,9 @@ fn release_walk_overview_channel_findings_and_hop_trace() {
     assert!(open.contains("class=\"span hop"), "{open}");
 }
 
-const ALICE: &str = "e2e-dashboard-alice-0001";
+pub(crate) const ALICE: &str = "e2e-dashboard-alice-0001";
 
-fn config_with_alice(dir: &std::path::Path, extra: &str) -> PathBuf {
+pub(crate) fn config_with_alice(dir: &std::path::Path, extra: &str) -> PathBuf {
     let cfg = dir.join("dyeline.toml");
     std::fs::write(
         &cfg,
@@ -377,14 +377,14 @@ fn login_start_and_set_blue_percent_through_forms() {
 
 /// Sends live OTLP/JSON SERVER spans of `order` on blue (half of them errors) and green
 /// (none) until dropped.
-struct SpikeSender {
+pub(crate) struct SpikeSender {
     stop: Arc<AtomicBool>,
-    sent: Arc<AtomicU64>,
+    pub(crate) sent: Arc<AtomicU64>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl SpikeSender {
-    fn start(s: &Server) -> Self {
+    pub(crate) fn start(s: &Server) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(AtomicU64::new(0));
         let url = format!("http://{}/v1/traces", s.http);
@@ -460,7 +460,7 @@ impl Drop for SpikeSender {
     }
 }
 
-fn blue_spike_firing(s: &Server) -> Option<Value> {
+pub(crate) fn blue_spike_firing(s: &Server) -> Option<Value> {
     get_json(s, "/api/v1/alerts?state=firing")["alerts"]
         .as_array()
         .unwrap()

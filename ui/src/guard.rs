@@ -1,28 +1,28 @@
 //! The spike guard of the channel page's controls: while a one-sided error spike (domain
 //! §6.6) fires on the colour that would gain traffic, a change that increases that colour's
 //! share is refused with the reason, unless the owner ticks an override (recorded as the
-//! operation's note).
+//! operation's note, and sent as `force`). The rule is `dyeline_model::release::spike_guard`'s,
+//! the one the control plane enforces on every write (API and dashboard): this page shows its
+//! verdict before asking.
+
+use dyeline_model::release::spike_guard;
 
 use crate::source::{Action, AlertLine, ChannelRow};
 
 /// The colour whose share `action` increases on `channel`, if any: blue when blue_percent
 /// rises, green when it falls (domain §4).
 pub fn gaining_color(channel: &ChannelRow, action: &Action) -> Option<&'static str> {
-    let now = channel.blue_percent;
-    let after = action.blue_percent_after();
-    match after.cmp(&now) {
-        std::cmp::Ordering::Greater => Some("blue"),
-        std::cmp::Ordering::Less => Some("green"),
-        std::cmp::Ordering::Equal => None,
-    }
+    spike_guard::gaining_color(channel.blue_percent, action.blue_percent_after())
+        .map(dyeline_model::Color::as_str)
 }
 
 /// Why `action` must be refused on `channel` given its `alerts`, or `None` when it may go
-/// ahead. Only firing `error_spike` alerts on the gaining colour count.
+/// ahead. Only firing alerts that [`spike_guard::blocks`] the change count.
 pub fn refusal(channel: &ChannelRow, action: &Action, alerts: &[AlertLine]) -> Option<String> {
     let gaining = gaining_color(channel, action)?;
+    let (from, to) = (channel.blue_percent, action.blue_percent_after());
     let spike = alerts.iter().find(|a| {
-        a.state == "firing" && a.kind == "error_spike" && a.color.as_deref() == Some(gaining)
+        a.state == "firing" && spike_guard::blocks(from, to, &a.kind, a.color.as_deref())
     })?;
     Some(format!(
         "refused: blue_percent {} → {} moves traffic to {gaining}, where a one-sided error \

@@ -361,7 +361,14 @@ async fn act(
     let note = refusal.as_deref().map(guard::override_note);
     match ui
         .source
-        .write(&token, &id, &action, if_match, note.as_deref())
+        .write(
+            &token,
+            &id,
+            &action,
+            if_match,
+            note.as_deref(),
+            refusal.is_some(),
+        )
         .await
     {
         Ok(()) => {

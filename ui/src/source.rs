@@ -580,8 +580,9 @@ pub trait DashboardSource: Send + Sync + 'static {
     /// Applies `action` to channel `id` as the holder of `token`, recording `note` with it.
     /// With `if_match`, only while the channel is still at that version (the one the
     /// confirmation page showed): a channel changed since is a [`SourceError::Conflict`] and
-    /// nothing is written. The source does not apply the spike guard; the caller does
-    /// ([`crate::guard`]).
+    /// nothing is written. The control plane applies the spike guard (domain §4) to every
+    /// write, refusing with [`SourceError::Conflict`] unless `force` (the owner ticked the
+    /// override); the page shows the same rule's verdict first ([`crate::guard`]).
     async fn write(
         &self,
         token: &str,
@@ -589,6 +590,7 @@ pub trait DashboardSource: Send + Sync + 'static {
         action: &Action,
         if_match: Option<u64>,
         note: Option<&str>,
+        force: bool,
     ) -> Result<(), SourceError>;
     /// A number that changes whenever the pages' data may have changed (new spans, a control
     /// operation, an alert); the live stream polls it.

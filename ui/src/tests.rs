@@ -73,6 +73,7 @@ struct Fixture {
     writes: Mutex<Vec<(String, Action, Option<String>)>>,
     /// The `if_match` of each write, in order.
     if_matches: Mutex<Vec<Option<u64>>>,
+    forced: Mutex<Vec<bool>>,
     spike_on: Option<&'static str>,
 }
 
@@ -357,9 +358,11 @@ impl DashboardSource for Fixture {
         action: &Action,
         if_match: Option<u64>,
         note: Option<&str>,
+        force: bool,
     ) -> Result<(), SourceError> {
         self.identify(token).await?;
         self.if_matches.lock().push(if_match);
+        self.forced.lock().push(force);
         self.writes
             .lock()
             .push((id.to_owned(), action.clone(), note.map(str::to_owned)));
@@ -792,6 +795,8 @@ async fn an_increase_towards_a_spiking_colour_is_refused_unless_overridden() {
         note.starts_with("override: refused: blue_percent 10 → 50"),
         "{note}"
     );
+    // The override is sent as `force`: the control plane's guard lets it through.
+    assert_eq!(f.forced.lock().as_slice(), &[false, true]);
 }
 
 #[tokio::test]

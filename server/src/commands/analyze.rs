@@ -1,8 +1,10 @@
 //! `dyeline analyze`: the post-mortem run of the detections (domain §6 and §7) over a data dir's
 //! spans and its control plane's history (e.g. recorded by `dyeline import --timeline`).
-//! JSON (the format `../shared/tools/check_findings.py` reads) or a table on stdout; logs on
-//! stderr. The analysis and its text are `dyeline_queries::analyze`'s ([`analyze::run`],
-//! [`text`]); this opens the data dir and prints.
+//! JSON (the format `../shared/tools/check_findings.py` reads), CSV (every finding, one row
+//! each: [`csv_table`]) or a table on stdout; logs on stderr. `--fail-on TYPES` makes a CI gate
+//! of it: exit status [`EXIT_FINDINGS`] when the report has a finding of one of those types.
+//! The analysis and its text are `dyeline_queries::analyze`'s ([`analyze::run`], [`text`]);
+//! this opens the data dir and prints.
 
 use std::path::PathBuf;
 
@@ -10,7 +12,7 @@ use dyeline_model::time::parse_time;
 use dyeline_queries::analyze::{self, Detection, Report, text};
 use dyeline_store::Store;
 
-use super::OutputFormat;
+use super::{DataFormat, EXIT_FINDINGS};
 use crate::commands::BoxError;
 use crate::commands::serve::store_config;
 use crate::config::Config;
@@ -26,9 +28,11 @@ pub struct AnalyzeArgs {
     /// Spans starting before this time.
     #[arg(long)]
     pub to: Option<String>,
-    /// Output format.
+    /// Output format. CSV: one table of every finding, a row each, `type` in the first
+    /// column and the union of the finding types' fields after it (empty where a type has no
+    /// such field; lists joined with spaces).
     #[arg(long, value_enum, default_value = "table")]
-    pub format: OutputFormat,
+    pub format: DataFormat,
     /// Findings listed per detection in the table (the count heads each section); 0 lists
     /// all. JSON always has every finding.
     #[arg(long, default_value_t = 20)]
@@ -45,32 +49,184 @@ pub struct AnalyzeArgs {
     /// run, without one of the first six their work is skipped.
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub detections: Vec<dyeline_queries::analyze::Detection>,
+    /// Exit with status 3 when the report has a finding of one of these types
+    /// (comma-separated finding types as for --detections, or `any`), 0 when it has none;
+    /// the output is printed either way. For CI gates.
+    #[arg(long, value_name = "TYPES", value_delimiter = ',', num_args = 1.., value_parser = parse_fail_on)]
+    pub fail_on: Vec<FailOn>,
 }
 
-/// Runs the analysis of `config.data_dir` between `from` and `to` (RFC 3339 or Unix ns) and
-/// prints it: JSON (every finding), or [`text::table`] with at most `limit` findings per
-/// detection (0: all). No `detections`: all.
+/// One value of `--fail-on`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailOn {
+    /// Every finding type.
+    Any,
+    /// One finding type.
+    Type(Detection),
+}
+
+/// Reads one `--fail-on` value: `any` or a finding type's name; an unknown name is a usage
+/// error (exit 2) naming the valid ones.
+fn parse_fail_on(s: &str) -> Result<FailOn, String> {
+    let s = s.trim();
+    if s == "any" {
+        return Ok(FailOn::Any);
+    }
+    s.parse::<Detection>().map(FailOn::Type).map_err(|_| {
+        let names: Vec<&str> = Detection::ALL.iter().map(|d| d.as_str()).collect();
+        format!(
+            "unknown finding type {s:?}: one of any, {}",
+            names.join(", ")
+        )
+    })
+}
+
+/// Whether `detection` is one `fail_on` names.
+fn fails_on(fail_on: &[FailOn], detection: Detection) -> bool {
+    fail_on
+        .iter()
+        .any(|f| *f == FailOn::Any || *f == FailOn::Type(detection))
+}
+
+/// Refuses a `--fail-on` type that `--detections` leaves out: that run would not look for it,
+/// so it could never fail on it.
+///
+/// # Errors
+/// The first such type, with the detections that run.
+pub fn check_fail_on(args: &AnalyzeArgs) -> Result<(), String> {
+    if args.detections.is_empty() {
+        return Ok(());
+    }
+    for f in &args.fail_on {
+        if let FailOn::Type(d) = f
+            && !args.detections.contains(d)
+        {
+            return Err(format!(
+                "--fail-on {d}: not among --detections ({}), so never looked for",
+                args.detections
+                    .iter()
+                    .map(|d| d.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs the analysis of `config.data_dir` between `args.from` and `args.to` (RFC 3339 or
+/// Unix ns) and prints it: JSON (every finding), CSV ([`csv_table`]), or [`text::table`] with
+/// at most `args.limit` findings per detection (0: all). No `args.detections`: all. The exit
+/// status: [`EXIT_FINDINGS`] when a finding is of a type `args.fail_on` names, else 0.
 ///
 /// # Errors
 /// A missing or unreadable data dir, a time that does not parse, a failed scan.
-pub async fn run(
-    config: Config,
-    from: Option<&str>,
-    to: Option<&str>,
-    json: bool,
-    limit: usize,
-    with_decisions: bool,
-    detections: &[Detection],
-) -> Result<(), BoxError> {
-    let from = from.map(parse_time).transpose()?;
-    let to = to.map(parse_time).transpose()?;
-    let report = analyze_dir(&config, from, to, with_decisions, detections).await?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", text::table(&report, limit));
+pub async fn run(config: Config, args: &AnalyzeArgs) -> Result<u8, BoxError> {
+    let from = args.from.as_deref().map(parse_time).transpose()?;
+    let to = args.to.as_deref().map(parse_time).transpose()?;
+    let report = analyze_dir(&config, from, to, args.with_decisions, &args.detections).await?;
+    match args.format {
+        DataFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        DataFormat::Csv => print!("{}", csv_table(&report)?),
+        DataFormat::Table => print!("{}", text::table(&report, args.limit)),
     }
-    Ok(())
+    let failing: Vec<Detection> = Detection::ALL
+        .into_iter()
+        .filter(|d| fails_on(&args.fail_on, *d))
+        .filter(|d| report.findings().any(|f| f.detection() == *d))
+        .collect();
+    if failing.is_empty() {
+        return Ok(0);
+    }
+    let counts: Vec<String> = failing
+        .iter()
+        .map(|d| {
+            let n = report.findings().filter(|f| f.detection() == *d).count();
+            format!("{n} {d}")
+        })
+        .collect();
+    eprintln!(
+        "dyeline: --fail-on: {} (exit status {EXIT_FINDINGS})",
+        counts.join(", ")
+    );
+    Ok(EXIT_FINDINGS)
+}
+
+/// Every finding of `report` as one CSV table (what a spreadsheet opens as one sheet, and
+/// what filters by its first column): a header line, then a row per finding in the report's
+/// order. Columns: `type` (the finding type, as `--detections` names it), then each field of
+/// the finding types present, each once (a field several types have, such as `channel` or
+/// `app`, is one column): first those of [`LEAD_COLUMNS`] in that order, then the others in
+/// alphabetical order. A cell is empty where the finding's type has
+/// no such field or its value is null; a list is its items joined with spaces; an object is
+/// its JSON. No finding: the header `type` alone.
+///
+/// # Errors
+/// Only a failed serialization (none expected).
+pub fn csv_table(report: &Report) -> Result<String, BoxError> {
+    let rows: Vec<(Detection, serde_json::Map<String, serde_json::Value>)> = report
+        .findings()
+        .map(|f| match serde_json::to_value(f) {
+            Ok(serde_json::Value::Object(m)) => Ok((f.detection(), m)),
+            Ok(other) => Err(format!("a finding is not an object: {other}").into()),
+            Err(e) => Err(BoxError::from(e)),
+        })
+        .collect::<Result<_, BoxError>>()?;
+    let mut columns: Vec<&str> = Vec::new();
+    for (_, m) in &rows {
+        for k in m.keys() {
+            if !columns.contains(&k.as_str()) {
+                columns.push(k);
+            }
+        }
+    }
+    columns.sort_by_key(|c| {
+        let lead = LEAD_COLUMNS.iter().position(|l| l == c);
+        (lead.unwrap_or(LEAD_COLUMNS.len()), *c)
+    });
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(std::iter::once("type").chain(columns.iter().copied()))?;
+    for (d, m) in &rows {
+        let cells = columns.iter().map(|c| cell(m.get(*c)));
+        w.write_record(std::iter::once(d.as_str().to_owned()).chain(cells))?;
+    }
+    Ok(String::from_utf8(
+        w.into_inner().map_err(|e| e.to_string())?,
+    )?)
+}
+
+/// The columns of [`csv_table`] that come first (after `type`), where present: where and
+/// when, then the finding's own fields.
+pub const LEAD_COLUMNS: [&str; 14] = [
+    "channel",
+    "lane_group",
+    "app",
+    "lane",
+    "color",
+    "kind",
+    "reason",
+    "count",
+    "window_start_unix_nano",
+    "window_end_unix_nano",
+    "t_unix_nano",
+    "trace_id",
+    "span_id",
+    "from_app",
+];
+
+/// A JSON value as a CSV cell: strings bare, null empty, lists joined with spaces.
+fn cell(v: Option<&serde_json::Value>) -> String {
+    use serde_json::Value;
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| cell(Some(i)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        Some(other) => other.to_string(),
+    }
 }
 
 /// The report of `detections` over the spans of `config.data_dir` starting in `[from, to)`

@@ -59,11 +59,24 @@ pub enum ChannelCommand {
         id: String,
         /// Share of traffic to blue, an integer 0..=100.
         blue_percent: String,
+        /// Go ahead although the spike guard refuses (a one-sided error spike fires on the
+        /// colour that would gain traffic); recorded with your token's name.
+        #[arg(long)]
+        force: bool,
+        /// A note recorded with the operation.
+        #[arg(long)]
+        note: Option<String>,
     },
     /// Finish releasing (blue_percent back to 50).
     Finish {
         /// Channel id.
         id: String,
+        /// Go ahead although the spike guard refuses; recorded.
+        #[arg(long)]
+        force: bool,
+        /// A note recorded with the operation.
+        #[arg(long)]
+        note: Option<String>,
     },
     /// Instance weights for the channel's blue_percent.
     Weights {
@@ -165,14 +178,26 @@ pub fn run(args: &ClientArgs, cmd: &ChannelCommand) -> Result<String, String> {
             .json(&json!({ "apps": apps })),
         ChannelCommand::Delete { id } => client.delete(url(format!("channels/{id}"))),
         ChannelCommand::Start { id } => client.post(url(format!("channels/{id}/start"))),
-        ChannelCommand::Finish { id } => client.post(url(format!("channels/{id}/finish"))),
-        ChannelCommand::Ratio { id, blue_percent } => {
+        ChannelCommand::Finish { id, force, note } => {
+            let rb = client.post(url(format!("channels/{id}/finish")));
+            if *force || note.is_some() {
+                rb.json(&json!({ "force": force, "note": note }))
+            } else {
+                rb
+            }
+        }
+        ChannelCommand::Ratio {
+            id,
+            blue_percent,
+            force,
+            note,
+        } => {
             // Sent as a JSON number when it is one, so the server's validation speaks.
             let value: Value = serde_json::from_str(blue_percent)
                 .unwrap_or_else(|_| Value::String(blue_percent.clone()));
             client
                 .post(url(format!("channels/{id}/ratio")))
-                .json(&json!({ "blue_percent": value }))
+                .json(&json!({ "blue_percent": value, "force": force, "note": note }))
         }
         ChannelCommand::Weights {
             id,

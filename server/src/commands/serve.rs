@@ -373,8 +373,14 @@ pub async fn serve(
         auth: Arc::clone(&auth),
         apply_spread: config.api.weights_apply_spread,
         shutdown: stop_rx.clone(),
+        gate: config.gate.clone(),
     });
     let alert_book: dyeline_queries::alerts::SharedAlerts = Default::default();
+    // The spike guard and the release gate read the firing alerts through the control
+    // plane's port (the control crate does not know the alert book).
+    plane.set_firing_alerts(Arc::new(crate::wiring::plane::BookAlerts(Arc::clone(
+        &alert_book,
+    ))));
     let orphans = prometheus_client::metrics::counter::Counter::default();
     dyeline_queries::alerts::live::register_orphans(&orphans, &mut registry);
     let trace_views = dyeline_queries::trace_view::TraceViews::new(config.trace_view.max_spans);

@@ -1,5 +1,5 @@
 //! `dyeline sql`: one read-only SQL query on a data directory's `spans` table, printed as a
-//! table or JSON.
+//! table, JSON or CSV (a header line of the column names, then a row per result row).
 
 use std::path::PathBuf;
 
@@ -7,7 +7,7 @@ use dyeline_queries::{SqlEngine, render};
 use dyeline_store::Store;
 
 use super::BoxError;
-use super::OutputFormat;
+use super::DataFormat;
 use super::serve::store_config;
 use crate::config::Config;
 
@@ -18,7 +18,7 @@ pub struct SqlArgs {
     pub data_dir: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
-    pub format: OutputFormat,
+    pub format: DataFormat,
     /// The query, e.g. "SELECT service_name, count(*) FROM spans GROUP BY 1".
     pub query: String,
 }
@@ -27,7 +27,7 @@ pub struct SqlArgs {
 ///
 /// # Errors
 /// The store cannot be read; the query fails.
-pub async fn run(config: Config, query: &str, json: bool) -> Result<(), BoxError> {
+pub async fn run(config: Config, query: &str, format: DataFormat) -> Result<(), BoxError> {
     let mut sc = store_config(&config);
     sc.read_only = true;
     if !config.data_dir.exists() {
@@ -43,7 +43,24 @@ pub async fn run(config: Config, query: &str, json: bool) -> Result<(), BoxError
     engine.register_table("presence", store.presence_table())?;
     let limits = config.sql.limits();
     let result = engine.query(query, limits).await?;
-    if json {
+    if format == DataFormat::Csv {
+        let mut w = csv::Writer::from_writer(std::io::stdout().lock());
+        w.write_record(&result.columns)?;
+        for row in render::rows(&result.batches) {
+            w.write_record(row.iter().map(|v| match v {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }))?;
+        }
+        w.flush()?;
+        if result.truncated {
+            eprintln!(
+                "(cut at {} rows; set sql.max_rows to see more)",
+                limits.max_rows
+            );
+        }
+    } else if format == DataFormat::Json {
         let out = serde_json::json!({
             "columns": result.columns,
             "rows": render::rows(&result.batches),

@@ -289,6 +289,42 @@ fn unrelated_dyeline_variables_are_ignored_and_settings_still_apply() {
 
 /// Alertmanager and webhook URLs must be http(s) with a host; the message names the key
 /// and never the URL (a webhook's may carry a token).
+/// `[gate] fail_on` names finding types; an unknown name is refused when the configuration
+/// loads, naming the key and the valid names.
+#[test]
+fn gate_fail_on_is_validated_at_load() {
+    use dyeline_model::Detection;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    let load = |body: &str| {
+        std::fs::write(&file, format!("[gate]\n{body}\n")).unwrap();
+        Config::load(Some(&file), Figment::new())
+    };
+    assert_eq!(
+        Config::default().gate.fail_on,
+        [
+            Detection::ErrorSpike,
+            Detection::CrossColorHop,
+            Detection::DrainedSide,
+            Detection::LaneLeak,
+            Detection::LaneErrorSpike
+        ]
+    );
+    let ok = load("fail_on = [\"error_spike\", \"lane_tag_dropped\"]").unwrap();
+    assert_eq!(
+        ok.gate.fail_on,
+        [Detection::ErrorSpike, Detection::LaneTagDropped]
+    );
+    let e = load("fail_on = [\"error_spike\", \"spikes\"]")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("gate.fail_on") && e.contains("spikes") && e.contains("cross_color_hop"),
+        "{e}"
+    );
+    assert!(load("fail_on = \"error_spike\"").is_err());
+}
+
 #[test]
 fn alert_urls_that_are_not_http_are_refused_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();

@@ -736,6 +736,7 @@ impl DashboardSource for DashboardAdapter {
         action: &Action,
         if_match: Option<u64>,
         note: Option<&str>,
+        force: bool,
     ) -> Result<(), SourceError> {
         let who = self.identify(token).await?;
         if !who.can_write {
@@ -752,7 +753,7 @@ impl DashboardSource for DashboardAdapter {
         self.inner
             .state
             .plane
-            .write(id, op, &who.name, if_match, note)
+            .write_with(id, op, &who.name, if_match, note, force)
             .await
             .map(|_| ())
             .map_err(control_error)

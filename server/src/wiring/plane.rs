@@ -1,12 +1,13 @@
 //! The control plane as configured ([`open`], [`open_read_only`]: SQLite in the data
 //! directory, or PostgreSQL with `[control] postgres_url`) and as the queries' port
-//! [`Releases`]: the timeline and the channels now.
+//! [`Releases`]: the timeline and the channels now; and the alert book as the control plane's
+//! port [`FiringAlerts`] ([`BookAlerts`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use dyeline_control::ControlPlane;
 use dyeline_control::plane::DB_FILE;
+use dyeline_control::{ControlPlane, FiringAlert, FiringAlerts};
 use dyeline_model::release::Timeline;
 use dyeline_queries::ports::Releases;
 
@@ -86,5 +87,24 @@ impl Releases for PlaneReleases {
 
     fn effective_channel(&self, app: &str) -> Option<String> {
         self.0.effective(app).channel.map(|c| c.to_string())
+    }
+}
+
+/// The control plane's port [`FiringAlerts`] over the alert book (the spike guard and the
+/// release gate read it): each firing alert's labels, summary and start.
+pub struct BookAlerts(pub dyeline_queries::alerts::SharedAlerts);
+
+impl FiringAlerts for BookAlerts {
+    fn firing(&self) -> Vec<FiringAlert> {
+        self.0
+            .lock()
+            .firing()
+            .into_iter()
+            .map(|a| FiringAlert {
+                summary: a.annotations.get("summary").cloned().unwrap_or_default(),
+                labels: a.labels,
+                starts_at_unix_nano: a.starts_at_unix_nano,
+            })
+            .collect()
     }
 }
