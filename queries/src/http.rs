@@ -33,6 +33,7 @@ use crate::render;
 use crate::rollup::SharedRollup;
 use crate::sql::{SqlEngine, SqlError, SqlLimits};
 use crate::trace_view::TraceViews;
+use datafusion::prelude::SessionContext;
 
 /// The read check of the analysis routes (reads are open unless `api.read_requires_token`):
 /// the server's token check, given by its wiring.
@@ -66,6 +67,25 @@ pub struct AnalysisApi {
     pub spans: Arc<SpansTable>,
     /// The cap on one trace view (`[trace_view]`) and its counters.
     pub trace_views: TraceViews,
+    /// In a cluster: reads that ask the other nodes too ([`crate::cluster_reads`]).
+    pub cluster: Option<Arc<crate::cluster_reads::ClusterReads>>,
+}
+
+impl AnalysisApi {
+    /// The session to read trace `id` in, and the nodes that did not answer for it: in a
+    /// cluster every node's rows of it, else the store's session.
+    ///
+    /// # Errors
+    /// [`SqlError::Internal`] when the session cannot be built.
+    pub async fn trace_session(&self, id: &str) -> Result<(SessionContext, Vec<String>), SqlError> {
+        match &self.cluster {
+            Some(c) => {
+                let t = c.trace_context(self.sql.context(), id).await?;
+                Ok((t.ctx, t.unheard))
+            }
+            None => Ok((self.sql.context().clone(), Vec::new())),
+        }
+    }
 }
 
 /// An API error: status, code and message.
@@ -140,6 +160,7 @@ pub fn router(api: Arc<AnalysisApi>) -> OpenApiRouter {
         .routes(routes!(sql))
         .routes(routes!(findings))
         .routes(routes!(trace))
+        .routes(routes!(cluster_trace_rows))
         .routes(routes!(alerts))
         .routes(routes!(channel_summary))
         .routes(routes!(search_traces))
@@ -357,16 +378,11 @@ async fn trace(
     })?;
     let page = state.trace_views.page(q.offset, q.limit).map_err(invalid)?;
     let timeline = state.releases.timeline();
-    let view = crate::drilldown::trace(
-        state.sql.context(),
-        &timeline,
-        &state.analyzer.lanes,
-        &id,
-        page,
-    )
-    .await?;
+    let (ctx, unheard) = state.trace_session(&id).await?;
+    let view = crate::drilldown::trace(&ctx, &timeline, &state.analyzer.lanes, &id, page).await?;
     match view {
-        Some(view) => {
+        Some(mut view) => {
+            view.nodes_unheard = unheard;
             state.trace_views.served(&view);
             // A page is megabytes of JSON: serialised off the async workers.
             let body = tokio::task::spawn_blocking(move || serde_json::to_vec(&view))
@@ -382,6 +398,39 @@ async fn trace(
             format!("no span of trace {id} is stored"),
         )),
     }
+}
+
+/// The rows of one trace this node holds itself (its memory, local files and the objects it
+/// uploaded), as an Arrow IPC stream of the `spans` schema: what another node of the cluster
+/// asks to answer a trace lookup for the whole cluster. 404 `not_a_cluster` on a node
+/// without shared storage.
+#[utoipa::path(get, path = "/api/v1/cluster/traces/{trace_id}/rows", tag = "cluster",
+    params(("trace_id" = String, Path, description = "32 hex digits, any case")),
+    responses((status = 200, content_type = "application/vnd.apache.arrow.stream",
+               description = "Arrow IPC stream"),
+              (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+async fn cluster_trace_rows(
+    State(state): State<Arc<AnalysisApi>>,
+    headers: HeaderMap,
+    Path(trace_id): Path<String>,
+) -> Result<Response, ApiError> {
+    state.gate.authorize_read(&headers)?;
+    let Some(cluster) = &state.cluster else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_a_cluster",
+            "this node runs without shared storage: it holds every row itself",
+        ));
+    };
+    let id = crate::drilldown::normalize_trace_id(&trace_id)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_trace_id", e.to_string()))?;
+    let body = cluster.own_trace_rows(&id).await?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/vnd.apache.arrow.stream")],
+        body,
+    )
+        .into_response())
 }
 
 /// Query of the channel summary.

@@ -12,6 +12,7 @@ pub mod sql;
 pub use sql::{QueryResult, SqlBounds, SqlEngine, SqlError, SqlLimits, SqlMetrics};
 pub mod alerts;
 pub mod analyze;
+pub mod cluster_reads;
 pub mod drilldown;
 pub mod http;
 pub mod panels;

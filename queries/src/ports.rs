@@ -4,7 +4,8 @@
 //! internals"), and the observers of the rows the store keeps ([`KeptRowsObserver`]: the
 //! span metrics and the channel rollups, which the server's sink calls in turn), and the
 //! cluster's alert leader ([`AlertCluster`]: the election and the book in PostgreSQL, which
-//! the server wires to the `storage` crate, so `queries` never depends on it).
+//! the server wires to the `storage` crate, so `queries` never depends on it), and the other
+//! nodes of a cluster as a cluster-wide read asks them ([`Peers`]).
 
 use std::collections::HashSet;
 
@@ -69,4 +70,32 @@ pub trait AlertCluster: Send + Sync {
     async fn other_signals(&self) -> Result<Vec<Vec<u8>>, ClusterError>;
     /// Every fresh share, (node id, share), and the live nodes without one.
     async fn shares(&self) -> Result<(Vec<(String, Vec<u8>)>, Vec<String>), ClusterError>;
+}
+
+/// One other node's answer to a cluster-wide read ([`Peers`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerAnswer {
+    /// Its rows, as an Arrow IPC stream of the `spans` schema.
+    Rows {
+        /// The node id.
+        node: String,
+        /// The stream's bytes.
+        ipc: Vec<u8>,
+    },
+    /// It did not answer (down, unreachable, refused, timed out).
+    Unreachable {
+        /// The node id.
+        node: String,
+        /// Why, for the log.
+        error: String,
+    },
+}
+
+/// The other live nodes of a cluster (issue 27, item 4): each answers for the rows it holds
+/// itself (its memory, local files and the objects it uploaded), so a read on any node can
+/// answer for the whole cluster.
+#[async_trait::async_trait]
+pub trait Peers: Send + Sync {
+    /// Every other live node's rows of trace `trace_id` (32 lower-case hex digits).
+    async fn trace_rows(&self, trace_id: &str) -> Vec<PeerAnswer>;
 }

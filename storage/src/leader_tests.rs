@@ -161,7 +161,7 @@ async fn leadership_lapses_at_its_own_deadline() {
 async fn the_book_and_the_deliveries_round_trip() {
     let pg = Postgres::start();
     let c = catalog(&pg).await;
-    assert_eq!(c.schema_version().await.unwrap(), 6);
+    assert_eq!(c.schema_version().await.unwrap(), 7);
     assert_eq!(c.alert_lease().await.unwrap().epoch, 0);
     let mut a = Candidate {
         settings: settings(&pg, "a", Duration::from_secs(30)),

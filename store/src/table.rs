@@ -68,9 +68,21 @@ pub struct SpansTable {
     schema: SchemaRef,
     /// The store's presence rows (domain §7.1), read by the analyzer beside the spans.
     presence: Option<Arc<crate::presence::PresenceLog>>,
-    /// Set by [`SpansTable::own`]: the objects of shared storage other nodes uploaded are
-    /// left out.
-    only_node: Option<String>,
+    /// Which nodes' objects of shared storage the table reads ([`SpansTable::own`],
+    /// [`SpansTable::without`]).
+    nodes: NodeFilter,
+}
+
+/// The objects of shared storage a table reads, by the node that registered them.
+#[derive(Debug, Clone, Default)]
+enum NodeFilter {
+    /// Every node's.
+    #[default]
+    All,
+    /// This node's only.
+    Only(String),
+    /// All but these nodes'.
+    Except(Vec<String>),
 }
 
 impl std::fmt::Debug for SpansTable {
@@ -88,7 +100,7 @@ impl SpansTable {
             shared,
             schema: spans_schema(),
             presence,
-            only_node: None,
+            nodes: NodeFilter::All,
         }
     }
 
@@ -98,11 +110,21 @@ impl SpansTable {
     /// merge every node's spans of an hour, are registered by the node that compacted; they
     /// come `compaction_grace` (65 min by default) after their hour, long after a live range.
     pub fn own(&self, node: &str) -> SpansTable {
+        self.with_nodes(NodeFilter::Only(node.to_owned()))
+    }
+
+    /// The same table without the objects `nodes` uploaded (a cluster-wide read takes their
+    /// rows from the nodes themselves, each of which answers with its own).
+    pub fn without(&self, nodes: &[String]) -> SpansTable {
+        self.with_nodes(NodeFilter::Except(nodes.to_vec()))
+    }
+
+    fn with_nodes(&self, nodes: NodeFilter) -> SpansTable {
         SpansTable {
             shared: Arc::clone(&self.shared),
             schema: Arc::clone(&self.schema),
             presence: self.presence.clone(),
-            only_node: Some(node.to_owned()),
+            nodes,
         }
     }
 
@@ -116,9 +138,14 @@ impl SpansTable {
     /// table would see them now (for readers that cache per immutable file).
     pub fn snapshot(&self) -> crate::Snapshot {
         let mut snap = self.shared.snapshot();
-        if let Some(node) = &self.only_node {
-            snap.files
-                .retain(|f| f.remote.as_ref().is_none_or(|r| &r.node == node));
+        match &self.nodes {
+            NodeFilter::All => {}
+            NodeFilter::Only(node) => snap
+                .files
+                .retain(|f| f.remote.as_ref().is_none_or(|r| &r.node == node)),
+            NodeFilter::Except(nodes) => snap
+                .files
+                .retain(|f| f.remote.as_ref().is_none_or(|r| !nodes.contains(&r.node))),
         }
         snap
     }

@@ -6,7 +6,8 @@
 //! whole window's counts, and both nodes' `/api/v1/alerts` show it. Then presence is merged:
 //! an idle gray instance kept present by metrics exports that reach one node makes a
 //! gray-tagged request served by base on the other node a lane leak (judged alone, that node
-//! would see no gray instance and count a fallback).
+//! would see no gray instance and count a fallback). A trace held by one node, not uploaded,
+//! is found from the other (cluster-wide trace lookup).
 
 use std::time::{Duration, Instant};
 
@@ -184,6 +185,32 @@ fn a_spike_split_between_two_nodes_fires_from_their_merged_shares() {
         summaries.iter().all(|s| s.contains("(12 of 120)")),
         "the whole window's counts: {summaries:?}"
     );
+    // A trace held by the second node, not uploaded, is found from the first (it asks the
+    // other nodes for their rows), once; and the first node's own rows stay its own.
+    for (asked, trace, app_count) in [(0, 0x2_0000u64, 1), (1, 0x1_0000u64, 1)] {
+        let v: Value = reqwest::blocking::get(format!(
+            "http://{}/api/v1/traces/{trace:032x}",
+            nodes[asked].api
+        ))
+        .unwrap()
+        .json()
+        .unwrap();
+        assert_eq!(v["span_count"], app_count, "{v}");
+        assert_eq!(v["spans"][0]["app"], "order", "{v}");
+        assert!(v.get("nodes_unheard").is_none(), "{v}");
+    }
+    // The internal route answers with the node's own rows only.
+    let rows = |n: &Server, trace: u64| {
+        reqwest::blocking::get(format!(
+            "http://{}/api/v1/cluster/traces/{trace:032x}/rows",
+            n.api
+        ))
+        .unwrap()
+        .bytes()
+        .unwrap()
+        .len()
+    };
+    assert!(rows(&nodes[1], 0x2_0000) > rows(&nodes[0], 0x2_0000));
     // None of it came through the bucket.
     assert_eq!(
         pg.psql("SELECT count(*) FROM span_files").as_deref(),

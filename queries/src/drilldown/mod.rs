@@ -144,6 +144,10 @@ pub struct TraceView {
     pub cross_color_hops: Vec<CrossColorHop>,
     /// The missing decisions of this page's spans.
     pub missing_decisions: Vec<MissingDecision>,
+    /// In a cluster: the nodes that did not answer for the trace, whose rows not uploaded
+    /// yet are missing from it (left out when every node answered).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes_unheard: Vec<String>,
 }
 
 /// Normalises a trace id given in any case: 32 hex digits → lower case.
@@ -486,6 +490,7 @@ impl Shaped {
                 .iter()
                 .map(|&k| self.missing[k].clone())
                 .collect(),
+            nodes_unheard: Vec::new(),
         }
     }
 }

@@ -396,6 +396,7 @@ pub async fn serve(
             rollup: rollup.clone(),
             spans: store.table(),
             trace_views,
+            cluster: super::storage::cluster_reads(&config, &store)?,
         }),
         auth,
         plane: Arc::clone(&plane),

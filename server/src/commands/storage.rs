@@ -208,6 +208,40 @@ pub fn alert_cluster(
     )))
 }
 
+/// For `serve`: in a cluster (shared storage configured), the reads that ask the other
+/// nodes too (a trace lookup for the whole cluster); `None` for a single node.
+///
+/// # Errors
+/// A node id that cannot be resolved.
+pub fn cluster_reads(
+    config: &Config,
+    store: &Arc<Store>,
+) -> Result<Option<Arc<dyeline_queries::cluster_reads::ClusterReads>>, BoxError> {
+    let Some(shared) = config.shared_storage()? else {
+        return Ok(None);
+    };
+    let node = dyeline_storage::node::resolve(shared.node_id.as_ref(), &config.data_dir)
+        .map_err(|e| format!("[cluster] node_id: {e}"))?;
+    let token = config
+        .configured_tokens()
+        .into_iter()
+        .next()
+        .map(|t| t.token);
+    let peers = crate::wiring::peers::CatalogPeers::new(
+        shared.postgres_url,
+        node.clone(),
+        shared.heartbeat_interval * 3,
+        token,
+    );
+    Ok(Some(Arc::new(
+        dyeline_queries::cluster_reads::ClusterReads::new(
+            node.as_str().to_owned(),
+            Arc::new(peers),
+            store.table(),
+        ),
+    )))
+}
+
 /// For `dyeline sql` and `dyeline analyze` on a data directory: when shared storage is
 /// configured, `store` (opened read-only) also lists the catalog's objects, and no longer
 /// the local files the node's checkpoint says are among them.

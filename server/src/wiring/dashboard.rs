@@ -512,8 +512,10 @@ impl DashboardSource for DashboardAdapter {
             offset,
             limit: page_size,
         };
+        let id = drilldown::normalize_trace_id(trace_id).map_err(sql_error)?;
+        let (ctx, _) = state.analysis.trace_session(&id).await.map_err(sql_error)?;
         let view = drilldown::trace(
-            state.analysis.sql.context(),
+            &ctx,
             &timeline,
             &state.analysis.analyzer.lanes,
             trace_id,
