@@ -73,17 +73,23 @@ fn alertmanager_cluster(dir: &std::path::Path) -> [Member; 2] {
 
 /// One request the webhook received: when, its epoch and idempotency key headers, its body.
 #[derive(Debug, Clone)]
-struct Hook {
-    at: Instant,
-    epoch: i64,
-    key: String,
-    body: Value,
+pub(crate) struct Hook {
+    pub(crate) at: Instant,
+    pub(crate) epoch: i64,
+    pub(crate) key: String,
+    pub(crate) body: Value,
 }
 
 /// A webhook that answers 200 to every POST and keeps what it got.
 fn webhook() -> (String, Arc<Mutex<Vec<Hook>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (port, got) = webhook_on("127.0.0.1".parse().unwrap());
+    (format!("http://127.0.0.1:{port}/hook"), got)
+}
+
+/// [`webhook`] listening on `ip`: its port.
+pub(crate) fn webhook_on(ip: std::net::IpAddr) -> (u16, Arc<Mutex<Vec<Hook>>>) {
+    let listener = TcpListener::bind((ip, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
     let got = Arc::new(Mutex::new(Vec::new()));
     let keep = Arc::clone(&got);
     std::thread::spawn(move || {
@@ -121,12 +127,12 @@ fn webhook() -> (String, Arc<Mutex<Vec<Hook>>>) {
                 .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         }
     });
-    (url, got)
+    (port, got)
 }
 
 /// A trace whose root `from` (blue) calls `to` on a green instance that carries the
 /// decision `trade=blue`: one cross-colour hop `from` → `to`.
-fn hop(trace: u64, from: &str, to: &str) -> String {
+pub(crate) fn hop(trace: u64, from: &str, to: &str) -> String {
     let now = now_ns();
     let span = |app: &str, color: &str, id: u64, parent: Option<u64>, start: i64| {
         json!({
@@ -155,7 +161,7 @@ fn hop(trace: u64, from: &str, to: &str) -> String {
 }
 
 /// The lease as the catalog holds it: (holder, epoch).
-fn lease(pg: &Postgres) -> (String, i64) {
+pub(crate) fn lease(pg: &Postgres) -> (String, i64) {
     let text = pg
         .psql("SELECT coalesce(holder, '') || ' ' || epoch FROM alert_lease")
         .unwrap_or_default();

@@ -14,6 +14,7 @@ mod browser;
 mod cases;
 mod cli;
 mod cluster_alerts;
+mod cluster_cutoff;
 mod cluster_ingest;
 mod cluster_shares;
 mod compaction;

@@ -67,10 +67,46 @@ impl Server {
 
     /// As [`Server::start`], with extra global arguments before `serve` (e.g. `--config F`).
     pub fn start_with(data_dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Self {
-        let mut cmd = Command::new(dyeline_bin());
+        Self::start_in(None, data_dir, env, args)
+    }
+
+    /// As [`Server::start_with`], in the network namespace `ns` (`ip netns exec`) with every
+    /// port bound on all of its addresses, reached at `ip` (its address on a link to this
+    /// namespace).
+    pub fn start_in_netns(
+        ns: &str,
+        ip: std::net::IpAddr,
+        data_dir: &Path,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Self {
+        Self::start_in(Some((ns, ip)), data_dir, env, args)
+    }
+
+    fn start_in(
+        netns: Option<(&str, std::net::IpAddr)>,
+        data_dir: &Path,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Self {
+        let mut cmd = match netns {
+            Some((ns, _)) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(dyeline_bin());
+                c
+            }
+            None => Command::new(dyeline_bin()),
+        };
+        let ports: Vec<&str> = match netns {
+            Some(_) => EPHEMERAL_PORTS
+                .iter()
+                .map(|a| if *a == "127.0.0.1:0" { "0.0.0.0:0" } else { *a })
+                .collect(),
+            None => EPHEMERAL_PORTS.to_vec(),
+        };
         cmd.args(args)
             .arg("serve")
-            .args(EPHEMERAL_PORTS)
+            .args(ports)
             .arg("--data-dir")
             .arg(data_dir)
             .env("DYELINE_LOG", "warn")
@@ -91,11 +127,16 @@ impl Server {
             .read_line(&mut line)
             .expect("read the listening line");
         let addr = |key: &str| -> SocketAddr {
-            line.split_whitespace()
+            let mut a: SocketAddr = line
+                .split_whitespace()
                 .find_map(|w| w.strip_prefix(&format!("{key}=")))
                 .unwrap_or_else(|| panic!("no {key} in {line:?}"))
                 .parse()
-                .expect("socket address")
+                .expect("socket address");
+            if let Some((_, ip)) = netns {
+                a.set_ip(ip);
+            }
+            a
         };
         let server = Self {
             grpc: addr("otlp_grpc"),

@@ -22,7 +22,7 @@ use crate::analyze::detect::windows::WindowCounts;
 use crate::analyze::findings::{AlertLabels, Observation};
 use crate::analyze::spans::Signal;
 use crate::analyze::{AnalyzerConfig, Detection, Report, report_windows};
-use crate::ports::AlertCluster;
+use crate::ports::{AlertCluster, ClusterError};
 
 /// What one node publishes of one evaluation.
 #[derive(Serialize, Deserialize)]
@@ -144,10 +144,26 @@ pub fn merge(shares: Vec<Share>, config: &AnalyzerConfig, from: i64) -> Vec<(Obs
     out
 }
 
+/// How long a call to the catalog may take here: the live evaluation goes on without it (a
+/// node cut off from PostgreSQL would otherwise wait for TCP to give up).
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+async fn within<T>(
+    call: impl std::future::Future<Output = Result<T, ClusterError>>,
+) -> Result<T, ClusterError> {
+    tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(ClusterError::Unavailable(format!(
+                "no answer within {CALL_TIMEOUT:?}"
+            )))
+        })
+}
+
 /// The other nodes' fresh presence signals; none (logged) when the catalog cannot be read
 /// or a node's are unreadable.
 pub async fn other_signals(cluster: &dyn AlertCluster) -> Vec<Signal> {
-    let rows = match cluster.other_signals().await {
+    let rows = match within(cluster.other_signals()).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "the other nodes' presence signals not read; judging lanes by this node's");
@@ -167,10 +183,7 @@ pub async fn other_signals(cluster: &dyn AlertCluster) -> Vec<Signal> {
 /// Publishes this node's `share` and `signals` (logged when it fails: the leader then counts
 /// this node missing).
 pub async fn publish(cluster: &dyn AlertCluster, share: &Share, signals: &[Signal]) {
-    if let Err(e) = cluster
-        .publish(share.encode(), encode_signals(signals))
-        .await
-    {
+    if let Err(e) = within(cluster.publish(share.encode(), encode_signals(signals))).await {
         tracing::warn!(error = %e, "this node's share of the evaluation not published");
     }
 }
@@ -182,7 +195,7 @@ pub async fn gather(
     config: &AnalyzerConfig,
     from: i64,
 ) -> Option<(Vec<(Observation, i64)>, Vec<String>)> {
-    let (rows, mut missing) = match cluster.shares().await {
+    let (rows, mut missing) = match within(cluster.shares()).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "the nodes' shares not read; not evaluating");
