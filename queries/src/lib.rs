@@ -14,6 +14,7 @@ pub mod alerts;
 pub mod analyze;
 pub mod cluster_reads;
 pub mod drilldown;
+pub mod exposition;
 pub mod http;
 pub mod panels;
 pub mod ports;

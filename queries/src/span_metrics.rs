@@ -3,7 +3,9 @@
 //! Prometheus and Grafana can chart a release. Counted from the rows the store kept (a resent
 //! span counts once); the channel is the app's effective channel when the span arrives
 //! (`none` outside a release). Label sets are bounded: past `max_series`, new apps are
-//! counted under app `_other`.
+//! counted under app `_other`. Each series carries an OpenMetrics exemplar: a trace id of the
+//! latest write it counted (for errors, an errored span's; for the duration, the slowest span
+//! of the write in its bucket), so a Grafana panel links a spike to a trace.
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,9 +14,8 @@ use arrow::datatypes::Int64Type;
 use dyeline_model::schema::col;
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::{CounterWithExemplar, HistogramWithExemplars};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::ports::{KeptRowsObserver, Releases};
@@ -32,20 +33,42 @@ pub struct SpanLabels {
     pub kind: String,
 }
 
-/// Per (app, colour, kind) of one batch: spans, errors, durations in seconds.
-type Group = (u64, u64, Vec<f64>);
+/// The exemplar's labels: one trace id.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TraceExemplar {
+    /// Lower-case hex.
+    pub trace_id: String,
+}
 
-fn duration_histogram() -> Histogram {
-    Histogram::new([
-        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-    ])
+/// Per (app, colour, kind) of one batch: spans, errors, durations in seconds, the row of its
+/// last span, of its last error, and of its slowest span.
+#[derive(Default)]
+struct Group {
+    spans: u64,
+    errors: u64,
+    durations: Vec<f64>,
+    last: usize,
+    last_error: Option<usize>,
+    /// (duration, its place in `durations`, its row).
+    slowest: Option<(f64, usize, usize)>,
+}
+
+type Durations = HistogramWithExemplars<TraceExemplar>;
+
+fn duration_histogram() -> Durations {
+    HistogramWithExemplars::new(
+        [
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ]
+        .into_iter(),
+    )
 }
 
 /// The span metric families.
 pub struct SpanMetrics {
-    requests: Family<SpanLabels, Counter>,
-    errors: Family<SpanLabels, Counter>,
-    duration: Family<SpanLabels, Histogram, fn() -> Histogram>,
+    requests: Family<SpanLabels, CounterWithExemplar<TraceExemplar>>,
+    errors: Family<SpanLabels, CounterWithExemplar<TraceExemplar>>,
+    duration: Family<SpanLabels, Durations, fn() -> Durations>,
     series: Mutex<HashSet<SpanLabels>>,
     max_series: usize,
 }
@@ -84,14 +107,21 @@ impl SpanMetrics {
 
     /// Counts the spans of `batch` (rows of the `spans` schema).
     pub fn observe(&self, batch: &RecordBatch, releases: &dyn Releases) {
-        let (Some(app), Some(color), Some(kind), Some(err), Some(dur)) = (
+        let (Some(app), Some(color), Some(kind), Some(err), Some(dur), Some(trace)) = (
             batch.column_by_name(col::SERVICE_NAME),
             batch.column_by_name(col::COLOR),
             batch.column_by_name(col::TRAFFIC_KIND),
             batch.column_by_name(col::IS_ERROR),
             batch.column_by_name(col::DURATION_NS),
+            batch.column_by_name(col::TRACE_ID),
         ) else {
             return;
+        };
+        let trace = trace.as_string::<i32>();
+        let exemplar = |row: usize| {
+            Some(TraceExemplar {
+                trace_id: trace.value(row).to_owned(),
+            })
         };
         let (app, color, kind) = (
             app.as_string::<i32>(),
@@ -108,12 +138,20 @@ impl SpanMetrics {
             let g = groups
                 .entry((app.value(i), color.value(i), kind.value(i)))
                 .or_default();
-            g.0 += 1;
-            g.1 += u64::from(err.value(i));
-            g.2.push(dur.value(i).max(0) as f64 / 1e9);
+            let d = dur.value(i).max(0) as f64 / 1e9;
+            g.spans += 1;
+            g.last = i;
+            if err.value(i) {
+                g.errors += 1;
+                g.last_error = Some(i);
+            }
+            if g.slowest.is_none_or(|(s, _, _)| d > s) {
+                g.slowest = Some((d, g.durations.len(), i));
+            }
+            g.durations.push(d);
         }
         let mut channels: HashMap<&str, String> = HashMap::new();
-        for ((a, c, k), (n, e, durations)) in groups {
+        for ((a, c, k), g) in groups {
             let channel = channels
                 .entry(a)
                 .or_insert_with(|| {
@@ -137,11 +175,21 @@ impl SpanMetrics {
                     series.insert(labels.clone());
                 }
             }
-            self.requests.get_or_create(&labels).inc_by(n);
-            self.errors.get_or_create(&labels).inc_by(e);
+            self.requests
+                .get_or_create(&labels)
+                .inc_by(g.spans, exemplar(g.last), None);
+            let errors = self.errors.get_or_create(&labels);
+            if let Some(row) = g.last_error {
+                errors.inc_by(g.errors, exemplar(row), None);
+            }
             let h = self.duration.get_or_create(&labels);
-            for d in durations {
-                h.observe(d);
+            for (j, d) in g.durations.into_iter().enumerate() {
+                // The slowest span's observation carries the exemplar of its bucket.
+                let label = match g.slowest {
+                    Some((_, at, row)) if at == j => exemplar(row),
+                    _ => None,
+                };
+                h.observe(d, label, None);
             }
         }
     }

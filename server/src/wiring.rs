@@ -3,11 +3,13 @@
 //! composition ([`http`]), the control plane as the queries' ports ([`plane`]) and the store
 //! as the collector's sink, with the observers of what it keeps ([`sink`]), and the alert
 //! leader's election and book in the catalog as the queries' cluster port ([`alert_cluster`]),
-//! and the other nodes as the cluster-wide reads ask them ([`peers`]).
+//! the other nodes as the cluster-wide reads ask them ([`peers`]), and the release state as
+//! metrics ([`release_metrics`]).
 
 pub mod alert_cluster;
 pub mod dashboard;
 pub mod http;
 pub mod peers;
 pub mod plane;
+pub mod release_metrics;
 pub mod sink;

@@ -36,6 +36,7 @@ mod otlp_python;
 mod otlp_rust;
 mod presence;
 mod probes;
+mod prometheus;
 mod release_gate;
 mod routing;
 mod shared_reads;

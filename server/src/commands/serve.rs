@@ -381,6 +381,10 @@ pub async fn serve(
     plane.set_firing_alerts(Arc::new(crate::wiring::plane::BookAlerts(Arc::clone(
         &alert_book,
     ))));
+    registry.register_collector(Box::new(crate::wiring::release_metrics::ReleaseMetrics {
+        plane: Arc::clone(&plane),
+        book: Arc::clone(&alert_book),
+    }));
     let orphans = prometheus_client::metrics::counter::Counter::default();
     dyeline_queries::alerts::live::register_orphans(&orphans, &mut registry);
     let trace_views = dyeline_queries::trace_view::TraceViews::new(config.trace_view.max_spans);

@@ -114,20 +114,27 @@ async fn readyz(State(state): State<Arc<ApiState>>) -> Response {
     }
 }
 
-/// Prometheus / OpenMetrics text of the server's own counters.
+/// The server's metrics: OpenMetrics (with exemplars) to a scraper that accepts it, else the
+/// Prometheus text format 0.0.4 ([`dyeline_queries::exposition`]).
 #[utoipa::path(get, path = "/metrics", tag = "server", responses((status = 200, body = String)))]
-async fn metrics(State(state): State<Arc<ApiState>>) -> Response {
+async fn metrics(State(state): State<Arc<ApiState>>, headers: HeaderMap) -> Response {
+    use dyeline_queries::exposition;
     let mut out = String::new();
     if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &state.registry.lock()) {
         return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
             .into_response();
     }
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        out,
-    )
-        .into_response()
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if exposition::accepts_openmetrics(accept) {
+        ([(header::CONTENT_TYPE, exposition::OPENMETRICS)], out).into_response()
+    } else {
+        (
+            [(header::CONTENT_TYPE, exposition::PROMETHEUS_TEXT)],
+            exposition::prometheus_text(&out),
+        )
+            .into_response()
+    }
 }
