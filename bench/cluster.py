@@ -21,8 +21,10 @@ the product's path.
    a fresh catalog database: loadgen pre-builds --requests requests of 1,000 spans (spans of
    2025-11-30, closed hours), then sends at full speed for --duration s. Per run: acknowledged
    spans/s (all nodes), the nodes' CPU seconds during the sending (utime+stime from /proc, sum
-   over the node processes), spans per node CPU-second, and the CPU of PostgreSQL (postmaster
-   and its backends) and weed in the same stretch. Medians per configuration.
+   over the node processes), spans per node CPU-second, and the CPU of loadgen, PostgreSQL
+   (postmaster and its live backends) and weed in the same stretch, and of everything else
+   (the machine's busy time from /proc/stat minus those): a run where other processes used
+   --other-cpu-max CPU-s or more is kept in the file but left out of the medians.
 2. span -> alert latency: a cross-colour hop (tests/e2e/cluster_alerts.rs `hop()`: a blue root
    calling a green instance with the decision `<channel>=blue`) on its own channel per trial,
    sent over OTLP/HTTP to a follower of a 3-node cluster, vs the same to a single node without
@@ -36,7 +38,9 @@ the product's path.
    rep.
 
 The file /work/wt/QUIET (--quiet-file) exists during each measured phase (other users of the
-machine wait for it to disappear) and is removed right after, also on error.
+machine wait for it to disappear) and is removed right after, also on error. Entering a
+phase, the script waits (up to 3 min) for the machine to be idle: a build started before the
+flag keeps running.
 
 Usage: python3 bench/cluster.py [--reps 3] [--duration 15] [--requests 2500] [--trials 5]
        [--takeovers 3] [--skip throughput,latency,takeover] [--profile bench-fast]
@@ -110,6 +114,13 @@ def busy_share(secs):
     time.sleep(secs)
     t1, i1 = sample()
     return 1 - (i1 - i0) / max(1, t1 - t0)
+
+
+def machine_busy():
+    """Busy CPU seconds of the whole machine so far (all CPUs, /proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / CLK_TCK
 
 
 def postmaster_pid(pg):
@@ -368,10 +379,12 @@ def throughput(args, exe, loadgen, base, weed, pg, quiet):
                     raise RuntimeError(f"loadgen: {line}{lg.stderr.read()}")
                 c0 = [nd.cpu() for nd in nodes]
                 lg0 = proc_cpu(lg.pid)
+                m0 = machine_busy()
                 ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 pg0, w0, t0 = children_cpu(postmaster_pid(pg)), proc_cpu(weed.p.pid), time.monotonic()
                 out, err = lg.communicate()
                 ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                m1 = machine_busy()
                 c1 = [nd.cpu() for nd in nodes]
                 pg1, w1, t1 = children_cpu(postmaster_pid(pg)), proc_cpu(weed.p.pid), time.monotonic()
                 if lg.returncode != 0:
@@ -386,26 +399,45 @@ def throughput(args, exe, loadgen, base, weed, pg, quiet):
                        "weed_cpu_s": round(w1 - w0, 2) if n else 0.0,
                        "loadgen_cpu_s": round(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime
                                               - lg0, 2)}
+                # What ran besides this benchmark (another user's build despite the flag file):
+                # such a run is kept but left out of the clean medians.
+                run["other_cpu_s"] = round(m1 - m0 - run["nodes_cpu_s"] - run["postgres_cpu_s"]
+                                           - run["weed_cpu_s"] - run["loadgen_cpu_s"], 2)
+                run["clean"] = run["other_cpu_s"] < args.other_cpu_max
                 runs.append(run)
                 log(f"throughput {c}: {r['spans_per_second']:.0f} spans/s, nodes CPU "
                     f"{run['nodes_cpu_s']} s ({run['spans_per_node_cpu_s']:.0f} spans/CPU-s), "
-                    f"pg {run['postgres_cpu_s']} s, loadgen {run['loadgen_cpu_s']} s, weed {run['weed_cpu_s']} s, split {r['spans_per_endpoint']}")
+                    f"other {run['other_cpu_s']} s, pg {run['postgres_cpu_s']} s, loadgen {run['loadgen_cpu_s']} s, weed {run['weed_cpu_s']} s, split {r['spans_per_endpoint']}")
             finally:
                 cl.stop()
-    med = {}
-    for c in configs:
-        rs = [r for r in runs if r["config"] == c]
-        med[c] = {"spans_per_s": median([r["loadgen"]["spans_per_second"] for r in rs]),
-                  "spans_per_node_cpu_s": median([r["spans_per_node_cpu_s"] for r in rs]),
-                  "nodes_cpu_s_per_wall_s": median([r["nodes_cpu_s"] / r["loadgen"]["seconds"] for r in rs]),
-                  "postgres_cpu_s_per_wall_s": median([r["postgres_cpu_s"] / r["loadgen"]["seconds"] for r in rs]),
-                  "weed_cpu_s_per_wall_s": median([r["weed_cpu_s"] / r["loadgen"]["seconds"] for r in rs]),
-                  "loadgen_cpu_s_per_wall_s": median([r["loadgen_cpu_s"] / r["loadgen"]["seconds"] for r in rs]),
-                  "spans_per_endpoint": [r["loadgen"]["spans_per_endpoint"] for r in rs]}
-    base1 = med["1"]["spans_per_s"]
-    ratios = {f"{c}_over_1": round(med[c]["spans_per_s"] / base1, 3) for c in ("local", "2", "3")}
+    def medians(pick):
+        return {c: stats([r for r in runs if r["config"] == c and pick(r)]) for c in configs}
+
+    def stats(rs):
+        if not rs:
+            return None
+        return {"runs": len(rs),
+                "spans_per_s": median([r["loadgen"]["spans_per_second"] for r in rs]),
+                "spans_per_node_cpu_s": median([r["spans_per_node_cpu_s"] for r in rs]),
+                "nodes_cpu_s_per_wall_s": median([r["nodes_cpu_s"] / r["loadgen"]["seconds"] for r in rs]),
+                "postgres_cpu_s_per_wall_s": median([r["postgres_cpu_s"] / r["loadgen"]["seconds"] for r in rs]),
+                "weed_cpu_s_per_wall_s": median([r["weed_cpu_s"] / r["loadgen"]["seconds"] for r in rs]),
+                "loadgen_cpu_s_per_wall_s": median([r["loadgen_cpu_s"] / r["loadgen"]["seconds"] for r in rs]),
+                "other_cpu_s": median([r["other_cpu_s"] for r in rs]),
+                "spans_per_endpoint": [r["loadgen"]["spans_per_endpoint"] for r in rs]}
+
+    def ratios(med):
+        if not med.get("1"):
+            return None
+        return {f"{c}_over_1": round(med[c]["spans_per_s"] / med["1"]["spans_per_s"], 3)
+                for c in ("local", "2", "3") if med.get(c)}
+
+    clean = medians(lambda r: r["clean"])
+    every = medians(lambda r: True)
     return {"duration_s": args.duration, "concurrency_per_node": args.concurrency,
-            "spans_per_request": 1000, "medians": med, "ratios_spans_per_s": ratios, "runs": runs}
+            "spans_per_request": 1000, "clean_run": f"other processes' CPU < {args.other_cpu_max} s",
+            "medians": clean, "ratios_spans_per_s": ratios(clean),
+            "medians_all_runs": every, "ratios_all_runs": ratios(every), "runs": runs}
 
 
 def latency(args, exe, base, weed, pg, hooks, quiet):
@@ -431,11 +463,12 @@ def latency(args, exe, base, weed, pg, hooks, quiet):
                     if n:
                         holder, _ = cl.lease()
                         target = next(cl.nodes[x] for x in names if x != holder)
-                    t0 = time.monotonic()
+                    t0, m0 = time.monotonic(), machine_busy()
                     plant(target, hop)
                     h = wait_hook(hooks, hop[2], t0)
                     s = round(h["at"] - t0, 3) if h else None
-                    samples.append({"latency_s": s, "planted_on": [k for k, v in cl.nodes.items() if v is target][0],
+                    busy = round((machine_busy() - m0) / (time.monotonic() - t0), 2)
+                    samples.append({"latency_s": s, "machine_busy_cores": busy, "planted_on": [k for k, v in cl.nodes.items() if v is target][0],
                                     "leader": holder, "epoch": h and h["epoch"]})
                     log(f"latency {label}: {s} s (planted on {samples[-1]['planted_on']}, leader {holder})")
                     time.sleep(1)
@@ -463,7 +496,7 @@ def takeover(args, exe, base, weed, pg, hooks, quiet):
             survivor = next(x for x in names if x != holder)
             with quiet:
                 cl.nodes[holder].kill9()
-                t0 = time.monotonic()
+                t0, m0 = time.monotonic(), machine_busy()
                 plant(cl.nodes[survivor], hop)
                 t_epoch = None
                 while time.monotonic() - t0 < 90:
@@ -474,10 +507,11 @@ def takeover(args, exe, base, weed, pg, hooks, quiet):
                     time.sleep(0.05)
                 h = wait_hook(hooks, hop[2], t0)
                 t_alert = round(h["at"] - t0, 3) if h else None
+                busy = round((machine_busy() - m0) / (time.monotonic() - t0), 2)
             new_holder, new_epoch = cl.lease()
             s = {"killed": holder, "epoch_before": epoch, "new_leader": new_holder,
                  "new_epoch": new_epoch, "next_epoch_s": t_epoch, "alert_delivered_s": t_alert,
-                 "delivery_epoch": h and h["epoch"],
+                 "delivery_epoch": h and h["epoch"], "machine_busy_cores": busy,
                  "takeover_s": max(t_epoch, t_alert) if t_epoch is not None and t_alert is not None else None}
             samples.append(s)
             log(f"takeover: {s}")
@@ -511,6 +545,8 @@ def main():
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--takeovers", type=int, default=3)
     ap.add_argument("--skip", default="")
+    ap.add_argument("--other-cpu-max", type=float, default=1.0,
+                    help="a throughput run is clean when other processes used less CPU-s")
     ap.add_argument("--label", default="")
     ap.add_argument("--work-dir", default=os.path.join(ROOT, ".."))
     ap.add_argument("--quiet-file", default="/work/wt/QUIET")
@@ -567,10 +603,13 @@ def summary(out):
     t = out.get("throughput")
     if t:
         for c, m in t["medians"].items():
+            if not m:
+                print(f"ingest {c:>5}: no clean run")
+                continue
             print(f"ingest {c:>5}: {m['spans_per_s']:.0f} spans/s, {m['spans_per_node_cpu_s']:.0f} spans "
                   f"per node CPU-s, nodes {m['nodes_cpu_s_per_wall_s']:.2f} cores, pg "
                   f"{m['postgres_cpu_s_per_wall_s']:.2f}, weed {m['weed_cpu_s_per_wall_s']:.2f}, loadgen "
-                  f"{m['loadgen_cpu_s_per_wall_s']:.2f}")
+                  f"{m['loadgen_cpu_s_per_wall_s']:.2f} ({m['runs']} clean runs)")
         print(f"ratios: {t['ratios_spans_per_s']}")
     a = out.get("alert_latency")
     if a:
