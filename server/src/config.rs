@@ -669,6 +669,13 @@ impl Config {
                     .iter()
                     .enumerate()
                     .map(|(i, u)| (format!("webhooks[{i}]"), u)),
+            )
+            .chain(
+                self.alerts
+                    .robots
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (format!("robots[{i}].url"), &r.url)),
             );
         for (key, u) in alert_urls {
             let ok = reqwest::Url::parse(u)

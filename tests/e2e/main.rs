@@ -38,6 +38,7 @@ mod presence;
 mod probes;
 mod prometheus;
 mod release_gate;
+mod robots;
 mod routing;
 mod shared_reads;
 mod sql;

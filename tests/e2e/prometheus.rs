@@ -158,9 +158,6 @@ fn prometheus_scrapes_the_release_state_and_reads_an_exemplar_back() {
     wait_until("Prometheus holds the error series' exemplar", 60, || {
         query(&exemplars).is_some_and(|v| v.to_string().contains(&hex))
     });
-    let v = query(&format!(
-        "/api/v1/query?query=dyeline_channel_blue_percent{{channel=%22trade%22}}"
-    ))
-    .unwrap();
+    let v = query("/api/v1/query?query=dyeline_channel_blue_percent{channel=%22trade%22}").unwrap();
     assert_eq!(v["data"]["result"][0]["value"][1], "30", "{v}");
 }

@@ -26,38 +26,90 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::book::{Alert, AlertState, SharedAlerts};
-use super::deliver::{am_alert, post_once, webhook_body};
+use super::deliver::{am_alert, page_url, post_once, webhook_body};
+use super::robots::{Robot, accepted};
 use crate::ports::{AlertCluster, ClusterError};
+
+/// What a delivery target is.
+#[derive(Debug, Clone)]
+enum Kind {
+    /// An Alertmanager member (its API).
+    Alertmanager,
+    /// A webhook (Alertmanager's webhook JSON).
+    Webhook,
+    /// A chat robot: the alerts it takes, one message each.
+    Robot(Robot),
+}
 
 /// A delivery target.
 #[derive(Debug, Clone)]
 struct Target {
-    /// Its name in the delivery records: `alertmanager-` or `webhook-` and a hash of its URL
-    /// (URLs may carry secrets; the catalog keeps none).
+    /// Its name in the delivery records and logs: `alertmanager-`, `webhook-` or
+    /// `robot-<vendor>-` and a hash of its URL (URLs may carry secrets; the catalog and the
+    /// logs keep none).
     name: String,
     /// Where to POST.
     url: String,
-    /// An Alertmanager (its API) rather than a webhook.
-    alertmanager: bool,
+    kind: Kind,
 }
 
-fn target(url: &str, alertmanager: bool) -> Target {
+fn target(url: &str, kind: Kind) -> Target {
     use std::hash::Hasher;
     let mut h = fnv::FnvHasher::default();
     h.write(url.as_bytes());
-    let kind = if alertmanager {
-        "alertmanager"
-    } else {
-        "webhook"
+    let prefix = match &kind {
+        Kind::Alertmanager => "alertmanager".to_owned(),
+        Kind::Webhook => "webhook".to_owned(),
+        Kind::Robot(r) => format!("robot-{}", r.kind.as_str()),
     };
     Target {
-        name: format!("{kind}-{:016x}", h.finish()),
-        url: if alertmanager {
-            format!("{}/api/v2/alerts", url.trim_end_matches('/'))
-        } else {
-            url.to_owned()
+        name: format!("{prefix}-{:016x}", h.finish()),
+        url: match kind {
+            Kind::Alertmanager => format!("{}/api/v2/alerts", url.trim_end_matches('/')),
+            _ => url.to_owned(),
         },
-        alertmanager,
+        kind,
+    }
+}
+
+impl Target {
+    /// Whether alert `a` goes to it.
+    fn takes(&self, a: &Alert) -> bool {
+        match &self.kind {
+            Kind::Robot(r) => r.takes(a),
+            _ => true,
+        }
+    }
+
+    fn is_alertmanager(&self) -> bool {
+        matches!(self.kind, Kind::Alertmanager)
+    }
+
+    /// The URL and body announcing `a`.
+    fn request(&self, a: &Alert, external_url: &str) -> (String, Value) {
+        match &self.kind {
+            Kind::Alertmanager => (
+                self.url.clone(),
+                Value::Array(vec![am_alert(a, external_url)]),
+            ),
+            Kind::Webhook => (
+                self.url.clone(),
+                webhook_body(std::slice::from_ref(a), external_url),
+            ),
+            Kind::Robot(r) => r.request(
+                a,
+                &page_url(a, external_url),
+                dyeline_model::time::now_unix_nano() / 1_000_000,
+            ),
+        }
+    }
+
+    /// Whether a 2xx answer's `body` accepted the delivery.
+    fn accepts(&self, body: &str) -> bool {
+        match &self.kind {
+            Kind::Robot(r) => accepted(r.kind, body),
+            _ => true,
+        }
     }
 }
 
@@ -83,13 +135,19 @@ impl ClusterBook {
         book: SharedAlerts,
         alertmanagers: &[String],
         webhooks: &[String],
+        robots: &[Robot],
         external_url: String,
         resend: Duration,
     ) -> Self {
         let targets: Vec<Target> = alertmanagers
             .iter()
-            .map(|u| target(u, true))
-            .chain(webhooks.iter().map(|u| target(u, false)))
+            .map(|u| target(u, Kind::Alertmanager))
+            .chain(webhooks.iter().map(|u| target(u, Kind::Webhook)))
+            .chain(
+                robots
+                    .iter()
+                    .map(|r| target(&r.url, Kind::Robot(r.clone()))),
+            )
             .collect();
         let (deliver, rx) = watch::channel(None);
         tokio::spawn(deliver_loop(
@@ -219,6 +277,7 @@ async fn deliver_loop(
             let pending: Vec<(&Alert, &String)> = alerts
                 .iter()
                 .zip(&keys)
+                .filter(|(a, _)| t.takes(a))
                 .filter(|(_, k)| !delivered.contains(&((*k).clone(), t.name.clone())))
                 .collect();
             let (cluster, client, ext) = (&cluster, &client, external_url.as_str());
@@ -227,13 +286,11 @@ async fn deliver_loop(
                     if cluster.leading() != Some(epoch) {
                         return; // the lease's deadline passed: not one more request
                     }
-                    let body = if t.alertmanager {
-                        Value::Array(vec![am_alert(a, ext)])
-                    } else {
-                        webhook_body(std::slice::from_ref(a), ext)
-                    };
+                    let (url, body) = t.request(a, ext);
                     let within = cluster.lease_left();
-                    if !post_once(client, &t.url, &body, (key, epoch), within).await {
+                    let to = (url.as_str(), t.name.as_str());
+                    let ok = |b: &str| t.accepts(b);
+                    if !post_once(client, to, &body, (key, epoch), within, ok).await {
                         continue; // tried again at the next evaluation
                     }
                     match cluster.record(epoch, key, &t.name).await {
@@ -253,7 +310,7 @@ async fn deliver_loop(
                 .iter()
                 .filter(|a| a.state == AlertState::Firing)
                 .collect();
-            let resends = targets.iter().filter(|t| t.alertmanager).map(|t| {
+            let resends = targets.iter().filter(|t| t.is_alertmanager()).map(|t| {
                 let (cluster, client, ext) = (&cluster, &client, external_url.as_str());
                 let firing = &firing;
                 async move {
@@ -263,7 +320,9 @@ async fn deliver_loop(
                         }
                         let body = Value::Array(vec![am_alert(a, ext)]);
                         let within = cluster.lease_left();
-                        post_once(client, &t.url, &body, (&a.delivery_key(), epoch), within).await;
+                        let to = (t.url.as_str(), t.name.as_str());
+                        let key = a.delivery_key();
+                        post_once(client, to, &body, (&key, epoch), within, |_| true).await;
                     }
                 }
             });
@@ -422,6 +481,7 @@ mod tests {
                 Arc::new(Mutex::new(AlertBook::default())),
                 &[],
                 std::slice::from_ref(&hook),
+                &[],
                 "http://dyeline".into(),
                 Duration::from_secs(3600),
             )

@@ -1,8 +1,11 @@
 //! Delivery of alert changes: to every member of an Alertmanager cluster
-//! (`POST /api/v2/alerts`) and to plain webhooks (Alertmanager's webhook JSON), from a queue
-//! with retries and backoff that never blocks ingest or evaluation (reqwest's async client,
-//! 10 s timeout per request). The alert leader of a cluster delivers through [`post_once`]
-//! instead ([`super::cluster`]), one alert per request with its idempotency key and epoch.
+//! (`POST /api/v2/alerts`), to plain webhooks (Alertmanager's webhook JSON) and to chat
+//! robots (one message per alert they take, [`super::robots`]), from a queue that never
+//! blocks ingest or evaluation (reqwest's async client, 10 s timeout per request). Targets
+//! are sent to side by side; a failed request is tried again with jittered exponential
+//! backoff, except a 4xx other than 429 (the target refuses it: sending it again changes
+//! nothing). The alert leader of a cluster delivers through [`post_once`] instead
+//! ([`super::cluster`]), one alert per request with its idempotency key and epoch.
 
 use std::time::Duration;
 
@@ -11,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::book::{Alert, AlertState};
+use super::robots::{Robot, accepted};
 
 /// The dashboard page of `a`: its channel's, or for a lane alert its lane group's (`_ungrouped`
 /// for an app in no group).
@@ -31,7 +35,7 @@ pub(super) fn am_alert(a: &Alert, external_url: &str) -> Value {
         "labels": a.labels,
         "annotations": a.annotations,
         "startsAt": rfc3339(a.starts_at_unix_nano),
-        "generatorURL": format!("{}/{}", external_url.trim_end_matches('/'), page(a)),
+        "generatorURL": page_url(a, external_url),
     });
     if let Some(end) = a.ends_at_unix_nano {
         v["endsAt"] = json!(rfc3339(end));
@@ -70,18 +74,55 @@ pub(super) fn webhook_body(alerts: &[Alert], external_url: &str) -> Value {
     })
 }
 
-async fn post_with_retry(client: &reqwest::Client, url: &str, body: &Value) {
+/// Whether a refused request may succeed if sent again: a server error, a timeout or 429, not
+/// another 4xx.
+fn worth_retrying(status: reqwest::StatusCode) -> bool {
+    status == reqwest::StatusCode::TOO_MANY_REQUESTS || !status.is_client_error()
+}
+
+/// `d` scaled by a random factor in [0.5, 1.5): retries of many nodes or targets spread out.
+fn jittered(d: Duration) -> Duration {
+    d.mul_f64(0.5 + fastrand::f64())
+}
+
+/// POSTs `body` to `url` until it is accepted (a 2xx, and `ok` says its body accepts it),
+/// refused for good (a 4xx other than 429), or 6 attempts failed.
+async fn post_with_retry(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+    ok: impl Fn(&str) -> bool,
+    what: &str,
+) {
     let mut delay = Duration::from_millis(500);
     for attempt in 1..=6 {
         match client.post(url).json(body).send().await {
-            Ok(r) if r.status().is_success() => return,
-            Ok(r) => tracing::warn!(url, status = %r.status(), attempt, "alert delivery refused"),
-            Err(e) => tracing::warn!(url, error = %e, attempt, "alert delivery failed"),
+            Ok(r) if r.status().is_success() => {
+                let text = r.text().await.unwrap_or_default();
+                if ok(&text) {
+                    return;
+                }
+                tracing::warn!(
+                    target = what,
+                    attempt,
+                    "alert delivery refused in the answer's body"
+                );
+            }
+            Ok(r) if !worth_retrying(r.status()) => {
+                tracing::error!(target = what, status = %r.status(), "alert delivery refused; not sent again");
+                return;
+            }
+            Ok(r) => {
+                tracing::warn!(target = what, status = %r.status(), attempt, "alert delivery refused")
+            }
+            Err(e) => {
+                tracing::warn!(target = what, error = %e.without_url(), attempt, "alert delivery failed")
+            }
         }
-        tokio::time::sleep(delay).await;
+        tokio::time::sleep(jittered(delay)).await;
         delay = (delay * 2).min(Duration::from_secs(30));
     }
-    tracing::error!(url, "alert delivery given up after retries");
+    tracing::error!(target = what, "alert delivery given up after retries");
 }
 
 /// The header naming a delivery's transition: `<fingerprint>-<starts_at ns>-<firing|resolved>`.
@@ -89,14 +130,16 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// The header carrying the alert leader's epoch.
 pub const EPOCH_HEADER: &str = "x-dyeline-epoch";
 
-/// One POST of `body` to `url` with the idempotency key and epoch headers, abandoned after
-/// `within` (the leader's lease left); true when the target accepted it (a 2xx).
+/// One POST of `body` to `url` (named `name` in the logs: a URL may hold a token) with the
+/// idempotency key and epoch headers, abandoned after `within` (the leader's lease left);
+/// true when the target accepted it (a 2xx whose body `ok` accepts).
 pub(super) async fn post_once(
     client: &reqwest::Client,
-    url: &str,
+    (url, name): (&str, &str),
     body: &Value,
     (key, epoch): (&str, i64),
     within: Duration,
+    ok: impl Fn(&str) -> bool,
 ) -> bool {
     if within.is_zero() {
         return false;
@@ -110,27 +153,39 @@ pub(super) async fn post_once(
         .send()
         .await
     {
-        Ok(r) if r.status().is_success() => true,
+        Ok(r) if r.status().is_success() => {
+            let text = r.text().await.unwrap_or_default();
+            let accepted = ok(&text);
+            if !accepted {
+                tracing::warn!(
+                    target = name,
+                    key,
+                    "alert delivery refused in the answer's body"
+                );
+            }
+            accepted
+        }
         Ok(r) => {
-            tracing::warn!(url, status = %r.status(), key, "alert delivery refused");
+            tracing::warn!(target = name, status = %r.status(), key, "alert delivery refused");
             false
         }
         Err(e) => {
-            tracing::warn!(url, error = %e, key, "alert delivery failed");
+            tracing::warn!(target = name, error = %e.without_url(), key, "alert delivery failed");
             false
         }
     }
 }
 
-/// Starts the delivery worker for the Alertmanager members `alertmanagers` and `webhooks`
-/// (links to `external_url`); it stops when every sender of the returned queue is dropped.
+/// Starts the delivery worker for the Alertmanager members `alertmanagers`, `webhooks` and
+/// `robots` (links to `external_url`); it stops when every sender of the returned queue is
+/// dropped.
 pub fn start(
     alertmanagers: Vec<String>,
     webhooks: Vec<String>,
+    robots: Vec<Robot>,
     external_url: String,
 ) -> mpsc::Sender<Vec<Alert>> {
     let (tx, mut rx) = mpsc::channel::<Vec<Alert>>(256);
-    let targets = (alertmanagers, webhooks);
     let ext = external_url;
     tokio::spawn(async move {
         let client = reqwest::Client::builder()
@@ -138,21 +193,43 @@ pub fn start(
             .build()
             .unwrap_or_default();
         while let Some(alerts) = rx.recv().await {
-            for am in &targets.0 {
-                let body = Value::Array(alerts.iter().map(|a| am_alert(a, &ext)).collect());
-                post_with_retry(
-                    &client,
-                    &format!("{}/api/v2/alerts", am.trim_end_matches('/')),
-                    &body,
-                )
-                .await;
+            let all = |_: &str| true;
+            let am_body = Value::Array(alerts.iter().map(|a| am_alert(a, &ext)).collect());
+            let hook_body = webhook_body(&alerts, &ext);
+            let mut sends: Vec<futures::future::BoxFuture<'_, ()>> = Vec::new();
+            for am in &alertmanagers {
+                let url = format!("{}/api/v2/alerts", am.trim_end_matches('/'));
+                let (client, body) = (&client, &am_body);
+                sends.push(Box::pin(async move {
+                    post_with_retry(client, &url, body, all, "alertmanager").await;
+                }));
             }
-            for hook in &targets.1 {
-                post_with_retry(&client, hook, &webhook_body(&alerts, &ext)).await;
+            for hook in &webhooks {
+                let (client, body) = (&client, &hook_body);
+                sends.push(Box::pin(post_with_retry(
+                    client, hook, body, all, "webhook",
+                )));
             }
+            for r in &robots {
+                let (client, alerts, ext) = (&client, &alerts, &ext);
+                sends.push(Box::pin(async move {
+                    for a in alerts.iter().filter(|a| r.takes(a)) {
+                        let now_ms = dyeline_model::time::now_unix_nano() / 1_000_000;
+                        let (url, body) = r.request(a, &page_url(a, ext), now_ms);
+                        let ok = |b: &str| accepted(r.kind, b);
+                        post_with_retry(client, &url, &body, ok, r.kind.as_str()).await;
+                    }
+                }));
+            }
+            futures::future::join_all(sends).await;
         }
     });
     tx
+}
+
+/// The full URL of `a`'s dashboard page.
+pub(super) fn page_url(a: &Alert, external_url: &str) -> String {
+    format!("{}/{}", external_url.trim_end_matches('/'), page(a))
 }
 
 #[cfg(test)]

@@ -51,6 +51,9 @@ pub struct AlertSettings {
     pub alertmanager_urls: Vec<String>,
     /// Webhook URLs receiving Alertmanager's webhook JSON.
     pub webhooks: Vec<String>,
+    /// Chat robots (`[[alerts.robots]]`: DingTalk, Feishu, WeCom, Slack), each receiving the
+    /// alerts its `match` labels select.
+    pub robots: Vec<super::robots::Robot>,
     /// Base URL of the dashboard for `generatorURL`. Default `http://<api_addr>`.
     pub external_url: Option<String>,
     /// Firing alerts are re-sent this often (Alertmanager forgets silent ones). Default `30s`.
@@ -68,6 +71,7 @@ impl Default for AlertSettings {
             alertmanager_url: None,
             alertmanager_urls: Vec::new(),
             webhooks: Vec::new(),
+            robots: Vec::new(),
             external_url: None,
             resend_interval: Duration::from_secs(30),
         }
@@ -141,6 +145,7 @@ pub fn spawn(
             Arc::clone(&book),
             &settings.alertmanagers(),
             &settings.webhooks,
+            &settings.robots,
             external_url.clone(),
             settings.resend_interval,
         )
@@ -149,6 +154,7 @@ pub fn spawn(
         super::deliver::start(
             settings.alertmanagers(),
             settings.webhooks.clone(),
+            settings.robots.clone(),
             external_url,
         )
     });
