@@ -28,6 +28,7 @@ mod tests;
 
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -287,7 +288,7 @@ async fn search(
         SearchRequest::Search(s) => (reads::search_ids(ctx, &s).await?, false),
         SearchRequest::Ids(ids) => (ids, true),
     };
-    let rows = reads::trace_rows(ctx, &ids).await?;
+    let rows = reads::trace_rows(ctx, &ids, None).await?;
     let traces = convert::traces(&rows, &ids)?;
     // Asked by id: the ids not stored are errors beside the traces found, as in Jaeger.
     let missing: Vec<JaegerError> = if asked {
@@ -320,12 +321,37 @@ async fn trace(
     // In a cluster, every node's rows of the trace (as `/api/v1/traces/{id}` reads them).
     let (ctx, _unheard) = state.trace_session(&id).await?;
     let ids = [id];
-    let rows = reads::trace_rows(&ctx, &ids).await?;
-    let traces = convert::traces(&rows, &ids)?;
-    if traces.is_empty() {
+    // At most `[trace_view] max_spans` spans, as the trace view's page: one more is read to
+    // tell a longer trace, which is cut and says so in its warnings.
+    let max = state.trace_views.max_spans();
+    let mut rows = reads::trace_rows(&ctx, &ids, Some(max.saturating_add(1))).await?;
+    let read: usize = rows.iter().map(RecordBatch::num_rows).sum();
+    if read > max {
+        keep_first(&mut rows, max);
+    }
+    let mut traces = convert::traces(&rows, &ids)?;
+    let Some(t) = traces.first_mut() else {
         return Err(JaegerRefusal::new(StatusCode::NOT_FOUND, "trace not found"));
+    };
+    if read > max {
+        t.warnings = Some(vec![format!(
+            "Dyeline shows the first {max} spans of this trace by start ([trace_view] \
+             max_spans); GET /api/v1/traces/{}?offset={max} pages through the rest",
+            t.trace_id
+        )]);
     }
     Ok(ok(traces, 1))
+}
+
+/// `batches` cut to their first `n` rows.
+fn keep_first(batches: &mut Vec<RecordBatch>, n: usize) {
+    let mut left = n;
+    for b in batches.iter_mut() {
+        let take = b.num_rows().min(left);
+        *b = b.slice(0, take);
+        left -= take;
+    }
+    batches.retain(|b| b.num_rows() > 0);
 }
 
 async fn dependencies(

@@ -165,13 +165,14 @@ pub async fn search_ids(ctx: &SessionContext, s: &Search) -> Result<Vec<String>,
 }
 
 /// The rows ([`super::convert::COLUMNS`]) of the traces `ids` (lower-case hex, checked by
-/// the caller).
+/// the caller); with `first`, only the `first` rows by start then span id.
 ///
 /// # Errors
 /// [`SqlError`] when the scan fails.
 pub async fn trace_rows(
     ctx: &SessionContext,
     ids: &[String],
+    first: Option<usize>,
 ) -> Result<Vec<RecordBatch>, SqlError> {
     if ids.is_empty() {
         return Ok(Vec::new());
@@ -182,10 +183,13 @@ pub async fn trace_rows(
     } else {
         format!("trace_id IN ({})", list.join(", "))
     };
+    let first = first
+        .map(|n| format!(" ORDER BY start_time_unix_nano, span_id LIMIT {n}"))
+        .unwrap_or_default();
     collect(
         ctx,
         format!(
-            "SELECT {} FROM spans WHERE {filter}",
+            "SELECT {} FROM spans WHERE {filter}{first}",
             super::convert::COLUMNS
         ),
     )

@@ -287,7 +287,7 @@ async fn jaeger_search_matches_each_tag_on_one_span() {
 async fn jaeger_trace_carries_colour_decisions_lane_and_references() {
     let ctx = session(&rows());
     let ids = [hex128(T1), hex128(T3)];
-    let rows = reads::trace_rows(&ctx, &ids).await.unwrap();
+    let rows = reads::trace_rows(&ctx, &ids, None).await.unwrap();
     let traces = convert::traces(&rows, &ids).unwrap();
     assert_eq!(traces.len(), 2);
     let t = serde_json::to_value(&traces[0]).unwrap();
@@ -592,7 +592,8 @@ async fn jaeger_answers_have_the_shapes_of_jaegers_own() {
     );
     let ctx = session(&rows());
     let ids = [hex128(T1), hex128(T3)];
-    let traces = convert::traces(&reads::trace_rows(&ctx, &ids).await.unwrap(), &ids).unwrap();
+    let traces =
+        convert::traces(&reads::trace_rows(&ctx, &ids, None).await.unwrap(), &ids).unwrap();
     for t in &traces {
         let t = serde_json::to_value(t).unwrap();
         conforms(&t, &fixture["trace"], "trace").unwrap();
@@ -664,4 +665,20 @@ async fn jaeger_answers_have_the_shapes_of_jaegers_own() {
         )
         .is_err()
     );
+}
+
+#[tokio::test]
+async fn jaeger_trace_rows_cut_to_the_first_spans_by_start() {
+    let ctx = session(&rows());
+    let ids = [hex128(T1)];
+    let mut rows = reads::trace_rows(&ctx, &ids, Some(2)).await.unwrap();
+    let t = convert::traces(&rows, &ids).unwrap();
+    let spans: Vec<&str> = t[0].spans.iter().map(|s| s.span_id.as_str()).collect();
+    assert_eq!(spans, ["0000000000000001", "0000000000000002"]);
+    super::keep_first(&mut rows, 1);
+    assert_eq!(rows.iter().map(RecordBatch::num_rows).sum::<usize>(), 1);
+    let t = convert::traces(&rows, &ids).unwrap();
+    assert_eq!(t[0].spans[0].span_id, "0000000000000001");
+    super::keep_first(&mut rows, 0);
+    assert!(rows.is_empty());
 }
