@@ -107,6 +107,18 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// Its HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// Its message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (

@@ -91,7 +91,7 @@ enum Kind {
     Open,
     /// `POST /login`: throttled, its 401 answers counted.
     SignIn,
-    /// `/api/…` and `/metrics`: bearer header only; 401.
+    /// `/api/…`, `/jaeger/…` and `/metrics`: bearer header only; 401.
     Api,
     /// `/live`: bearer header or cookie; 401.
     Live,
@@ -108,6 +108,8 @@ impl Kind {
             "/live" => Kind::Live,
             "/metrics" => Kind::Api,
             p if p == "/api" || p.starts_with("/api/") => Kind::Api,
+            // The Jaeger query API (Grafana's data source): an API, not pages.
+            p if p.starts_with("/jaeger/") => Kind::Api,
             _ => Kind::Page,
         }
     }
@@ -453,6 +455,8 @@ mod tests {
             (&get, "/api/v1/channels", Kind::Api),
             (&post, "/api/v1/sql", Kind::Api),
             (&get, "/api", Kind::Api),
+            (&get, "/jaeger/api/services", Kind::Api),
+            (&get, "/jaeger", Kind::Page),
             (&get, "/", Kind::Page),
             (&get, "/channels/trade", Kind::Page),
             (&post, "/channels/trade/actions", Kind::Page),

@@ -28,6 +28,7 @@ mod durability;
 mod fixtures;
 mod hardening;
 mod ingest_rules;
+mod jaeger;
 mod lane_fleet;
 mod lane_groups;
 mod lanes_ingest;

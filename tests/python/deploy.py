@@ -26,6 +26,9 @@ What `check` looks at:
   referring to defined components, traces routed by trace id to exactly the Dyeline nodes.
 - deploy/compose/alertmanager.yml with `amtool check-config` (Debian's prometheus-alertmanager,
   which .ci/run installs).
+- deploy/grafana/provisioning: the data sources (Jaeger → Dyeline's /jaeger, Prometheus with
+  exemplars to it), the dashboard provider and a dashboard whose queries name only metrics the
+  server registers.
 - every Kubernetes manifest under deploy/k8s against the Kubernetes JSON schemas bundled by
   kubernetes-validate (strict: unknown fields are errors), then the references between them
   (ConfigMaps, Secrets, claims, Services' selectors and ports, probes on /livez and /readyz at the
@@ -1055,6 +1058,7 @@ def configs():
 # fail). `mutants` applies each to a copy of the repository and runs that check on it; a text
 # no longer found fails the run too, so the list cannot go stale silently.
 D, C, K, S = "deploy/docker/", "deploy/compose/", "deploy/k8s/", "deploy/k8s/single-node/"
+G = "deploy/grafana/provisioning/"
 MUTATIONS = [
     (D + "Dockerfile", "cargo build --release --locked --bin dyeline", "cargo build --release --bin dyeline", "check_dockerfile"),
     (D + "Dockerfile", "USER 10001:10001", "USER root", "check_dockerfile"),
@@ -1108,6 +1112,11 @@ MUTATIONS = [
     (K + "collector-configmap.yaml", "routing_key: service", "routing_key: traceID", "check_k8s_collector"),
     (K + "collector-configmap.yaml", 'port: "4317"', 'port: "4318"', "check_k8s_collector"),
     (K + "collector-deployment.yaml", "--config=/conf/config.yaml", "--config=/conf/otel.yaml", "check_k8s_collector"),
+    (G + "datasources/dyeline.yaml", ":8080/jaeger", ":8080/api", "check_grafana"),
+    (G + "datasources/dyeline.yaml", "datasourceUid: dyeline-jaeger", "datasourceUid: tempo", "check_grafana"),
+    (G + "dashboards/dyeline-release.json", "dyeline_alerts_firing", "dyeline_alert_firing", "check_grafana"),
+    (G + "dashboards/dyeline-release.json", '"uid": "dyeline-prometheus"', '"uid": "prom"', "check_grafana"),
+    (G + "dashboards/dyeline-release.json", "{", "{{", "check_grafana"),
 ]
 
 
@@ -1165,6 +1174,45 @@ def mutants():
     return 1 if survived else 0
 
 
+def check_grafana():
+    """deploy/grafana/provisioning (README "Grafana (Jaeger data source)"): the data sources and
+    the dashboard provider parse as YAML, the dashboard as JSON; the Jaeger data source points
+    at Dyeline's Jaeger API (`/jaeger` on the API port) and the Prometheus one sends exemplars'
+    trace ids to it; every panel's data source is one of them; and every `dyeline_*` metric a
+    panel queries is one the server registers (names read from its sources, with the suffixes
+    Prometheus gives counters and histograms)."""
+    g = DEPLOY / "grafana" / "provisioning"
+    ds = yaml.safe_load((g / "datasources" / "dyeline.yaml").read_text())
+    sources = {d["uid"]: d for d in ds["datasources"]}
+    jaeger = [d for d in sources.values() if d["type"] == "jaeger"]
+    prom = [d for d in sources.values() if d["type"] == "prometheus"]
+    need(len(jaeger) == 1 and len(prom) == 1, "one jaeger and one prometheus data source")
+    need(jaeger[0]["url"].rstrip("/").endswith(":8080/jaeger"),
+         f"the Jaeger data source's URL is the API port's /jaeger, not {jaeger[0]['url']}")
+    dest = prom[0].get("jsonData", {}).get("exemplarTraceIdDestinations", [])
+    need(any(d.get("name") == "trace_id" and d.get("datasourceUid") == jaeger[0]["uid"] for d in dest),
+         "Prometheus exemplars' trace_id go to the Jaeger data source")
+    prov = yaml.safe_load((g / "dashboards" / "dyeline.yaml").read_text())
+    need(prov["providers"] and prov["providers"][0]["type"] == "file", "a file dashboard provider")
+    dash = json.loads((g / "dashboards" / "dyeline-release.json").read_text())
+    registered = set()
+    for src in ["queries/src/span_metrics.rs", "server/src/wiring/release_metrics.rs"]:
+        registered |= set(re.findall(r'"(dyeline_[a-z_]+)"', (ROOT / src).read_text()))
+    known = set()
+    for m in registered:
+        known |= {m, m + "_total", m + "_bucket", m + "_sum", m + "_count"}
+    used = set()
+    for panel in dash["panels"]:
+        uid = panel["datasource"]["uid"]
+        need(uid in sources, f"panel {panel['title']!r}: data source {uid!r} is not provisioned")
+        for t in panel["targets"]:
+            used |= set(re.findall(r"dyeline_[a-z_]+", t["expr"]))
+    need(used, "the dashboard queries Dyeline's metrics")
+    unknown = sorted(used - known)
+    need(not unknown, f"the dashboard queries metrics the server does not export: {unknown}")
+    return f"{len(sources)} data sources, {len(dash['panels'])} panels on {len(used)} metric names"
+
+
 # ----------------------------------------------------------------------------------- main -----
 
 CHECKS = [
@@ -1179,6 +1227,7 @@ CHECKS = [
     check_k8s_cluster,
     check_k8s_single,
     check_k8s_collector,
+    check_grafana,
 ]
 
 

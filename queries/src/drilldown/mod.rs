@@ -182,7 +182,7 @@ fn internal(e: impl std::fmt::Display) -> SqlError {
 /// own, so neither the plan's partitions (which DataFusion spawns as tasks) nor the rows'
 /// conversion hold the server's async workers, which answer every other request (`/healthz`
 /// among them) meanwhile.
-async fn scan<S: Send + 'static>(
+pub(crate) async fn scan<S: Send + 'static>(
     ctx: &SessionContext,
     sql: &str,
     state: S,

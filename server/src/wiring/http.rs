@@ -1,5 +1,6 @@
 //! The API port's composition: the control routes (`dyeline_control::api`), the analysis
-//! routes (`dyeline_queries::http`), the server's own `GET /metrics` (Prometheus text) and
+//! routes (`dyeline_queries::http`), the Jaeger query API (`dyeline_queries::jaeger`, under
+//! `/jaeger/api`), the server's own `GET /metrics` (Prometheus text) and
 //! `GET /healthz`, `GET /livez`, `GET /readyz` (Kubernetes' probes), `GET /api/v1/openapi.json` (the OpenAPI document collected from the same
 //! handlers) and the dashboard's pages; and the token check the analysis routes read
 //! through. API errors are JSON `{"error": {"code", "message"}}` with a 4xx/5xx status.
@@ -55,6 +56,7 @@ impl ReadGate for AuthGate {
 /// document, and the dashboard's routes (`ui`).
 pub fn router(state: Arc<ApiState>, control: Arc<ControlApi>, ui: Router) -> Router {
     let reads_need_token = state.auth.reads_need_token();
+    let analysis_state = Arc::clone(&state.analysis);
     let analysis = dyeline_queries::http::router(Arc::clone(&state.analysis));
     let own = OpenApiRouter::new()
         .routes(routes!(metrics))
@@ -76,6 +78,8 @@ pub fn router(state: Arc<ApiState>, control: Arc<ControlApi>, ui: Router) -> Rou
                 async move { Json(doc.as_ref().clone()) }
             }),
         )
+        // The Jaeger query API for Grafana's Jaeger data source (`/jaeger/api/...`).
+        .merge(dyeline_queries::jaeger::router(Arc::clone(&analysis_state)))
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
         })
