@@ -369,8 +369,7 @@ fn the_openapi_document_declares_tokens_and_refusals_on_every_route() {
                 }
                 ops += 1;
                 // POSTs that only read: SQL, and the release gates a Flagger webhook POSTs to.
-                let write =
-                    method != "get" && path != "/api/v1/sql" && !path.ends_with("/gate");
+                let write = method != "get" && path != "/api/v1/sql" && !path.ends_with("/gate");
                 let bearer = json!([{"bearer": []}]);
                 if write || closed {
                     assert_eq!(security, &bearer, "{method} {path}");
