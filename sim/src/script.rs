@@ -98,6 +98,10 @@ pub enum ScriptError {
     /// A deploy failed.
     #[error("deploy: {0}")]
     Deploy(String),
+    /// The control plane's spike guard refused a ratio change (409 `spike_guard`): its
+    /// message.
+    #[error("control API: refused by the spike guard: {0}")]
+    SpikeGuard(String),
 }
 
 /// Writes to the control API with a bearer token.
@@ -159,6 +163,13 @@ impl ControlWriter {
             let retried_write = attempt > 0
                 && status == reqwest::StatusCode::CONFLICT
                 && (path.ends_with("/start") || path.ends_with("/finish"));
+            if status == reqwest::StatusCode::CONFLICT {
+                let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+                if v["error"]["code"] == "spike_guard" {
+                    let message = v["error"]["message"].as_str().unwrap_or(&text);
+                    return Err(ScriptError::SpikeGuard(message.to_owned()));
+                }
+            }
             if !status.is_success() && !retried_write {
                 return Err(ScriptError::Control(format!(
                     "{method} {path}: {status} {text}"
@@ -216,8 +227,25 @@ impl ControlWriter {
             ),
             Action::Deploy(..) | Action::Kill(_) | Action::End => return Ok(()),
         };
-        self.send(reqwest::Method::POST, &path, body).await?;
-        Ok(())
+        match self.send(reqwest::Method::POST, &path, body.clone()).await {
+            // The error-spike fault fires on the side the script moves traffic to: the guard
+            // (domain §4) refuses, as it would a release owner. The script goes ahead as an
+            // owner who has looked would, with `force` (recorded in the op log), so the walk
+            // and its windows stay as planned.
+            Err(ScriptError::SpikeGuard(message)) => {
+                println!(
+                    "demo: the spike guard refused {}: {message}",
+                    describe(action)
+                );
+                println!("demo: forcing it, as a release owner who has looked would (recorded)");
+                let mut forced = body.unwrap_or_default();
+                forced["force"] = json!(true);
+                self.send(reqwest::Method::POST, &path, Some(forced))
+                    .await?;
+                Ok(())
+            }
+            other => other.map(|_| ()),
+        }
     }
 }
 
