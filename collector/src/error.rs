@@ -36,6 +36,10 @@ pub enum IngestError {
     /// The store cannot write now: HTTP 503 with Retry-After, gRPC UNAVAILABLE with RetryInfo.
     #[error("{0}")]
     Unavailable(String),
+    /// No OTLP token, or one that is not configured (`[otlp] tokens`): HTTP 401, gRPC
+    /// UNAUTHENTICATED; not retryable. Refused from the request head, before the body is read.
+    #[error("{0}")]
+    Unauthenticated(String),
 }
 
 /// Closed set of refusal reasons, used as the `reason` metric label.
@@ -48,16 +52,18 @@ impl IngestError {
             Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::Saturated { .. } => "saturated",
             Self::Unavailable(_) => "unavailable",
+            Self::Unauthenticated(_) => "unauthenticated",
         }
     }
 
     /// All label values.
-    pub const REASONS: [&'static str; 5] = [
+    pub const REASONS: [&'static str; 6] = [
         "bad_data",
         "too_large",
         "unsupported_media_type",
         "saturated",
         "unavailable",
+        "unauthenticated",
     ];
 
     /// The HTTP status of OTLP/HTTP: the category's
@@ -96,6 +102,7 @@ impl HasCategory for IngestError {
             Self::UnsupportedMediaType(_) => Category::UnsupportedMediaType,
             Self::Saturated { .. } => Category::Saturated,
             Self::Unavailable(_) => Category::Unavailable,
+            Self::Unauthenticated(_) => Category::Unauthenticated,
         }
     }
 }
@@ -146,6 +153,12 @@ mod tests {
                 503,
                 tonic::Code::Unavailable,
                 Some(Duration::from_secs(1)),
+            ),
+            (
+                IngestError::Unauthenticated("x".into()),
+                401,
+                tonic::Code::Unauthenticated,
+                None,
             ),
         ];
         for (err, http, grpc, retry) in rows {

@@ -203,6 +203,10 @@ where
                 .into_http())
             });
         };
+        if let Err(e) = self.receiver.authorize(signal, req.headers()) {
+            // From the head alone: a refused export's message is never read.
+            return Box::pin(async move { Ok(to_status(&e).into_http()) });
+        }
         let receiver = Arc::clone(&self.receiver);
         Box::pin(async move {
             let limit = receiver.limits().max_body_bytes;
@@ -228,13 +232,15 @@ where
 }
 
 /// Serves OTLP/gRPC (HTTP/2 only) on `tcp` under the listener limits `limits` (the
-/// `[listen.otlp_grpc]` settings, see [`crate::listen`]) until `shutdown` resolves. A request
+/// `[listen.otlp_grpc]` settings, see [`crate::listen`]), over `tls` when given, until
+/// `shutdown` resolves. A request
 /// refused by the listener is answered UNAVAILABLE with `RetryInfo`.
 pub async fn serve(
     tcp: tokio::net::TcpListener,
     receiver: Arc<Receiver>,
     limits: crate::listen::ListenerLimits,
     metrics: crate::listen::ListenerMetrics,
+    tls: Option<Arc<crate::listen::Tls>>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let listener = crate::listen::Listener {
@@ -243,6 +249,7 @@ pub async fn serve(
         protocols: crate::listen::Protocols::Http2Only,
         metrics,
         refuse: Arc::new(|_, e| e.to_status().into_http::<axum::body::Body>()),
+        tls,
     };
     crate::listen::serve(tcp, listener, ExportServer::new(receiver), shutdown).await;
 }
@@ -354,6 +361,7 @@ mod tests {
             Arc::clone(r),
             crate::listen::ListenerLimits::default(),
             crate::listen::ListenerMetrics::default(),
+            None,
             std::future::pending(),
         ));
         (addr, server)
@@ -395,6 +403,53 @@ mod tests {
             .get_or_create(&crate::metrics::TransportLabel { transport: "grpc" })
             .get();
         assert_eq!(accepted, 2);
+        server.abort();
+    }
+
+    /// With a token configured, an export without it or with another is UNAUTHENTICATED and
+    /// counted, before its message is read (a message past the size limit is refused for the
+    /// token, not its size); with the token it is stored.
+    #[tokio::test]
+    async fn exports_need_the_token_once_one_is_configured() {
+        let r = Arc::new(
+            Arc::into_inner(receiver())
+                .unwrap()
+                .with_auth(crate::auth::OtlpAuth::new(["s3cret-token"])),
+        );
+        let (addr, server) = start(&r).await;
+        let mut client = TraceServiceClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let with = |token: Option<&str>, size: usize| {
+            let mut req = tonic::Request::new(request(size));
+            if let Some(t) = token {
+                req.metadata_mut()
+                    .insert("authorization", format!("Bearer {t}").parse().unwrap());
+            }
+            req
+        };
+        for (token, size) in [
+            (None, LIMIT / 2),
+            (Some("other"), LIMIT / 2),
+            (None, LIMIT * 2),
+        ] {
+            let status = client.export(with(token, size)).await.unwrap_err();
+            assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status:?}");
+        }
+        assert_eq!(refused(&r, "unauthenticated"), 3);
+        assert_eq!(refused(&r, "too_large"), 0);
+        assert!(
+            client
+                .export(with(Some("s3cret-token"), LIMIT / 2))
+                .await
+                .is_ok()
+        );
+        let accepted = r
+            .metrics()
+            .spans_accepted
+            .get_or_create(&crate::metrics::TransportLabel { transport: "grpc" })
+            .get();
+        assert_eq!(accepted, 1);
         server.abort();
     }
 

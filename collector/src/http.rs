@@ -121,12 +121,14 @@ pub fn router(receiver: Arc<Receiver>) -> Router {
 }
 
 /// Serves OTLP/HTTP (HTTP/1.1 and h2c) on `tcp` under the listener limits `limits` (the
-/// `[listen.otlp_http]` settings, see [`crate::listen`]) until `shutdown` resolves.
+/// `[listen.otlp_http]` settings, see [`crate::listen`]), over `tls` when given, until
+/// `shutdown` resolves.
 pub async fn serve(
     tcp: tokio::net::TcpListener,
     receiver: Arc<Receiver>,
     limits: crate::listen::ListenerLimits,
     metrics: crate::listen::ListenerMetrics,
+    tls: Option<Arc<crate::listen::Tls>>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let listener = crate::listen::Listener {
@@ -135,6 +137,7 @@ pub async fn serve(
         protocols: crate::listen::Protocols::Http1AndH2c,
         metrics,
         refuse: Arc::new(refusal),
+        tls,
     };
     crate::listen::serve(tcp, listener, router(receiver), shutdown).await;
 }
@@ -169,7 +172,13 @@ async fn export(
             .get(name)
             .and_then(|v: &HeaderValue| v.to_str().ok())
     };
-    let format = match parse_content_type(header(header::CONTENT_TYPE)) {
+    let format = parse_content_type(header(header::CONTENT_TYPE));
+    // First, and from the head alone: a refused export's body is never read, and nothing
+    // else about it is answered.
+    if let Err(e) = receiver.authorize(signal, &headers) {
+        return error_response(format.as_ref().map_or(Format::Json, |f| *f), &e);
+    }
+    let format = match format {
         Ok(f) => f,
         Err(e) => {
             receiver.refused(signal, &e);
@@ -397,6 +406,12 @@ fn error_response(format: Format, err: &IngestError) -> Response {
         .and_then(|after| HeaderValue::from_str(&after.as_secs().max(1).to_string()).ok())
     {
         resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    if matches!(err, IngestError::Unauthenticated(_)) {
+        resp.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"otlp\""),
+        );
     }
     resp
 }

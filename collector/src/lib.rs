@@ -31,6 +31,7 @@
 //!    field of `ResourceInfo`) and a place in `promoted_span` (or `PROMOTED_RESOURCE`), so it
 //!    leaves the `attributes` JSON.
 
+pub mod auth;
 pub mod convert;
 pub mod error;
 pub mod grpc;
@@ -43,6 +44,7 @@ pub mod signal;
 pub mod sink;
 pub mod wire;
 
+pub use auth::OtlpAuth;
 pub use convert::presence::{PresenceRows, logs_presence, metrics_presence};
 pub use convert::{ConvertOptions, RejectReason, SpanRows, convert_request, convert_view};
 pub use error::IngestError;

@@ -19,6 +19,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
 use tokio::sync::Semaphore;
 
+use crate::auth::OtlpAuth;
 use crate::convert::presence::{PresenceRows, logs_presence, metrics_presence};
 use crate::convert::{ConvertOptions, convert_request, convert_view};
 use crate::error::IngestError;
@@ -54,6 +55,8 @@ pub struct Receiver {
     limits: Limits,
     /// One permit per decode or conversion running on the blocking pool.
     cpu_slots: Arc<Semaphore>,
+    /// Who may export.
+    auth: OtlpAuth,
 }
 
 /// Decodes a metrics or logs export body in `format` and converts it to presence rows
@@ -117,7 +120,31 @@ impl Receiver {
             metrics,
             limits,
             cpu_slots: Arc::new(Semaphore::new(cores)),
+            auth: OtlpAuth::default(),
         }
+    }
+
+    /// This receiver, taking exports only with a token of `auth`.
+    #[must_use]
+    pub fn with_auth(mut self, auth: OtlpAuth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Whether exports need a token.
+    pub fn auth_required(&self) -> bool {
+        self.auth.required()
+    }
+
+    /// `Ok` when an export of `signal` with the request head `headers` may go on; a refusal
+    /// is counted. Called before the body is read.
+    ///
+    /// # Errors
+    /// [`IngestError::Unauthenticated`] ([`OtlpAuth::check`]).
+    pub fn authorize(&self, signal: Signal, headers: &http::HeaderMap) -> Result<(), IngestError> {
+        self.auth
+            .check(headers)
+            .inspect_err(|e| self.refused(signal, e))
     }
 
     /// Runs `f`, CPU-bound work on one request (decompression, decoding, conversion), on

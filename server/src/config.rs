@@ -22,9 +22,11 @@ mod deploy_tests;
 #[cfg(test)]
 mod lanes_doc_tests;
 mod listen;
+mod otlp;
 mod storage;
 pub use control::ControlSettings;
 pub use listen::ListenSettings;
+pub use otlp::OtlpSettings;
 pub use storage::{CatalogSettings, ClusterSettings, SharedStorage, StorageSettings};
 
 /// The whole configuration.
@@ -41,6 +43,10 @@ pub struct Config {
     pub api_addr: SocketAddr,
     /// Receiver settings.
     pub receiver: ReceiverConfig,
+    /// Who may export and over what: `[otlp] tokens`, `[otlp.tls]`.
+    pub otlp: OtlpSettings,
+    /// One more OTLP token (`DYELINE_OTLP_TOKEN`).
+    pub otlp_token: Option<Secret>,
     /// Store settings.
     pub store: StoreSettings,
     /// SQL endpoint settings.
@@ -407,6 +413,8 @@ impl Default for Config {
             otlp_http_addr: ([127, 0, 0, 1], 4318).into(),
             api_addr: ([127, 0, 0, 1], 8080).into(),
             receiver: ReceiverConfig::default(),
+            otlp: OtlpSettings::default(),
+            otlp_token: None,
             store: StoreSettings::default(),
             sql: SqlSettings::default(),
             color_rules: Vec::new(),
@@ -704,6 +712,7 @@ impl Config {
             dyeline_control::auth::check_token_strength(token, "DYELINE_API_TOKEN")
                 .map_err(ConfigError::Invalid)?;
         }
+        self.otlp.validate(self.otlp_token.as_ref())?;
         self.api.throttle.validate()?;
         self.shared_storage()?;
         self.control.postgres_url()?;

@@ -35,6 +35,7 @@ mod lanes_ingest;
 mod live_lanes;
 mod otlp_python;
 mod otlp_rust;
+mod otlp_tls;
 mod presence;
 mod probes;
 mod prometheus;

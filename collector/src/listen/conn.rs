@@ -30,13 +30,13 @@ use super::request::{ConnService, LimitedBody};
 use super::{BoxError, CLOSE_GRACE, Protocols, Shared};
 
 /// The accepted socket, noting in its [`ConnState`] since when a write has found it full.
-struct Tracked {
-    inner: TcpStream,
+struct Tracked<IO> {
+    inner: IO,
     state: Arc<ConnState>,
     epoch: std::time::Instant,
 }
 
-impl Tracked {
+impl<IO> Tracked<IO> {
     fn note<T>(&self, poll: Poll<T>) -> Poll<T> {
         let blocked = &self.state.write_blocked_since_ms;
         match poll {
@@ -51,7 +51,7 @@ impl Tracked {
     }
 }
 
-impl AsyncRead for Tracked {
+impl<IO: AsyncRead + Unpin> AsyncRead for Tracked<IO> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -61,7 +61,7 @@ impl AsyncRead for Tracked {
     }
 }
 
-impl AsyncWrite for Tracked {
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Tracked<IO> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -195,6 +195,10 @@ fn refuse(shared: &Shared, stream: &TcpStream) {
         shared.raise("max_connections")
     );
     tracing::debug!(listener = shared.name, "{message}");
+    if shared.tls.is_some() {
+        // Plain bytes would be garbage to a TLS client; the close alone says it.
+        return;
+    }
     let bytes = match shared.protocols {
         Protocols::Http2Only => goaway(&message),
         Protocols::Http1AndH2c => {
@@ -231,7 +235,7 @@ pub(crate) async fn run<S, B>(
     state: Arc<ConnState>,
     stream: TcpStream,
     service: S,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) where
     S: tower_service::Service<
             Request<LimitedBody>,
@@ -250,6 +254,54 @@ pub(crate) async fn run<S, B>(
         conn: Arc::clone(&state),
         peer: stream.peer_addr().ok(),
     };
+    match shared.tls.as_ref().map(|t| t.acceptor()) {
+        None => drive(shared, state, stream, svc, stop).await,
+        Some(acceptor) => {
+            // The handshake is bounded like a request head; a failed one closes the
+            // connection (counted), without a word: there is no channel to say it on.
+            let handshake =
+                tokio::time::timeout(shared.limits.header_read_timeout, acceptor.accept(stream))
+                    .await;
+            match handshake {
+                Ok(Ok(tls)) => drive(shared, state, tls, svc, stop).await,
+                Ok(Err(e)) => {
+                    tracing::debug!(listener = shared.name, error = %e, "tls handshake failed");
+                    shared.metrics.connection_closed("tls_handshake");
+                    shared.conns.remove(&state);
+                    shared.metrics.connections.dec();
+                }
+                Err(_) => {
+                    tracing::debug!(listener = shared.name, "tls handshake timed out");
+                    shared.metrics.connection_closed("tls_handshake");
+                    shared.conns.remove(&state);
+                    shared.metrics.connections.dec();
+                }
+            }
+        }
+    }
+}
+
+/// Serves one connection's bytes (`io`: the socket, or its TLS stream) through hyper until it
+/// ends or is closed.
+async fn drive<IO, S, B>(
+    shared: Arc<Shared>,
+    state: Arc<ConnState>,
+    stream: IO,
+    svc: ConnService<S>,
+    mut stop: watch::Receiver<bool>,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: tower_service::Service<
+            Request<LimitedBody>,
+            Response = Response<B>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     let io = Tracked {
         inner: stream,
         state: Arc::clone(&state),

@@ -24,15 +24,25 @@ pub struct ListenerReasonLabel {
     pub reason: &'static str,
 }
 
+/// Labels: the listener and how a TLS reload ended (`ok`, `failed`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TlsReloadLabel {
+    /// Listener name.
+    pub listener: &'static str,
+    /// `ok` or `failed`.
+    pub outcome: &'static str,
+}
+
 /// Why a connection was refused at accept.
 pub const CONNECTION_REFUSALS: [&str; 1] = ["max_connections"];
 /// Why the server closed a connection.
-pub const CONNECTION_CLOSES: [&str; 5] = [
+pub const CONNECTION_CLOSES: [&str; 6] = [
     "idle_timeout",
     "write_timeout",
     "evicted",
     "header_read_timeout",
     "http2_enhance_your_calm",
+    "tls_handshake",
 ];
 /// Why a request was refused by the listener.
 pub const REQUEST_REFUSALS: [&str; 3] = [
@@ -60,6 +70,9 @@ pub struct ListenerMetrics {
     pub requests_refused: Family<ListenerReasonLabel, Counter>,
     /// `dyeline_listener_buffered_request_bytes{listener}`: request body bytes held.
     pub buffered_bytes: Family<ListenerLabel, Gauge>,
+    /// `dyeline_listener_tls_reloads_total{listener,outcome}`: certificate files read again
+    /// after a change (listeners with TLS only).
+    pub tls_reloads: Family<TlsReloadLabel, Counter>,
 }
 
 impl ListenerMetrics {
@@ -107,6 +120,11 @@ impl ListenerMetrics {
             "dyeline_listener_buffered_request_bytes",
             "Request body bytes held by requests in flight, by listener",
             self.buffered_bytes.clone(),
+        );
+        registry.register(
+            "dyeline_listener_tls_reloads",
+            "TLS certificate and key files read again after a change, by listener and outcome",
+            self.tls_reloads.clone(),
         );
     }
 

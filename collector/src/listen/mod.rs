@@ -25,6 +25,7 @@ mod conn_state;
 mod metrics;
 mod nofile;
 mod request;
+mod tls;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -43,6 +44,7 @@ pub use conn::set_nodelay;
 pub use metrics::ListenerMetrics;
 pub use nofile::{fit_connection_caps, open_files_limit, raise_open_files_limit};
 pub use request::{BodyBudget, LimitedBody, ListenError, RefusalReason, find_listen_error};
+pub use tls::{Tls, TlsError, TlsFiles};
 
 /// Boxed error of a body or service.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -155,6 +157,8 @@ pub struct Listener {
     pub metrics: ListenerMetrics,
     /// How a request refused at the listener is answered.
     pub refuse: Refuse,
+    /// TLS (`[otlp.tls]`); none: plain TCP.
+    pub tls: Option<Arc<Tls>>,
 }
 
 /// What the accept loop, connections and requests of one listener share.
@@ -164,6 +168,7 @@ pub(crate) struct Shared {
     pub(crate) protocols: Protocols,
     pub(crate) metrics: metrics::Handles,
     pub(crate) refuse: Refuse,
+    pub(crate) tls: Option<Arc<Tls>>,
     pub(crate) builder: auto::Builder<TokioExecutor>,
     pub(crate) conns: conn::Connections,
     /// Time zero of the connections' activity clocks.
@@ -196,6 +201,7 @@ impl Shared {
             limits: l.limits,
             protocols: l.protocols,
             refuse: l.refuse,
+            tls: l.tls,
             builder,
             conns: conn::Connections::default(),
             epoch: Instant::now(),

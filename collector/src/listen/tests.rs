@@ -95,6 +95,7 @@ impl Running {
             limits,
             protocols: Protocols::Http1AndH2c,
             metrics: metrics.clone(),
+            tls: None,
             refuse: Arc::new(|_, e| {
                 Response::builder()
                     .status(503)

@@ -341,15 +341,20 @@ pub async fn serve(
         });
         (store_sink.clone(), store_sink)
     };
-    let receiver = Arc::new(Receiver::new(
-        sink,
-        presence,
-        receiver_convert_options(&config)?,
-        receiver_metrics,
-        Limits {
-            max_body_bytes: bytes(config.receiver.max_body_size),
-        },
-    ));
+    let receiver = Arc::new(
+        Receiver::new(
+            sink,
+            presence,
+            receiver_convert_options(&config)?,
+            receiver_metrics,
+            Limits {
+                max_body_bytes: bytes(config.receiver.max_body_size),
+            },
+        )
+        .with_auth(dyeline_collector::OtlpAuth::new(
+            config.otlp.all_tokens(config.otlp_token.as_ref()),
+        )),
+    );
     let sql = SqlEngine::bounded(store.table(), config.sql.bounds())?;
     sql.register_table("presence", store.presence_table())?;
     sql.metrics().register(&mut registry);
@@ -414,6 +419,22 @@ pub async fn serve(
         .map_err(|e| format!("binding OTLP/HTTP {}: {e}", config.otlp_http_addr))?;
     let api_listener = listen::bind(config.api_addr)
         .map_err(|e| format!("binding API {}: {e}", config.api_addr))?;
+    // TLS on both receivers (`[otlp.tls]`), each offering its own protocols, each file checked
+    // for a change every reload_interval.
+    let otlp_tls = |name: &'static str, protocols| {
+        config
+            .otlp
+            .tls
+            .files()
+            .map(|files| listen::Tls::load(files, name, protocols, &listener_metrics))
+            .transpose()
+            .map_err(|e| format!("otlp.tls: {e}"))
+    };
+    let grpc_tls = otlp_tls(LISTENERS[0], listen::Protocols::Http2Only)?;
+    let http_tls = otlp_tls(LISTENERS[1], listen::Protocols::Http1AndH2c)?;
+    for tls in grpc_tls.iter().chain(&http_tls) {
+        Arc::clone(tls).watch(config.otlp.tls.reload_interval, stop_rx.clone());
+    }
     // The bound addresses (ports may be 0 = chosen by the OS), for scripts and tests.
     let bound = Bound {
         otlp_grpc: grpc_listener.local_addr()?,
@@ -431,6 +452,8 @@ pub async fn serve(
         otlp_grpc = %grpc_listener.local_addr()?,
         otlp_http = %http_listener.local_addr()?,
         api = %api_listener.local_addr()?,
+        otlp_tls = grpc_tls.is_some(),
+        otlp_tokens = receiver.auth_required(),
         data_dir = %config.data_dir.display(),
         "dyeline serving"
     );
@@ -468,6 +491,7 @@ pub async fn serve(
         Arc::clone(&receiver),
         grpc_limits,
         listener_metrics.clone(),
+        grpc_tls,
         stopped(stop_rx.clone()),
     ));
     let http = tokio::spawn(dyeline_collector::http::serve(
@@ -475,6 +499,7 @@ pub async fn serve(
         Arc::clone(&receiver),
         http_limits,
         listener_metrics.clone(),
+        http_tls,
         stopped(stop_rx.clone()),
     ));
     let adapter = crate::wiring::dashboard::DashboardAdapter::new(
@@ -498,6 +523,7 @@ pub async fn serve(
             protocols: listen::Protocols::Http1AndH2c,
             metrics: listener_metrics,
             refuse: Arc::new(api_refusal),
+            tls: None,
         },
         app,
         stopped(stop_rx.clone()),

@@ -326,6 +326,41 @@ fn gate_fail_on_is_validated_at_load() {
 }
 
 #[test]
+fn otlp_tokens_and_tls_are_checked_at_load_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    let load = |body: &str| {
+        std::fs::write(&file, format!("[otlp]\n{body}\n")).unwrap();
+        Config::load(Some(&file), Figment::new())
+    };
+    let ok = load("tokens = [\"0123456789abcdef-otlp\"]").unwrap();
+    assert_eq!(ok.otlp.all_tokens(None), ["0123456789abcdef-otlp"]);
+    assert!(ok.otlp.tls.files().is_none());
+    let missing = dir.path().join("nowhere.pem");
+    let missing = format!(
+        "[otlp.tls]\ncert = \"{}\"\nkey = \"{}\"",
+        missing.display(),
+        missing.display()
+    );
+    for (body, key) in [
+        (
+            "tokens = [\"0123456789abcdef\", \"short\"]",
+            "otlp.tokens[1]",
+        ),
+        ("[otlp.tls]\ncert = \"/x.pem\"", "otlp.tls.key"),
+        ("[otlp.tls]\nkey = \"/x.key\"", "otlp.tls.cert"),
+        (
+            "[otlp.tls]\ncert = \"/x.pem\"\nkey = \"/x.key\"\nreload_interval = \"10ms\"",
+            "otlp.tls.reload_interval",
+        ),
+        (missing.as_str(), "nowhere.pem"),
+    ] {
+        let e = load(body).expect_err(body).to_string();
+        assert!(e.contains(key), "{body}: {e}");
+    }
+}
+
+#[test]
 fn alert_urls_that_are_not_http_are_refused_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("c.toml");
