@@ -36,6 +36,15 @@ pub enum IngestError {
     /// The store cannot write now: HTTP 503 with Retry-After, gRPC UNAVAILABLE with RetryInfo.
     #[error("{0}")]
     Unavailable(String),
+    /// The request's source is past `[otlp.rate_limit]`: HTTP 429 with Retry-After, gRPC
+    /// UNAVAILABLE with RetryInfo.
+    #[error("{message}")]
+    RateLimited {
+        /// When the source may send again.
+        retry_after: Duration,
+        /// Who, and the setting.
+        message: String,
+    },
     /// No OTLP token, or one that is not configured (`[otlp] tokens`): HTTP 401, gRPC
     /// UNAUTHENTICATED; not retryable. Refused from the request head, before the body is read.
     #[error("{0}")]
@@ -53,17 +62,19 @@ impl IngestError {
             Self::Saturated { .. } => "saturated",
             Self::Unavailable(_) => "unavailable",
             Self::Unauthenticated(_) => "unauthenticated",
+            Self::RateLimited { .. } => "rate_limited",
         }
     }
 
     /// All label values.
-    pub const REASONS: [&'static str; 6] = [
+    pub const REASONS: [&'static str; 7] = [
         "bad_data",
         "too_large",
         "unsupported_media_type",
         "saturated",
         "unavailable",
         "unauthenticated",
+        "rate_limited",
     ];
 
     /// The HTTP status of OTLP/HTTP: the category's
@@ -88,7 +99,7 @@ impl IngestError {
             return None;
         }
         Some(match self {
-            Self::Saturated { retry_after } => *retry_after,
+            Self::Saturated { retry_after } | Self::RateLimited { retry_after, .. } => *retry_after,
             _ => Duration::from_secs(1),
         })
     }
@@ -103,6 +114,7 @@ impl HasCategory for IngestError {
             Self::Saturated { .. } => Category::Saturated,
             Self::Unavailable(_) => Category::Unavailable,
             Self::Unauthenticated(_) => Category::Unauthenticated,
+            Self::RateLimited { .. } => Category::Saturated,
         }
     }
 }
@@ -159,6 +171,15 @@ mod tests {
                 401,
                 tonic::Code::Unauthenticated,
                 None,
+            ),
+            (
+                IngestError::RateLimited {
+                    retry_after: d,
+                    message: "x".into(),
+                },
+                429,
+                tonic::Code::Unavailable,
+                Some(d),
             ),
         ];
         for (err, http, grpc, retry) in rows {

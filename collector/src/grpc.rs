@@ -203,7 +203,11 @@ where
                 .into_http())
             });
         };
-        if let Err(e) = self.receiver.authorize(signal, req.headers()) {
+        let source = req
+            .extensions()
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip());
+        if let Err(e) = self.receiver.admit(signal, req.headers(), source) {
             // From the head alone: a refused export's message is never read.
             return Box::pin(async move { Ok(to_status(&e).into_http()) });
         }

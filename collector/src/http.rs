@@ -9,16 +9,18 @@
 //! data), 413 (too large), 415 (unsupported type), 429 / 503 with `Retry-After` (retryable).
 
 use std::io::Read;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Extension, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Extension, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
+use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use crate::convert::presence::PresenceRows;
 use crate::error::IngestError;
@@ -100,9 +102,37 @@ fn decode_json(body: &[u8]) -> Result<ExportTraceServiceRequest, IngestError> {
         .map_err(|e| IngestError::BadData(format!("invalid OTLP/JSON: {e}")))
 }
 
-/// The OTLP/HTTP router: `POST /v1/traces`, `/v1/metrics`, `/v1/logs`. Body size is enforced
-/// by the handler, so axum's own default limit is lifted.
-pub fn router(receiver: Arc<Receiver>) -> Router {
+/// CORS for exporters running in browsers (`[otlp.cors] allowed_origins`; `*`: any origin):
+/// preflights from those origins are answered for `POST` with the headers they ask for
+/// (content type and encoding, `authorization`), cached an hour; answers to them carry
+/// `Access-Control-Allow-Origin`. Other origins get no CORS headers, so browsers refuse to
+/// send. `None` (no origins): no CORS at all. Origins are checked at config load.
+pub fn cors(allowed_origins: &[String]) -> Option<CorsLayer> {
+    if allowed_origins.is_empty() {
+        return None;
+    }
+    let origin = if allowed_origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(
+            allowed_origins
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o).ok()),
+        )
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(origin)
+            .allow_methods([http::Method::POST])
+            .allow_headers(AllowHeaders::mirror_request())
+            .max_age(std::time::Duration::from_secs(3600)),
+    )
+}
+
+/// The OTLP/HTTP router: `POST /v1/traces`, `/v1/metrics`, `/v1/logs`, with `cors` when
+/// given ([`cors`]). Body size is enforced by the handler, so axum's own default limit is
+/// lifted.
+pub fn router(receiver: Arc<Receiver>, cors: Option<CorsLayer>) -> Router {
     let mut router = Router::new();
     for signal in Signal::ALL {
         router = router.route(
@@ -111,24 +141,32 @@ pub fn router(receiver: Arc<Receiver>) -> Router {
                 move |state: State<Arc<Receiver>>,
                       headers: HeaderMap,
                       budget: Option<Extension<BodyBudget>>,
-                      body: Body| export(state, signal, headers, budget, body),
+                      peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+                      body: Body| {
+                    let source = peer.map(|Extension(ConnectInfo(a))| a.ip());
+                    export(state, signal, headers, source, budget, body)
+                },
             ),
         );
     }
-    router
-        .layer(DefaultBodyLimit::disable())
-        .with_state(receiver)
+    let router = router.layer(DefaultBodyLimit::disable());
+    let router = match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    router.with_state(receiver)
 }
 
 /// Serves OTLP/HTTP (HTTP/1.1 and h2c) on `tcp` under the listener limits `limits` (the
-/// `[listen.otlp_http]` settings, see [`crate::listen`]), over `tls` when given, until
-/// `shutdown` resolves.
+/// `[listen.otlp_http]` settings, see [`crate::listen`]), over `tls` and with `cors` when
+/// given, until `shutdown` resolves.
 pub async fn serve(
     tcp: tokio::net::TcpListener,
     receiver: Arc<Receiver>,
     limits: crate::listen::ListenerLimits,
     metrics: crate::listen::ListenerMetrics,
     tls: Option<Arc<crate::listen::Tls>>,
+    cors: Option<CorsLayer>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let listener = crate::listen::Listener {
@@ -139,7 +177,7 @@ pub async fn serve(
         refuse: Arc::new(refusal),
         tls,
     };
-    crate::listen::serve(tcp, listener, router(receiver), shutdown).await;
+    crate::listen::serve(tcp, listener, router(receiver, cors), shutdown).await;
 }
 
 /// The answer to a request the listener refused (503 with `Retry-After`, a `google.rpc.Status`
@@ -164,6 +202,7 @@ async fn export(
     State(receiver): State<Arc<Receiver>>,
     signal: Signal,
     headers: HeaderMap,
+    source: Option<IpAddr>,
     budget: Option<Extension<BodyBudget>>,
     body: Body,
 ) -> Response {
@@ -175,7 +214,7 @@ async fn export(
     let format = parse_content_type(header(header::CONTENT_TYPE));
     // First, and from the head alone: a refused export's body is never read, and nothing
     // else about it is answered.
-    if let Err(e) = receiver.authorize(signal, &headers) {
+    if let Err(e) = receiver.admit(signal, &headers, source) {
         return error_response(format.as_ref().map_or(Format::Json, |f| *f), &e);
     }
     let format = match format {

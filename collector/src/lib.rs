@@ -39,6 +39,7 @@ pub mod http;
 pub mod json;
 pub mod listen;
 pub mod metrics;
+pub mod rate_limit;
 pub mod receiver;
 pub mod signal;
 pub mod sink;

@@ -26,6 +26,7 @@ use crate::error::IngestError;
 use crate::metrics::{
     PRESENCE_INVALID_TIME, ReceiverMetrics, SignalTransportLabel, TransportLabel,
 };
+use crate::rate_limit::SourceLimiter;
 pub use crate::signal::Accepted;
 use crate::signal::{Format, Signal};
 use crate::sink::{PresenceSink, SpanSink};
@@ -57,6 +58,8 @@ pub struct Receiver {
     cpu_slots: Arc<Semaphore>,
     /// Who may export.
     auth: OtlpAuth,
+    /// How often each source may (`[otlp.rate_limit]`); none: unlimited.
+    rate: Option<Arc<SourceLimiter>>,
 }
 
 /// Decodes a metrics or logs export body in `format` and converts it to presence rows
@@ -121,7 +124,15 @@ impl Receiver {
             limits,
             cpu_slots: Arc::new(Semaphore::new(cores)),
             auth: OtlpAuth::default(),
+            rate: None,
         }
+    }
+
+    /// This receiver, refusing a source's requests past `limiter`.
+    #[must_use]
+    pub fn with_rate_limit(mut self, limiter: Arc<SourceLimiter>) -> Self {
+        self.rate = Some(limiter);
+        self
     }
 
     /// This receiver, taking exports only with a token of `auth`.
@@ -136,14 +147,25 @@ impl Receiver {
         self.auth.required()
     }
 
-    /// `Ok` when an export of `signal` with the request head `headers` may go on; a refusal
-    /// is counted. Called before the body is read.
+    /// `Ok` when an export of `signal` with the request head `headers` from `source` may go
+    /// on: its token, then its source's rate; a refusal is counted. Called before the body is
+    /// read.
     ///
     /// # Errors
-    /// [`IngestError::Unauthenticated`] ([`OtlpAuth::check`]).
-    pub fn authorize(&self, signal: Signal, headers: &http::HeaderMap) -> Result<(), IngestError> {
+    /// [`IngestError::Unauthenticated`] ([`OtlpAuth::check`]), [`IngestError::RateLimited`]
+    /// ([`SourceLimiter::check`]).
+    pub fn admit(
+        &self,
+        signal: Signal,
+        headers: &http::HeaderMap,
+        source: Option<std::net::IpAddr>,
+    ) -> Result<(), IngestError> {
         self.auth
             .check(headers)
+            .and_then(|()| match (&self.rate, source) {
+                (Some(rate), Some(ip)) => rate.check(ip),
+                _ => Ok(()),
+            })
             .inspect_err(|e| self.refused(signal, e))
     }
 

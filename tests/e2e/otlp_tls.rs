@@ -379,3 +379,128 @@ fn a_renewed_certificate_is_served_without_a_restart() {
     assert!(failed(&s.metrics()) > before);
     assert_eq!(served_fingerprint(dir.path(), s.http), renewed);
 }
+
+/// A plain server with `body` appended to its config.
+fn server_with(dir: &Path, body: &str) -> Server {
+    let cfg = dir.join("dyeline.toml");
+    std::fs::write(&cfg, body).unwrap();
+    Server::start_with(&dir.join("data"), &[], &["--config", cfg.to_str().unwrap()])
+}
+
+/// An empty OTLP/JSON export.
+const EMPTY: &str = r#"{"resourceSpans":[]}"#;
+
+/// CORS (`[otlp.cors]`): a browser's preflight from an allowed origin is answered for POST with
+/// the headers it asks for, and the export's answer names the origin; another origin gets no
+/// CORS header at all.
+#[test]
+fn allowed_browser_origins_get_cors_and_others_none() {
+    let dir = temp_dir();
+    let s = server_with(
+        dir.path(),
+        "[otlp.cors]\nallowed_origins = [\"https://shop.example\"]\n",
+    );
+    let c = reqwest::blocking::Client::new();
+    let url = format!("http://{}/v1/traces", s.http);
+    let preflight = |origin: &str| {
+        c.request(reqwest::Method::OPTIONS, &url)
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "content-type,authorization",
+            )
+            .send()
+            .unwrap()
+    };
+    let ok = preflight("https://shop.example");
+    assert!(ok.status().is_success(), "{}", ok.status());
+    let h = ok.headers();
+    assert_eq!(h["access-control-allow-origin"], "https://shop.example");
+    assert!(
+        h["access-control-allow-methods"]
+            .to_str()
+            .unwrap()
+            .contains("POST")
+    );
+    assert_eq!(
+        h["access-control-allow-headers"],
+        "content-type,authorization"
+    );
+    let other = preflight("https://evil.example");
+    assert!(other.headers().get("access-control-allow-origin").is_none());
+    let export = |origin: &str| {
+        c.post(&url)
+            .header("origin", origin)
+            .header("content-type", "application/json")
+            .body(EMPTY)
+            .send()
+            .unwrap()
+    };
+    let r = export("https://shop.example");
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://shop.example"
+    );
+    let r = export("https://evil.example");
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+}
+
+/// `[otlp.rate_limit]`: a source past its burst gets 429 with Retry-After on HTTP and
+/// UNAVAILABLE with a retry delay on gRPC (the two receivers share its bucket), counted;
+/// another source (127.0.0.2) is not slowed.
+#[test]
+fn a_source_past_its_rate_is_throttled_and_others_are_not() {
+    let dir = temp_dir();
+    let s = server_with(
+        dir.path(),
+        "[otlp.rate_limit]\nrequests_per_second_per_source = 1\nburst = 3\n",
+    );
+    let url = format!("http://{}/v1/traces", s.http);
+    let client = |from: &str| {
+        reqwest::blocking::Client::builder()
+            .local_address(from.parse::<std::net::IpAddr>().unwrap())
+            .build()
+            .unwrap()
+    };
+    let post = |c: &reqwest::blocking::Client| {
+        c.post(&url)
+            .header("content-type", "application/json")
+            .body(EMPTY)
+            .send()
+            .unwrap()
+    };
+    let one = client("127.0.0.1");
+    let statuses: Vec<u16> = (0..3).map(|_| post(&one).status().as_u16()).collect();
+    assert_eq!(statuses, [200, 200, 200]);
+    let throttled = post(&one);
+    assert_eq!(throttled.status(), 429);
+    assert!(throttled.headers().contains_key("retry-after"));
+    let body: Value = throttled.json().unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("requests_per_second_per_source"),
+        "{body}"
+    );
+    // gRPC from the same address shares the bucket: UNAVAILABLE.
+    let (status, _) = crate::util::grpc_unary_raw(
+        s.grpc,
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(status, "14", "gRPC from the throttled source");
+    let two = client("127.0.0.2");
+    assert_eq!(post(&two).status(), 200, "another source");
+    let m = s.metrics();
+    assert!(
+        metric(
+            &m,
+            "dyeline_receiver_requests_refused_total",
+            &[("reason", "rate_limited")]
+        ) >= 2.0
+    );
+}

@@ -78,16 +78,39 @@ fn file_error(path: &Path, message: impl std::fmt::Display) -> TlsError {
     }
 }
 
+/// A PEM error in words: rustls' own prints the marker it missed as a list of bytes.
+fn pem_error(path: &Path, e: rustls::pki_types::pem::Error) -> TlsError {
+    use rustls::pki_types::pem::Error as E;
+    match e {
+        E::MissingSectionEnd { end_marker } => file_error(
+            path,
+            format!(
+                "a PEM section has no end line (-----END {}-----)",
+                String::from_utf8_lossy(&end_marker)
+            ),
+        ),
+        E::IllegalSectionStart { line } => file_error(
+            path,
+            format!(
+                "a PEM section starts with a malformed line ({})",
+                String::from_utf8_lossy(&line)
+            ),
+        ),
+        E::NoItemsFound => file_error(path, "no PEM item of the expected kind"),
+        other => file_error(path, other),
+    }
+}
+
 /// Reads the pair and builds the server config offering `alpn`.
 fn build(files: &TlsFiles, alpn: &[Vec<u8>]) -> Result<Arc<ServerConfig>, TlsError> {
     let chain = CertificateDer::pem_file_iter(&files.cert)
-        .map_err(|e| file_error(&files.cert, e))?
+        .map_err(|e| pem_error(&files.cert, e))?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| file_error(&files.cert, e))?;
+        .map_err(|e| pem_error(&files.cert, e))?;
     if chain.is_empty() {
         return Err(file_error(&files.cert, "no CERTIFICATE in the file"));
     }
-    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| file_error(&files.key, e))?;
+    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| pem_error(&files.key, e))?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -217,6 +240,22 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("cert.pem"), "{e}");
         assert!(e.to_string().contains("no CERTIFICATE"), "{e}");
+        std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\nAAAA\n").unwrap();
+        let e = Tls::load(
+            TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            "otlp_http",
+            Protocols::Http1AndH2c,
+            &m,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no end line (-----END CERTIFICATE-----)"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

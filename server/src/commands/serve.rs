@@ -341,20 +341,28 @@ pub async fn serve(
         });
         (store_sink.clone(), store_sink)
     };
-    let receiver = Arc::new(
-        Receiver::new(
-            sink,
-            presence,
-            receiver_convert_options(&config)?,
-            receiver_metrics,
-            Limits {
-                max_body_bytes: bytes(config.receiver.max_body_size),
-            },
-        )
-        .with_auth(dyeline_collector::OtlpAuth::new(
-            config.otlp.all_tokens(config.otlp_token.as_ref()),
-        )),
-    );
+    let receiver = Receiver::new(
+        sink,
+        presence,
+        receiver_convert_options(&config)?,
+        receiver_metrics,
+        Limits {
+            max_body_bytes: bytes(config.receiver.max_body_size),
+        },
+    )
+    .with_auth(dyeline_collector::OtlpAuth::new(
+        config.otlp.all_tokens(config.otlp_token.as_ref()),
+    ));
+    let rate = &config.otlp.rate_limit;
+    let source_limiter = dyeline_collector::rate_limit::SourceLimiter::new(
+        rate.requests_per_second_per_source,
+        rate.burst,
+    )
+    .map(Arc::new);
+    let receiver = Arc::new(match &source_limiter {
+        Some(l) => receiver.with_rate_limit(Arc::clone(l)),
+        None => receiver,
+    });
     let sql = SqlEngine::bounded(store.table(), config.sql.bounds())?;
     sql.register_table("presence", store.presence_table())?;
     sql.metrics().register(&mut registry);
@@ -435,6 +443,19 @@ pub async fn serve(
     for tls in grpc_tls.iter().chain(&http_tls) {
         Arc::clone(tls).watch(config.otlp.tls.reload_interval, stop_rx.clone());
     }
+    // The rate limit's buckets of sources gone quiet are dropped once a minute.
+    if let Some(limiter) = source_limiter {
+        let mut stop = stop_rx.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => limiter.forget_idle(),
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+            }
+        });
+    }
     // The bound addresses (ports may be 0 = chosen by the OS), for scripts and tests.
     let bound = Bound {
         otlp_grpc: grpc_listener.local_addr()?,
@@ -500,6 +521,7 @@ pub async fn serve(
         http_limits,
         listener_metrics.clone(),
         http_tls,
+        dyeline_collector::http::cors(&config.otlp.cors.allowed_origins),
         stopped(stop_rx.clone()),
     ));
     let adapter = crate::wiring::dashboard::DashboardAdapter::new(

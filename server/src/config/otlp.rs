@@ -1,7 +1,9 @@
 //! `[otlp]`: who may send spans and over what (issue 28, item 5). Bearer tokens the receivers
-//! accept (`tokens`, plus `DYELINE_OTLP_TOKEN`), and TLS on both receivers (`[otlp.tls]`: a
-//! certificate chain and key in PEM, read again when they change). Checked at load: a short
-//! token, a half-set TLS pair or a file that cannot be read is refused naming its key.
+//! accept (`tokens`, plus `DYELINE_OTLP_TOKEN`), TLS on both receivers (`[otlp.tls]`: a
+//! certificate chain and key in PEM, read again when they change), CORS origins for browser
+//! exporters (`[otlp.cors]`) and per-source rate limits (`[otlp.rate_limit]`). Checked at
+//! load: a short token, a half-set TLS pair, a file that cannot be read or an origin that is
+//! not one is refused naming its key.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,6 +21,39 @@ pub struct OtlpSettings {
     pub tokens: Vec<Secret>,
     /// TLS on both receivers; off unless `cert` and `key` are set.
     pub tls: OtlpTlsSettings,
+    /// CORS on OTLP/HTTP for exporters in browsers.
+    pub cors: OtlpCorsSettings,
+    /// Export requests per second from each client address.
+    pub rate_limit: OtlpRateLimitSettings,
+}
+
+/// `[otlp.cors]` settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct OtlpCorsSettings {
+    /// Origins whose pages may export (`https://shop.example.com`, or `*` for any); none:
+    /// no CORS (browsers cannot export cross-origin).
+    pub allowed_origins: Vec<String>,
+}
+
+/// `[otlp.rate_limit]` settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OtlpRateLimitSettings {
+    /// Export requests a second from one client address (both receivers together); past it
+    /// 429 / UNAVAILABLE with a retry delay. 0 (the default): no limit.
+    pub requests_per_second_per_source: u32,
+    /// Requests one source may send at once above its rate. Default 100.
+    pub burst: u32,
+}
+
+impl Default for OtlpRateLimitSettings {
+    fn default() -> Self {
+        Self {
+            requests_per_second_per_source: 0,
+            burst: 100,
+        }
+    }
 }
 
 /// `[otlp.tls]` settings.
@@ -91,6 +126,27 @@ impl OtlpSettings {
                 ));
             }
             _ => {}
+        }
+        for (i, o) in self.cors.allowed_origins.iter().enumerate() {
+            let ok = o == "*"
+                || reqwest::Url::parse(o).is_ok_and(|u| {
+                    matches!(u.scheme(), "http" | "https")
+                        && u.has_host()
+                        && u.path() == "/"
+                        && u.query().is_none()
+                        && !o.ends_with('/')
+                });
+            if !ok {
+                return Err(ConfigError::Invalid(format!(
+                    "otlp.cors.allowed_origins[{i}]: {o:?} is not an origin \
+                     (scheme://host[:port], no path, or \"*\")"
+                )));
+            }
+        }
+        if self.rate_limit.requests_per_second_per_source > 0 && self.rate_limit.burst == 0 {
+            return Err(ConfigError::Invalid(
+                "otlp.rate_limit.burst must be at least 1".into(),
+            ));
         }
         if tls.reload_interval < Duration::from_secs(1) {
             return Err(ConfigError::Invalid(

@@ -333,8 +333,13 @@ fn otlp_tokens_and_tls_are_checked_at_load_naming_the_key() {
         std::fs::write(&file, format!("[otlp]\n{body}\n")).unwrap();
         Config::load(Some(&file), Figment::new())
     };
-    let ok = load("tokens = [\"0123456789abcdef-otlp\"]").unwrap();
+    let ok = load(
+        "tokens = [\"0123456789abcdef-otlp\"]\n[otlp.cors]\n\
+         allowed_origins = [\"https://shop.example\", \"http://127.0.0.1:3000\", \"*\"]",
+    )
+    .unwrap();
     assert_eq!(ok.otlp.all_tokens(None), ["0123456789abcdef-otlp"]);
+    assert_eq!(ok.otlp.cors.allowed_origins.len(), 3);
     assert!(ok.otlp.tls.files().is_none());
     let missing = dir.path().join("nowhere.pem");
     let missing = format!(
@@ -354,6 +359,18 @@ fn otlp_tokens_and_tls_are_checked_at_load_naming_the_key() {
             "otlp.tls.reload_interval",
         ),
         (missing.as_str(), "nowhere.pem"),
+        (
+            "[otlp.cors]\nallowed_origins = [\"https://a.example\", \"https://b.example/app\"]",
+            "otlp.cors.allowed_origins[1]",
+        ),
+        (
+            "[otlp.cors]\nallowed_origins = [\"shop.example\"]",
+            "otlp.cors.allowed_origins[0]",
+        ),
+        (
+            "[otlp.rate_limit]\nrequests_per_second_per_source = 5\nburst = 0",
+            "otlp.rate_limit.burst",
+        ),
     ] {
         let e = load(body).expect_err(body).to_string();
         assert!(e.contains(key), "{body}: {e}");
