@@ -64,13 +64,11 @@ impl OtlpAuth {
                     .into(),
             ));
         };
-        let token = value
+        let Some(token) = value
             .to_str()
             .ok()
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim());
-        let Some(token) = token else {
+            .and_then(dyeline_model::bearer::parse_bearer)
+        else {
             return Err(IngestError::Unauthenticated(
                 "the Authorization header is not `Bearer <token>`".into(),
             ));

@@ -128,10 +128,10 @@ impl Receiver {
         }
     }
 
-    /// This receiver, refusing a source's requests past `limiter`.
+    /// This receiver, refusing a source's requests past `limiter` (none: no limit).
     #[must_use]
-    pub fn with_rate_limit(mut self, limiter: Arc<SourceLimiter>) -> Self {
-        self.rate = Some(limiter);
+    pub fn with_rate_limit(mut self, limiter: Option<Arc<SourceLimiter>>) -> Self {
+        self.rate = limiter;
         self
     }
 

@@ -10,6 +10,7 @@
 //! ([`release`]), lane ids and the lane rules and carriers read at ingest ([`lane`], domain §7), and the one status category table every error answers through ([`status`]:
 //! HTTP status, gRPC code, retryable). It does not own transport, storage or analysis.
 
+pub mod bearer;
 pub mod color;
 pub mod decision;
 pub mod detection;

@@ -255,7 +255,7 @@ pub(crate) async fn run<S, B>(
         peer: stream.peer_addr().ok(),
     };
     match shared.tls.as_ref().map(|t| t.acceptor()) {
-        None => drive(shared, state, stream, svc, stop).await,
+        None => drive(&shared, &state, stream, svc, stop).await,
         Some(acceptor) => {
             // The handshake is bounded like a request head; a failed one closes the
             // connection (counted), without a word: there is no channel to say it on.
@@ -263,29 +263,27 @@ pub(crate) async fn run<S, B>(
                 tokio::time::timeout(shared.limits.header_read_timeout, acceptor.accept(stream))
                     .await;
             match handshake {
-                Ok(Ok(tls)) => drive(shared, state, tls, svc, stop).await,
-                Ok(Err(e)) => {
-                    tracing::debug!(listener = shared.name, error = %e, "tls handshake failed");
+                Ok(Ok(tls)) => drive(&shared, &state, tls, svc, stop).await,
+                failed => {
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "timed out".to_owned(),
+                    };
+                    tracing::debug!(listener = shared.name, error = %why, "tls handshake failed");
                     shared.metrics.connection_closed("tls_handshake");
-                    shared.conns.remove(&state);
-                    shared.metrics.connections.dec();
-                }
-                Err(_) => {
-                    tracing::debug!(listener = shared.name, "tls handshake timed out");
-                    shared.metrics.connection_closed("tls_handshake");
-                    shared.conns.remove(&state);
-                    shared.metrics.connections.dec();
                 }
             }
         }
     }
+    shared.conns.remove(&state);
+    shared.metrics.connections.dec();
 }
 
 /// Serves one connection's bytes (`io`: the socket, or its TLS stream) through hyper until it
-/// ends or is closed.
+/// ends or is closed; [`run`] then forgets the connection.
 async fn drive<IO, S, B>(
-    shared: Arc<Shared>,
-    state: Arc<ConnState>,
+    shared: &Shared,
+    state: &Arc<ConnState>,
     stream: IO,
     svc: ConnService<S>,
     mut stop: watch::Receiver<bool>,
@@ -304,7 +302,7 @@ async fn drive<IO, S, B>(
 {
     let io = Tracked {
         inner: stream,
-        state: Arc::clone(&state),
+        state: Arc::clone(state),
         epoch: shared.epoch,
     };
     let conn = shared.builder.serve_connection(TokioIo::new(io), svc);
@@ -336,7 +334,7 @@ async fn drive<IO, S, B>(
         tokio::select! {
             result = conn.as_mut() => {
                 if let Err(e) = result {
-                    count_error(&shared, &e);
+                    count_error(shared, &e);
                 }
                 break;
             }
@@ -352,7 +350,7 @@ async fn drive<IO, S, B>(
             }
             _ = stop.wait_for(|s| *s), if !draining => {
                 draining = true;
-                shared.conns.mark_closing(&state);
+                shared.conns.mark_closing(state);
                 if closing.is_none() {
                     conn.as_mut().graceful_shutdown();
                     closing = Some(Instant::now());
@@ -374,7 +372,7 @@ async fn drive<IO, S, B>(
                     let since = state.idle_since_ms.load(Ordering::Acquire);
                     let idle_for = shared.now_ms().saturating_sub(since);
                     if state.idle() && idle_for >= idle_timeout.as_millis() as u64
-                        && shared.conns.mark_closing(&state)
+                        && shared.conns.mark_closing(state)
                     {
                         shared.metrics.connection_closed("idle_timeout");
                         conn.as_mut().graceful_shutdown();
@@ -384,8 +382,6 @@ async fn drive<IO, S, B>(
             },
         }
     }
-    shared.conns.remove(&state);
-    shared.metrics.connections.dec();
 }
 
 /// Counts a connection that ended on an error the server raised: a request head not read in

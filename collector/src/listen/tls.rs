@@ -228,34 +228,21 @@ mod tests {
         let key = dir.join("key.pem");
         std::fs::write(&cert, "not a pem\n").unwrap();
         let m = ListenerMetrics::default();
-        let e = Tls::load(
-            TlsFiles {
+        let refusal = || {
+            let files = TlsFiles {
                 cert: cert.clone(),
                 key: key.clone(),
-            },
-            "otlp_http",
-            Protocols::Http1AndH2c,
-            &m,
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("cert.pem"), "{e}");
-        assert!(e.to_string().contains("no CERTIFICATE"), "{e}");
+            };
+            Tls::load(files, "otlp_http", Protocols::Http1AndH2c, &m)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = refusal();
+        assert!(e.contains("cert.pem"), "{e}");
+        assert!(e.contains("no CERTIFICATE"), "{e}");
         std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\nAAAA\n").unwrap();
-        let e = Tls::load(
-            TlsFiles {
-                cert: cert.clone(),
-                key: key.clone(),
-            },
-            "otlp_http",
-            Protocols::Http1AndH2c,
-            &m,
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("no end line (-----END CERTIFICATE-----)"),
-            "{e}"
-        );
+        let e = refusal();
+        assert!(e.contains("no end line (-----END CERTIFICATE-----)"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

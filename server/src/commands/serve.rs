@@ -341,28 +341,27 @@ pub async fn serve(
         });
         (store_sink.clone(), store_sink)
     };
-    let receiver = Receiver::new(
-        sink,
-        presence,
-        receiver_convert_options(&config)?,
-        receiver_metrics,
-        Limits {
-            max_body_bytes: bytes(config.receiver.max_body_size),
-        },
-    )
-    .with_auth(dyeline_collector::OtlpAuth::new(
-        config.otlp.all_tokens(config.otlp_token.as_ref()),
-    ));
     let rate = &config.otlp.rate_limit;
     let source_limiter = dyeline_collector::rate_limit::SourceLimiter::new(
         rate.requests_per_second_per_source,
         rate.burst,
     )
     .map(Arc::new);
-    let receiver = Arc::new(match &source_limiter {
-        Some(l) => receiver.with_rate_limit(Arc::clone(l)),
-        None => receiver,
-    });
+    let receiver = Arc::new(
+        Receiver::new(
+            sink,
+            presence,
+            receiver_convert_options(&config)?,
+            receiver_metrics,
+            Limits {
+                max_body_bytes: bytes(config.receiver.max_body_size),
+            },
+        )
+        .with_auth(dyeline_collector::OtlpAuth::new(
+            config.otlp.all_tokens(config.otlp_token.as_ref()),
+        ))
+        .with_rate_limit(source_limiter.clone()),
+    );
     let sql = SqlEngine::bounded(store.table(), config.sql.bounds())?;
     sql.register_table("presence", store.presence_table())?;
     sql.metrics().register(&mut registry);
