@@ -696,3 +696,84 @@ fn two_judges_absorbed_equal_one_judge() {
         assert_eq!(two, one, "cut at {cut}");
     }
 }
+
+/// An app's group put (or deleted) during a window judges that window: the demo puts its
+/// group while the fleet already serves, and the window in which it did was judged as if the
+/// app had no group.
+#[test]
+fn a_group_put_or_deleted_during_a_window_judges_that_window() {
+    struct ChangesAt {
+        at: i64,
+        put: bool,
+    }
+    impl LaneGroups for ChangesAt {
+        fn group(&self, _: u32, t: i64) -> Option<&str> {
+            ((t >= self.at) == self.put).then_some("mall")
+        }
+        fn is_entry(&self, _: u32, _: i64) -> bool {
+            false
+        }
+        fn is_strict(&self, _: u32, _: u32, _: i64) -> bool {
+            false
+        }
+        fn reverse_fallback(&self, _: u32, _: i64) -> bool {
+            false
+        }
+        fn spike_thresholds(&self, _: u32, t: i64) -> SpikeThresholds {
+            // Outside the group nothing is ever a spike: the group's thresholds must be read.
+            let mut th = SpikeThresholds::default();
+            if self.group(0, t).is_none() {
+                th.spike_min_requests = u64::MAX;
+            }
+            th
+        }
+    }
+    let w = world(&[], &[]);
+    let window = 60 * S;
+    // Window [T0, T0+60s) spikes in gray; window [T0+60s, T0+120s) too.
+    let cells = || {
+        let mut cells = super::windows::Cells::default();
+        for w0 in [T0, T0 + window] {
+            for k in 0..400u64 {
+                let lane = if k % 2 == 0 { GRAY } else { BASE };
+                let mut s = sp(1 + k, 0, Sv, ORDER, lane, None);
+                s.err = if lane == GRAY { k % 20 == 0 } else { k % 400 == 1 };
+                cells.request(w0, lane, ORDER, &s, 0);
+            }
+        }
+        cells
+    };
+    let groups_of = |g: &ChangesAt| {
+        let (_, spikes, shares) = cells().finish(window, g, &w.apps, &w.lanes);
+        let spikes: Vec<(i64, Option<String>)> = spikes
+            .into_iter()
+            .map(|s| (s.window_start_unix_nano, s.group))
+            .collect();
+        let shares: Vec<(i64, Option<String>)> = shares
+            .into_iter()
+            .map(|c| (c.window_start_unix_nano, c.group))
+            .collect();
+        (spikes, shares)
+    };
+    let mall = Some("mall".to_owned());
+    // Put 30 s into the first window: both windows are the group's.
+    let (spikes, shares) = groups_of(&ChangesAt {
+        at: T0 + 30 * S,
+        put: true,
+    });
+    assert_eq!(spikes, vec![(T0, mall.clone()), (T0 + window, mall.clone())]);
+    assert!(shares.iter().all(|(_, g)| *g == mall), "{shares:?}");
+    // Put at the second window's last instant: the first window has no group and no spike.
+    let (spikes, _) = groups_of(&ChangesAt {
+        at: T0 + 2 * window - 1,
+        put: true,
+    });
+    assert_eq!(spikes, vec![(T0 + window, mall.clone())]);
+    // Deleted 30 s into the first window: that window keeps the group it had; the next has none.
+    let (spikes, shares) = groups_of(&ChangesAt {
+        at: T0 + 30 * S,
+        put: false,
+    });
+    assert_eq!(spikes, vec![(T0, mall.clone())]);
+    assert!(shares.contains(&(T0 + window, None)), "{shares:?}");
+}

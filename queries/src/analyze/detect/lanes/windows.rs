@@ -108,6 +108,7 @@ impl Cells {
         let mut cells = Vec::new();
         let mut map = self.map;
         for &(w, lane, app) in &keys {
+            let at = group_instant(groups, app, w, window_ns);
             if let Some(c) = map.get(&(w, lane, app))
                 && c.requests > 0
             {
@@ -116,8 +117,8 @@ impl Cells {
                     window_ns,
                     lane: lanes.name(lane).to_owned(),
                     app: apps.name(app).to_owned(),
-                    group: groups.group(app, w).map(str::to_owned),
-                    thresholds: groups.spike_thresholds(app, w),
+                    group: groups.group(app, at).map(str::to_owned),
+                    thresholds: groups.spike_thresholds(app, at),
                     requests: c.requests,
                     errors: c.errors,
                     error_exemplars: c.error_exemplars.clone(),
@@ -131,9 +132,9 @@ impl Cells {
                     window_start: w,
                     window_ns,
                     app: apps.name(app),
-                    group: groups.group(app, w),
+                    group: groups.group(app, at),
                 };
-                let t = groups.spike_thresholds(app, w);
+                let t = groups.spike_thresholds(app, at);
                 let (c, b) = (c.side(lanes.name(lane)), b.side(lanes.name(BASE)));
                 judge_pair(&place, c, b, &t, &mut spikes);
             }
@@ -156,6 +157,15 @@ impl Cells {
         }
         (coverage, spikes, cells)
     }
+}
+
+/// The instant whose lane group judges `app`'s window `[w, w + window_ns)`: its last instant
+/// when the app is in a group then, else its start. A group put or changed during a window
+/// judges that window (it is in force when the window closes and is reported), and a window
+/// in which the app's group was deleted keeps the group it had at its start.
+fn group_instant<G: LaneGroups>(groups: &G, app: u32, w: i64, window_ns: i64) -> i64 {
+    let last = w.saturating_add(window_ns.max(1) - 1);
+    if groups.group(app, last).is_some() { last } else { w }
 }
 
 /// The requests of one (window, lane, app) for the lane error spike, by name, with the group
