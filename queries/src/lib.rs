@@ -21,6 +21,7 @@ pub mod panels;
 pub mod ports;
 pub mod rollup;
 pub mod search;
+pub mod span_detail;
 pub mod span_metrics;
 pub mod summary;
 pub mod trace_view;

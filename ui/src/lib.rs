@@ -42,5 +42,6 @@ pub use source::{
     HopEdge, Identity, InstanceRow, LaneAppRow, LaneCell, LaneCountsView, LaneErrorSeries,
     LaneFindingRow, LaneGroupLine, LaneGroupView, LaneInstance, LaneMarkLine, LaneScope,
     LanesIndex, LanesPage, MissingRow, OpLine, Overview, SourceError, Step, StepPoints, TimeRange,
-    TraceHit, TraceSearch, TraceSpan, TraceView, UnknownInstance, WeightPreview, WindowFinding,
+    TraceEvent, TraceHit, TraceLink, TraceSearch, TraceSpan, TraceView, UnknownInstance,
+    WeightPreview, WindowFinding,
 };

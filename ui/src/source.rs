@@ -405,6 +405,49 @@ pub struct TraceSpan {
     /// Lane markers on this span (a tag dropped here, the request left its lane here, base
     /// traffic served in a lane here, a tag set here, or an outcome the analyzer counts).
     pub lane_marks: Vec<LaneMarkLine>,
+    /// Its status message (an ERROR status's description), if any.
+    #[serde(default)]
+    pub status_message: Option<String>,
+    /// The instrumentation scope that made it: name and version.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Its W3C trace state, if any.
+    #[serde(default)]
+    pub trace_state: Option<String>,
+    /// Its attributes, (key, value as text), the promoted ones first.
+    #[serde(default)]
+    pub attributes: Vec<(String, String)>,
+    /// Its resource's attributes not shown in the row (the version, pod, namespace, …).
+    #[serde(default)]
+    pub resource_attributes: Vec<(String, String)>,
+    /// Its events, in order.
+    #[serde(default)]
+    pub events: Vec<TraceEvent>,
+    /// Its links, in order.
+    #[serde(default)]
+    pub links: Vec<TraceLink>,
+}
+
+/// One event of a span.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceEvent {
+    /// When, Unix ns.
+    pub time_unix_nano: i64,
+    /// Its name (`exception`, …).
+    pub name: String,
+    /// Its attributes, (key, value as text).
+    pub attributes: Vec<(String, String)>,
+}
+
+/// One link of a span.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceLink {
+    /// Trace id, hex.
+    pub trace_id: String,
+    /// Span id, hex.
+    pub span_id: String,
+    /// Its attributes, (key, value as text).
+    pub attributes: Vec<(String, String)>,
 }
 
 /// One lane mark on a span.

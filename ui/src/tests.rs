@@ -51,6 +51,13 @@ fn wide(offset: usize) -> TraceView {
         intended_lane: None,
         lane_group: None,
         lane_marks: vec![],
+        status_message: None,
+        scope: None,
+        trace_state: None,
+        attributes: vec![],
+        resource_attributes: vec![],
+        events: vec![],
+        links: vec![],
     };
     TraceView {
         trace_id: WIDE.into(),
@@ -254,6 +261,13 @@ impl DashboardSource for Fixture {
                     intended_lane: Some("gray".into()),
                     lane_group: Some("mall".into()),
                     lane_marks: vec![],
+                    status_message: None,
+                    scope: None,
+                    trace_state: None,
+                    attributes: vec![],
+                    resource_attributes: vec![],
+                    events: vec![],
+                    links: vec![],
                 },
                 TraceSpan {
                     span_id: "bbbbbbbbbbbbbbbb".into(),
@@ -292,6 +306,24 @@ impl DashboardSource for Fixture {
                             text: "TAG DROPPED gray by order, in_process".into(),
                         },
                     ],
+                    status_message: Some("stock service timed out".into()),
+                    scope: Some("io.opentelemetry.grpc 2.1".into()),
+                    trace_state: Some("vendor=x1".into()),
+                    attributes: vec![
+                        ("rpc.grpc.status_code".into(), "4".into()),
+                        ("sku".into(), "A-17".into()),
+                    ],
+                    resource_attributes: vec![("k8s.pod.name".into(), "inv-blue-1-7f".into())],
+                    events: vec![TraceEvent {
+                        time_unix_nano: T0 + 3_500_000,
+                        name: "exception".into(),
+                        attributes: vec![("exception.type".into(), "Timeout".into())],
+                    }],
+                    links: vec![TraceLink {
+                        trace_id: "0123456789abcdef0123456789abcdef".into(),
+                        span_id: "00000000000000ff".into(),
+                        attributes: vec![("messaging.batch".into(), "true".into())],
+                    }],
                 },
             ],
         }))
@@ -866,4 +898,48 @@ async fn a_write_carries_the_version_its_confirmation_page_showed() {
     .await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     assert_eq!(f.if_matches.lock().as_slice(), &[Some(7), None]);
+}
+
+/// The folded detail under a span: its status message, attributes, resource and scope, events
+/// at their offset from the span's start, links to the linked span, trace state.
+#[tokio::test]
+async fn trace_page_unfolds_attributes_resource_events_and_links() {
+    let (status, html, _) = get(&app(Arc::default()), &format!("/traces/{TRACE}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let at = html
+        .find("data-detail-for=\"bbbbbbbbbbbbbbbb\"")
+        .expect("a detail row for the error span");
+    let detail = &html[at..html[at..].find("</details>").map_or(html.len(), |e| at + e)];
+    assert!(
+        detail.contains("2 attribute(s) · resource · 1 event(s) · 1 link(s) · trace state"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("<th>rpc.grpc.status_code</th><td>4</td>"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("<th>k8s.pod.name</th><td>inv-blue-1-7f</td>"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("<th>otel.scope</th><td>io.opentelemetry.grpc 2.1</td>"),
+        "{detail}"
+    );
+    // The event 1.5 ms after the span's start (T0 + 2 ms).
+    assert!(detail.contains("+1.50 ms"), "{detail}");
+    assert!(detail.contains("exception.type=Timeout"), "{detail}");
+    assert!(
+        detail.contains("href=\"/traces/0123456789abcdef0123456789abcdef#span-00000000000000ff\""),
+        "{detail}"
+    );
+    assert!(detail.contains("vendor=x1"), "{detail}");
+    assert!(html.contains("<small class=\"status-message\">stock service timed out</small>"));
+    // The span without any: an attribute count of 0 and nothing else.
+    let root = html
+        .find("data-detail-for=\"aaaaaaaaaaaaaaaa\"")
+        .expect("root detail");
+    assert!(html[root..].starts_with("data-detail-for=\"aaaaaaaaaaaaaaaa\" class=\"detail\"><td colspan=\"12\"><details><summary>0 attribute(s)</summary>"), "{}", &html[root..root + 200]);
+    // Rows are anchors for links from other traces.
+    assert!(html.contains("id=\"span-bbbbbbbbbbbbbbbb\""));
 }

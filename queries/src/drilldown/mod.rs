@@ -35,6 +35,7 @@ use crate::analyze::findings::{CrossColorHop, MissingDecision, hex64};
 use crate::analyze::read::columns::load_columns_sql;
 use crate::analyze::read::loader::Loader;
 use crate::analyze::spans::Spans;
+use crate::span_detail;
 use crate::sql::SqlError;
 use tree::{TreeSpan, tree_order};
 
@@ -91,6 +92,29 @@ pub struct SpanNode {
     /// them) or an outcome the analyzer counts (`lane_fallback`, `failover`,
     /// `reverse_fallback`, `tag_not_recorded`), each with its `type`.
     pub lane_marks: Vec<LaneMark>,
+    /// Its status message (the description of an ERROR status), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
+    /// Its W3C trace state, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_state: Option<String>,
+    /// The instrumentation scope (name and version) that made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope_name: Option<String>,
+    /// The scope's version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope_version: Option<String>,
+    /// Its attributes: the promoted ones under their OpenTelemetry keys
+    /// ([`span_detail::PROMOTED_SPAN`]), then the others by key.
+    pub attributes: Vec<span_detail::Attribute>,
+    /// Its resource's attributes: `service.version`, then those not shown as columns, by key.
+    pub resource_attributes: Vec<span_detail::Attribute>,
+    /// Its events, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<span_detail::SpanEvent>,
+    /// Its links, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<span_detail::SpanLink>,
 }
 
 /// Which part of a trace's depth-first order a view holds.
@@ -165,13 +189,18 @@ pub fn normalize_trace_id(text: &str) -> Result<String, SqlError> {
     }
 }
 
-/// The columns a span row shows, read after the analyzer's.
-const SHOWN_COLUMNS: &str = "name, host_name, duration_ns, status_code";
+/// The columns a span row shows, read after the analyzer's (`links` is one of those).
+const SHOWN_COLUMNS: &str = "name, host_name, duration_ns, status_code, status_message, \
+     trace_state, scope_name, scope_version, service_version, http_status_code, \
+     rpc_grpc_status_code, messaging_system, consumer_group, job_name, attributes, \
+     resource_attributes, events";
 
 /// Every column a page's rows are filled from (the second scan of a large trace).
 const ROW_COLUMNS: &str = "span_id, parent_span_id, service_name, instance_id, color, span_kind, \
-     traffic_kind, start_time_unix_nano, is_error, decisions, name, host_name, duration_ns, \
-     status_code";
+     traffic_kind, start_time_unix_nano, is_error, decisions, links, name, host_name, \
+     duration_ns, status_code, status_message, trace_state, scope_name, scope_version, \
+     service_version, http_status_code, rpc_grpc_status_code, messaging_system, \
+     consumer_group, job_name, attributes, resource_attributes, events";
 
 fn internal(e: impl std::fmt::Display) -> SqlError {
     SqlError::Internal(e.to_string())
@@ -560,6 +589,15 @@ fn fill_rows(
         "name",
         "host_name",
         "status_code",
+        "status_message",
+        "trace_state",
+        "scope_name",
+        "scope_version",
+        "service_version",
+        "attributes",
+        "resource_attributes",
+        "events",
+        "links",
     ]
     .iter()
     .map(|n| strings(b, n))
@@ -575,10 +613,20 @@ fn fill_rows(
         name,
         host,
         status,
+        status_message,
+        trace_state,
+        scope_name,
+        scope_version,
+        service_version,
+        attributes,
+        resource_attributes,
+        events,
+        links,
     ] = s[..]
     else {
-        unreachable!("nine columns")
+        unreachable!("eighteen columns")
     };
+    let promoted = Promoted::of(b)?;
     let opt = |a: &StringArray, r: usize| (!a.is_null(r)).then(|| a.value(r).to_owned());
     let text = |a: &StringArray, r: usize| opt(a, r).unwrap_or_default();
     let duration = ints("duration_ns")?;
@@ -631,9 +679,89 @@ fn fill_rows(
             intended_lane: None,
             lane_group: None,
             lane_marks: Vec::new(),
+            status_message: opt(status_message, r).filter(|m| !m.is_empty()),
+            trace_state: opt(trace_state, r).filter(|t| !t.is_empty()),
+            scope_name: opt(scope_name, r).filter(|n| !n.is_empty()),
+            scope_version: opt(scope_version, r).filter(|v| !v.is_empty()),
+            attributes: promoted
+                .attributes(r)
+                .into_iter()
+                .chain(span_detail::attributes(
+                    attributes.is_valid(r).then(|| attributes.value(r)),
+                ))
+                .collect(),
+            resource_attributes: opt(service_version, r)
+                .map(|v| span_detail::Attribute {
+                    key: "service.version".into(),
+                    value: v.into(),
+                })
+                .into_iter()
+                .chain(span_detail::attributes(
+                    resource_attributes
+                        .is_valid(r)
+                        .then(|| resource_attributes.value(r)),
+                ))
+                .collect(),
+            events: span_detail::events(events.is_valid(r).then(|| events.value(r))),
+            links: span_detail::links(links.is_valid(r).then(|| links.value(r))),
         });
     }
     Ok(())
+}
+
+/// The promoted span attribute columns of a batch ([`span_detail::PROMOTED_SPAN`]).
+struct Promoted {
+    /// (key, integer column) for the status codes, (key, text column) for the others.
+    ints: Vec<(&'static str, arrow::array::Int32Array)>,
+    texts: Vec<(&'static str, StringArray)>,
+}
+
+impl Promoted {
+    fn of(b: &RecordBatch) -> Result<Self, SqlError> {
+        let (mut ints, mut texts) = (Vec::new(), Vec::new());
+        let mut columns_seen = HashSet::new();
+        for p in span_detail::PROMOTED_SPAN {
+            // `http.status_code` (legacy) shares the column of `http.response.status_code`.
+            if !columns_seen.insert(p.column) {
+                continue;
+            }
+            if p.integer {
+                let c = b
+                    .column_by_name(p.column)
+                    .ok_or_else(|| internal(format!("no column {}", p.column)))?;
+                let c = arrow::compute::cast(c, &DataType::Int32).map_err(internal)?;
+                ints.push((
+                    p.key,
+                    c.as_primitive::<arrow::datatypes::Int32Type>().clone(),
+                ));
+            } else {
+                texts.push((p.key, strings(b, p.column)?.as_string::<i32>().clone()));
+            }
+        }
+        Ok(Self { ints, texts })
+    }
+
+    /// Row `r`'s promoted attributes that have a value, in [`span_detail::PROMOTED_SPAN`]'s
+    /// order.
+    fn attributes(&self, r: usize) -> Vec<span_detail::Attribute> {
+        let ints = self
+            .ints
+            .iter()
+            .filter(|(_, c)| c.is_valid(r))
+            .map(|(k, c)| span_detail::Attribute {
+                key: (*k).to_owned(),
+                value: c.value(r).into(),
+            });
+        let texts = self
+            .texts
+            .iter()
+            .filter(|(_, c)| c.is_valid(r))
+            .map(|(k, c)| span_detail::Attribute {
+                key: (*k).to_owned(),
+                value: c.value(r).into(),
+            });
+        ints.chain(texts).collect()
+    }
 }
 
 /// A map's key or value strings (plain or dictionary-encoded).

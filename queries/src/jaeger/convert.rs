@@ -14,6 +14,7 @@ use arrow::datatypes::{DataType, Int64Type};
 
 use super::model::{Log, Process, Reference, Span, Tag, Trace};
 use super::params::jaeger_kind;
+use crate::span_detail;
 use crate::sql::SqlError;
 
 /// The columns [`traces`] reads, for the SELECT.
@@ -195,15 +196,6 @@ fn trace(trace_id: String, mut rows: Vec<Row>) -> Trace {
     }
 }
 
-/// A JSON object's members (a stored attributes column), in key order; empty when not an
-/// object.
-fn json_members(text: Option<&str>) -> Vec<(String, serde_json::Value)> {
-    match text.map(serde_json::from_str::<serde_json::Value>) {
-        Some(Ok(serde_json::Value::Object(m))) => m.into_iter().collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// The process of a row: `service.instance.id`, `host.name`, `service.version`, then the
 /// other resource attributes.
 fn process_of(r: &Row) -> Process {
@@ -217,8 +209,8 @@ fn process_of(r: &Row) -> Process {
             tags.push(Tag::string(key, v));
         }
     }
-    for (k, v) in json_members(r.get("resource_attributes")) {
-        tags.push(Tag::of_json(k, &v));
+    for a in span_detail::attributes(r.get("resource_attributes")) {
+        tags.push(Tag::of_json(&a.key, &a.value));
     }
     Process {
         service_name: r
@@ -226,20 +218,6 @@ fn process_of(r: &Row) -> Process {
             .unwrap_or("unknown_service")
             .to_owned(),
         tags,
-    }
-}
-
-/// An id read from a stored JSON value (a string), lower case.
-fn id_text(v: Option<&serde_json::Value>) -> Option<String> {
-    v.and_then(|v| v.as_str()).map(str::to_ascii_lowercase)
-}
-
-/// A time stored in JSON as a number or a decimal string, ns.
-fn json_ns(v: Option<&serde_json::Value>) -> i64 {
-    match v {
-        Some(serde_json::Value::Number(n)) => n.as_i64().unwrap_or(0),
-        Some(serde_json::Value::String(s)) => s.parse().unwrap_or(0),
-        _ => 0,
     }
 }
 
@@ -252,40 +230,24 @@ fn span(trace_id: &str, r: &Row, process_id: String) -> Span {
             span_id: p.to_owned(),
         });
     }
-    if let Some(Ok(serde_json::Value::Array(links))) = r
-        .links
-        .as_deref()
-        .map(serde_json::from_str::<serde_json::Value>)
-    {
-        for l in &links {
-            if let (Some(t), Some(s)) = (id_text(l.get("trace_id")), id_text(l.get("span_id"))) {
-                references.push(Reference {
-                    ref_type: "FOLLOWS_FROM",
-                    trace_id: t,
-                    span_id: s,
-                });
-            }
-        }
+    for l in span_detail::links(r.links.as_deref()) {
+        references.push(Reference {
+            ref_type: "FOLLOWS_FROM",
+            trace_id: l.trace_id,
+            span_id: l.span_id,
+        });
     }
-    let mut logs = Vec::new();
-    if let Some(Ok(serde_json::Value::Array(events))) = r
-        .get("events")
-        .map(serde_json::from_str::<serde_json::Value>)
-    {
-        for e in &events {
-            let mut fields = vec![Tag::string(
-                "event",
-                e.get("name").and_then(|n| n.as_str()).unwrap_or(""),
-            )];
-            if let Some(serde_json::Value::Object(m)) = e.get("attributes") {
-                fields.extend(m.iter().map(|(k, v)| Tag::of_json(k.as_str(), v)));
-            }
-            logs.push(Log {
-                timestamp: json_ns(e.get("time_unix_nano")) / 1_000,
+    let logs = span_detail::events(r.get("events"))
+        .into_iter()
+        .map(|e| {
+            let mut fields = vec![Tag::string("event", &e.name)];
+            fields.extend(e.attributes.iter().map(|a| Tag::of_json(&a.key, &a.value)));
+            Log {
+                timestamp: e.time_unix_nano.parse::<i64>().unwrap_or(0) / 1_000,
                 fields,
-            });
-        }
-    }
+            }
+        })
+        .collect();
     Span {
         trace_id: trace_id.to_owned(),
         span_id: r.get("span_id").unwrap_or_default().to_owned(),
@@ -352,8 +314,8 @@ fn tags(r: &Row) -> Vec<Tag> {
             t.push(Tag::string(key, v));
         }
     }
-    for (k, v) in json_members(r.get("attributes")) {
-        t.push(Tag::of_json(k, &v));
+    for a in span_detail::attributes(r.get("attributes")) {
+        t.push(Tag::of_json(&a.key, &a.value));
     }
     t
 }

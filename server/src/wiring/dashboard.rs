@@ -13,18 +13,21 @@ use dyeline_model::weights::count_aware_weights;
 use dyeline_model::{Color, HasCategory};
 use dyeline_queries::alerts::AlertState;
 use dyeline_queries::panels::snapshots::{Snapshot, SnapshotInputs, Snapshots};
-use dyeline_queries::panels::{self, FIVE_MIN_NS, hop_line, lanes};
+use dyeline_queries::panels::{self, FIVE_MIN_NS, lanes};
 use dyeline_queries::{SqlError, drilldown, search};
 use dyeline_ui::{
     Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLoad, DashboardSource, HopEdge,
     Identity, InstanceRow, LaneAppRow, LaneCell, LaneCountsView, LaneErrorSeries, LaneFindingRow,
-    LaneGroupLine, LaneGroupView, LaneInstance, LaneMarkLine, LaneScope, LanesIndex, LanesPage,
-    MissingRow, OpLine, Overview, SourceError, Step, TimeRange, TraceHit, TraceSearch, TraceSpan,
-    TraceView, UnknownInstance, WeightPreview, WindowFinding,
+    LaneGroupLine, LaneGroupView, LaneInstance, LaneScope, LanesIndex, LanesPage, MissingRow,
+    OpLine, Overview, SourceError, Step, TimeRange, TraceHit, TraceSearch, TraceView,
+    UnknownInstance, WeightPreview, WindowFinding,
 };
 use parking_lot::Mutex;
 
 use crate::wiring::http::ApiState;
+use trace::trace_span;
+
+mod trace;
 
 struct Inner {
     state: Arc<ApiState>,
@@ -335,47 +338,6 @@ fn lane_cell(c: lanes::Cell) -> LaneCell {
         requests: c.requests,
         errors: c.errors,
         p99_ms: c.p99_ms,
-    }
-}
-
-/// The page's row of a drilldown span (already flat: the drilldown gives depth-first order).
-fn trace_span(node: drilldown::SpanNode) -> TraceSpan {
-    TraceSpan {
-        span_id: node.span_id,
-        parent_span_id: node.parent_span_id,
-        depth: node.depth,
-        name: node.name,
-        span_kind: node.span_kind,
-        traffic_kind: node.traffic_kind,
-        app: node.app,
-        instance: node.instance,
-        host: node.host,
-        color: node.color,
-        decisions: node
-            .decisions
-            .iter()
-            .map(|(c, v)| format!("{c}={v}"))
-            .collect::<Vec<_>>()
-            .join("&"),
-        start_unix_nano: node.start_time_unix_nano.parse().unwrap_or(0),
-        duration_ns: node.duration_ns,
-        status_code: node.status_code,
-        is_error: node.is_error,
-        waiting_for_parent: node.waiting_for_parent,
-        hops: node.hops.iter().map(hop_line).collect(),
-        missing_decision_channels: node.missing_decision_channels,
-        lane: Some(node.lane),
-        lane_tag: node.lane_tag,
-        intended_lane: node.intended_lane,
-        lane_group: node.lane_group,
-        lane_marks: node
-            .lane_marks
-            .iter()
-            .map(|m| LaneMarkLine {
-                mark: m.as_str().to_owned(),
-                text: lanes::lane_mark_line(m),
-            })
-            .collect(),
     }
 }
 

@@ -75,8 +75,12 @@ pub fn body(view_: &TraceView) -> AnyView {
                 None => s.span_kind.clone(),
             };
             let indent = 0.3 + s.depth.min(MAX_INDENT) as f64 * 1.2;
+            let status_message = s
+                .status_message
+                .clone()
+                .map(|m| view! { <br/><small class="status-message">{m}</small> });
             view! {
-                <tr class=class data-depth=s.depth data-span-id=s.span_id.clone()>
+                <tr class=class data-depth=s.depth id=format!("span-{}", s.span_id) data-span-id=s.span_id.clone()>
                     <td class="name" style=format!("padding-left:{indent:.1}em") title=format!("depth {}", s.depth)>{s.name.clone()}</td>
                     <td>{kind}</td>
                     <td>{s.app.clone()}</td>
@@ -85,11 +89,12 @@ pub fn body(view_: &TraceView) -> AnyView {
                     <td>{chip(&s.color)}</td>
                     <td class="decisions">{if s.decisions.is_empty() { "–".to_owned() } else { s.decisions.clone() }}</td>
                     <td class="lane">{lane_cell(s, view_)}</td>
-                    <td class=if s.is_error { "status error" } else { "status" }>{s.status_code.clone()}{if s.is_error { " (error)" } else { "" }}</td>
+                    <td class=if s.is_error { "status error" } else { "status" }>{s.status_code.clone()}{if s.is_error { " (error)" } else { "" }}{status_message}</td>
                     <td class="num">{format!("{:.2} ms", s.duration_ns as f64 / 1e6)}</td>
                     <td class="bar"><div class="track"><div class="fill" style=format!("margin-left:{left:.2}%;width:{width:.2}%")></div></div></td>
                     <td class="marks">{marks}{missing_marks}{lane_marks}{waiting}</td>
                 </tr>
+                {detail_row(s)}
             }
         })
         .collect_view();
@@ -135,6 +140,101 @@ pub fn body(view_: &TraceView) -> AnyView {
             <tbody>{rows}</tbody>
         </table>
         {lane_legend(view_)}
+    }
+    .into_any()
+}
+
+/// Key–value pairs as a two-column table (none when there are none).
+fn pairs_table(
+    class: &'static str,
+    caption: &'static str,
+    pairs: &[(String, String)],
+) -> Option<AnyView> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let rows = pairs
+        .iter()
+        .map(|(k, v)| view! { <tr><th>{k.clone()}</th><td>{v.clone()}</td></tr> })
+        .collect_view();
+    Some(view! { <table class=format!("kv {class}")><caption>{caption}</caption><tbody>{rows}</tbody></table> }.into_any())
+}
+
+/// `k=v; k=v` of an event's or a link's attributes.
+fn inline_pairs(pairs: &[(String, String)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The row under a span with what the waterfall row leaves out, folded (a `<details>`, no
+/// script): its attributes, its resource and scope, its events (each at its offset from the
+/// span's start) and its links (to the linked span's trace page).
+fn detail_row(s: &crate::source::TraceSpan) -> AnyView {
+    let mut resource = s.resource_attributes.clone();
+    if let Some(scope) = &s.scope {
+        resource.push(("otel.scope".into(), scope.clone()));
+    }
+    let mut summary = vec![format!("{} attribute(s)", s.attributes.len())];
+    if !resource.is_empty() {
+        summary.push("resource".into());
+    }
+    if !s.events.is_empty() {
+        summary.push(format!("{} event(s)", s.events.len()));
+    }
+    if !s.links.is_empty() {
+        summary.push(format!("{} link(s)", s.links.len()));
+    }
+    if s.trace_state.is_some() {
+        summary.push("trace state".into());
+    }
+    let events = (!s.events.is_empty()).then(|| {
+        let rows = s
+            .events
+            .iter()
+            .map(|e| {
+                let at = (e.time_unix_nano - s.start_unix_nano) as f64 / 1e6;
+                view! { <tr><td class="num">{format!("{at:+.2} ms")}</td><td>{e.name.clone()}</td><td>{inline_pairs(&e.attributes)}</td></tr> }
+            })
+            .collect_view();
+        view! {
+            <table class="kv events"><caption>"events"</caption>
+                <thead><tr><th>"at"</th><th>"event"</th><th>"attributes"</th></tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+        }
+    });
+    let links = (!s.links.is_empty()).then(|| {
+        let items = s
+            .links
+            .iter()
+            .map(|l| {
+                let href = format!("/traces/{}#span-{}", l.trace_id, l.span_id);
+                let attrs = (!l.attributes.is_empty()).then(|| format!(" ({})", inline_pairs(&l.attributes)));
+                view! { <li><a class="link" href=href>{format!("{} / {}", l.trace_id, l.span_id)}</a>{attrs}</li> }
+            })
+            .collect_view();
+        view! { <div class="links"><strong>"links"</strong><ul>{items}</ul></div> }
+    });
+    let trace_state = s
+        .trace_state
+        .clone()
+        .map(|t| view! { <p class="trace-state">"trace state: " <code>{t}</code></p> });
+    view! {
+        <tr class="detail" data-detail-for=s.span_id.clone()>
+            <td colspan="12">
+                <details>
+                    <summary>{summary.join(" · ")}</summary>
+                    {pairs_table("attributes", "attributes", &s.attributes)}
+                    {pairs_table("resource", "resource", &resource)}
+                    {events}
+                    {links}
+                    {trace_state}
+                </details>
+            </td>
+        </tr>
     }
     .into_any()
 }
