@@ -542,6 +542,10 @@ struct SearchQuery {
     /// With a lane finding of this type: lane_leak, lane_tag_dropped, lane_pollution,
     /// lane_tag_changed, or any of them (`any`).
     lane_finding: Option<String>,
+    /// A span with this attribute, `key=value`: a span attribute, a resource attribute or
+    /// a promoted one (`http.response.status_code=503`, `k8s.pod.name=order-7f`,
+    /// `retries=2`); strings match by text, numbers and booleans by their JSON.
+    attribute: Option<String>,
     /// From (RFC 3339 or Unix ns). Default: one hour before `to`.
     from: Option<String>,
     /// To. Default: now.
@@ -603,6 +607,13 @@ async fn search_traces(
         lane_tag: q.lane_tag.filter(|v| !v.trim().is_empty()),
         lane_group: q.lane_group.filter(|v| !v.trim().is_empty()),
         lane_finding,
+        attribute: q
+            .attribute
+            .as_deref()
+            .filter(|a| !a.trim().is_empty())
+            .map(crate::span_detail::AttributeFilter::parse)
+            .transpose()
+            .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", m))?,
         from,
         to,
         limit: q.limit.unwrap_or(100),

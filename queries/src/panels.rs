@@ -2,12 +2,14 @@
 //! ([`snapshots`]: one load and report of a range) and reused by every request the snapshot
 //! serves: per-channel loads for the overview ([`overview_parts`]), and a channel's time
 //! series ([`channel_series`]), per-app table ([`app_table`]), hop edges ([`hop_edges`]),
-//! missing decisions ([`missing_rows`]), window findings ([`window_findings`]) and
-//! per-instance counts ([`instance_counts`]), gathered by [`channel_parts`]. Live parts
+//! missing decisions ([`missing_rows`]), window findings ([`window_findings`]),
+//! per-instance counts ([`instance_counts`]) and the latency comparison ([`latency`]),
+//! gathered by [`channel_parts`]. Live parts
 //! (channel state, operations, alerts, weights in force) are not here; the server's adapter
 //! adds them per request and copies these plain types into the pages' own.
 
 pub mod lanes;
+pub mod latency;
 pub mod snapshots;
 
 use std::collections::{BTreeMap, HashMap};
@@ -313,6 +315,8 @@ pub struct ChannelParts {
     pub findings: Vec<WindowFinding>,
     /// Instances.
     pub instances: Vec<InstanceCount>,
+    /// Blue's and green's request latency, as histograms.
+    pub latency: latency::LatencyComparison,
 }
 
 /// A hop edge: from app, from colour, to app, to colour, kind, reason, via apps.
@@ -337,12 +341,14 @@ pub fn hop_line(h: &CrossColorHop) -> String {
     )
 }
 
-/// One pass over channel `cid`'s spans: what each app serves, and the requests per
-/// (app, instance, colour) — the per-app table's and the instances' counts.
+/// One pass over channel `cid`'s spans: what each app serves, the requests per
+/// (app, instance, colour) — the per-app table's and the instances' counts — and the
+/// requests' durations by colour (the latency comparison).
 #[derive(Default)]
 pub struct ChannelFold {
     by_app: FastMap<u32, ColorAcc>,
     per_instance: FastMap<(u32, u32, Color), u64>,
+    latency: latency::LatencyAcc,
 }
 
 /// Folds channel `cid`'s spans into a [`ChannelFold`].
@@ -356,6 +362,7 @@ pub fn channel_fold(spans: &Spans, cid: Option<u32>) -> ChannelFold {
             *out.per_instance
                 .entry((s.app, s.instance, s.color))
                 .or_default() += 1;
+            out.latency.add(s);
         }
     }
     out
@@ -555,6 +562,7 @@ pub fn channel_parts(
         missing: missing_rows(rep, id),
         findings: window_findings(rep, analyzer, id),
         instances: instance_counts(spans, rep, id, fold.per_instance),
+        latency: fold.latency.finish(),
     })
 }
 

@@ -1,7 +1,8 @@
 //! Trace search (issue: analyzer, item 5): traces of a time range filtered by channel, app,
 //! colour, error, hop and minimum duration, and by lane (domain §7: the lane of an instance
 //! that served a span, a lane tag a span carries, the lane group of a span's app at its
-//! start), newest first, for the dashboard's lists and drilldown links.
+//! start), and by attribute (`key=value` on a span's attributes, its resource's or a promoted
+//! column: [`AttributeFilter`]), newest first, for the dashboard's lists and drilldown links.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -16,6 +17,7 @@ use crate::analyze::detect::traces;
 use crate::analyze::findings::{CrossColorHop, hex128};
 use crate::analyze::read::scan::load;
 use crate::analyze::spans::{Signal, SpanRec, Spans};
+use crate::span_detail::AttributeFilter;
 use crate::sql::SqlError;
 
 /// Filters of a search (all optional; `limit` defaults to 100, at most 1000).
@@ -41,6 +43,8 @@ pub struct TraceQuery {
     pub lane_group: Option<String>,
     /// Has a lane finding of this type ([`Detection::LANE_PER_SPAN`]; of any of them for `Some(None)`).
     pub lane_finding: Option<Option<&'static str>>,
+    /// A span with this attribute (span, resource or promoted: [`AttributeFilter`]).
+    pub attribute: Option<AttributeFilter>,
     /// Spans starting at or after, Unix ns.
     pub from: i64,
     /// Spans starting before, Unix ns.
@@ -122,16 +126,82 @@ pub async fn search(
             .collect();
         report = Some(crate::analyze::detect::lanes::find(&spans, lanes));
     }
-    Ok(search_in(&spans, &hops, report.as_ref(), q))
+    let with_attribute = attribute_traces(ctx, q).await?;
+    Ok(search_in(
+        &spans,
+        &hops,
+        report.as_ref(),
+        with_attribute.as_ref(),
+        q,
+    ))
+}
+
+/// The traces of `[q.from, q.to)` with a span that has `q.attribute` (`None` without that
+/// filter). The store narrows the rows (exactly for a promoted key, by the key's text in the
+/// JSON columns otherwise); each candidate's JSON is then read to match key and value exactly.
+///
+/// # Errors
+/// [`SqlError`] when the scan fails.
+pub async fn attribute_traces(
+    ctx: &SessionContext,
+    q: &TraceQuery,
+) -> Result<Option<HashSet<u128>>, SqlError> {
+    let Some(filter) = q.attribute.clone() else {
+        return Ok(None);
+    };
+    let sql = format!(
+        "SELECT trace_id, attributes, resource_attributes FROM spans \
+         WHERE start_time_unix_nano >= {} AND start_time_unix_nano < {} AND {}",
+        q.from,
+        q.to,
+        filter.sql_condition()
+    );
+    let found = crate::drilldown::scan(ctx, &sql, (filter, HashSet::new()), |(f, found), b| {
+        let text = |name: &str| {
+            b.column_by_name(name)
+                .map(|c| arrow::compute::cast(c, &arrow::datatypes::DataType::Utf8))
+                .transpose()
+                .map_err(|e| SqlError::Internal(e.to_string()))
+        };
+        let (ids, attrs, resource) = (
+            text("trace_id")?,
+            text("attributes")?,
+            text("resource_attributes")?,
+        );
+        let Some(ids) = ids else {
+            return Ok(());
+        };
+        let ids = arrow::array::AsArray::as_string::<i32>(&ids);
+        fn json(c: &Option<arrow::array::ArrayRef>, r: usize) -> Option<&str> {
+            c.as_ref().and_then(|c| {
+                let c = arrow::array::AsArray::as_string::<i32>(c);
+                arrow::array::Array::is_valid(c, r).then(|| c.value(r))
+            })
+        }
+        for r in 0..b.num_rows() {
+            let hit = f.is_promoted()
+                || json(&attrs, r).is_some_and(|t| f.matches_json(t))
+                || json(&resource, r).is_some_and(|t| f.matches_json(t));
+            if hit && let Ok(id) = u128::from_str_radix(ids.value(r), 16) {
+                found.insert(id);
+            }
+        }
+        Ok(())
+    })
+    .await?
+    .1;
+    Ok(Some(found))
 }
 
 /// As [`search`], over spans already loaded for `[q.from, q.to)`, the hops and the lane
 /// findings found in them (the dashboard reuses its snapshot's load and report; without lane
-/// findings, a `lane_finding` filter finds none).
+/// findings, a `lane_finding` filter finds none), and the traces with `q.attribute`
+/// ([`attribute_traces`]; without them, an attribute filter finds none).
 pub fn search_in(
     spans: &Spans,
     hops: &[CrossColorHop],
     lanes: Option<&LaneReport>,
+    with_attribute: Option<&HashSet<u128>>,
     q: &TraceQuery,
 ) -> Vec<TraceSummary> {
     // Hops by numeric trace id: no string is made for a trace that is not shown.
@@ -173,6 +243,9 @@ pub fn search_in(
         if let Some(found) = &lane_findings
             && !found.contains(&t[0].trace)
         {
+            continue;
+        }
+        if q.attribute.is_some() && !with_attribute.is_some_and(|f| f.contains(&t[0].trace)) {
             continue;
         }
         if q.error.is_some_and(|e| e != t.iter().any(|s| s.is_error)) {

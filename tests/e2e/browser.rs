@@ -378,6 +378,33 @@ pub(crate) fn html_rows(html: &str, id: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The span rows of the trace page's waterfall (`tr[data-span-id]`), each a list of its
+/// cells' text, from server-rendered HTML (the folded detail rows under them, with tables of
+/// their own, are left out).
+pub(crate) fn html_span_rows(html: &str) -> Vec<Vec<String>> {
+    let start = html
+        .find("id=\"waterfall\"")
+        .expect("no #waterfall in the HTML");
+    let page = &html[start..html.find("</main>").unwrap_or(html.len())];
+    page.split("<tr")
+        .skip(1)
+        .filter(|tr| tr[..tr.find('>').unwrap_or(0)].contains("data-span-id="))
+        .map(|tr| {
+            let tr = &tr[..tr.find("</tr>").unwrap_or(tr.len())];
+            tr.split("<td")
+                .skip(1)
+                .map(|td| {
+                    let td = &td[td.find('>').unwrap() + 1..];
+                    html_text(&td[..td.find("</td>").unwrap_or(td.len())])
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The browser's selector of the rows [`html_span_rows`] reads.
+pub(crate) const SPAN_ROWS: &str = "table#waterfall > tbody > tr[data-span-id]";
+
 /// The text of the element with `id`, from server-rendered HTML.
 pub(crate) fn html_by_id(html: &str, id: &str) -> String {
     let start = html

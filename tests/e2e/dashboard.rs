@@ -55,6 +55,32 @@ fn release_walk_overview_channel_findings_and_hop_trace() {
     b.shot("channel-trade");
     let blue_percent = b.text("#blue-percent");
     assert_eq!(blue_percent, trade_api["blue_percent"].to_string());
+    // Blue against green latency: both sides served requests in the range; each colour's
+    // histogram holds every one of its requests, and its percentiles are in order.
+    let summary = b.rows("#latency-summary tbody tr");
+    let histogram = b.rows("#latency-histogram tbody tr");
+    assert!(!histogram.is_empty(), "{summary:?}");
+    for (k, row) in summary.iter().enumerate() {
+        let requests: u64 = row[1].parse().unwrap();
+        assert!(requests > 0, "{row:?}");
+        // Cells: bucket, blue bar, "share% (n)", green bar, "share% (n)".
+        let in_buckets: u64 = histogram
+            .iter()
+            .map(|h| {
+                let cell = &h[2 + 2 * k];
+                cell[cell.find('(').unwrap() + 1..cell.find(')').unwrap()]
+                    .parse::<u64>()
+                    .unwrap()
+            })
+            .sum();
+        assert_eq!(in_buckets, requests, "{row:?} {histogram:?}");
+        let ms = |c: &str| c.trim_end_matches(" ms").parse::<f64>().unwrap();
+        assert!(
+            ms(&row[2]) <= ms(&row[3]) && ms(&row[3]) <= ms(&row[4]),
+            "{row:?}"
+        );
+    }
+    assert_eq!(summary.len(), 2, "{summary:?}");
     let findings = b.rows("#findings tbody tr");
     let hops = b.rows("#hops tbody tr");
     let missing = b.rows("#missing tbody tr");
@@ -217,10 +243,7 @@ fn release_walk_overview_channel_findings_and_hop_trace() {
     );
     // The trace page without JavaScript: the same waterfall, the same span marked.
     let html = fetch_html(&s, &format!("/traces/{trace_id}"));
-    assert_eq!(
-        html_rows(&html, "waterfall"),
-        b.rows("table#waterfall tbody tr")
-    );
+    assert_eq!(html_span_rows(&html), b.rows(SPAN_ROWS));
     let span_id = b.js(
         "return document.querySelector('tr.hop').dataset.spanId;",
         vec![],

@@ -46,5 +46,6 @@ mod shared_reads;
 mod sql;
 mod storage;
 mod support;
+mod trace_detail;
 mod uploads;
 mod util;

@@ -38,10 +38,10 @@ mod tests;
 
 pub use routes::{Ui, router};
 pub use source::{
-    Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLoad, DashboardSource, Detection,
-    HopEdge, Identity, InstanceRow, LaneAppRow, LaneCell, LaneCountsView, LaneErrorSeries,
-    LaneFindingRow, LaneGroupLine, LaneGroupView, LaneInstance, LaneMarkLine, LaneScope,
-    LanesIndex, LanesPage, MissingRow, OpLine, Overview, SourceError, Step, StepPoints, TimeRange,
-    TraceEvent, TraceHit, TraceLink, TraceSearch, TraceSpan, TraceView, UnknownInstance,
-    WeightPreview, WindowFinding,
+    Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLatency, ColorLoad, DashboardSource,
+    Detection, HopEdge, Identity, InstanceRow, LaneAppRow, LaneCell, LaneCountsView,
+    LaneErrorSeries, LaneFindingRow, LaneGroupLine, LaneGroupView, LaneInstance, LaneMarkLine,
+    LaneScope, LanesIndex, LanesPage, LatencyComparison, MissingRow, OpLine, Overview, SourceError,
+    Step, StepPoints, TimeRange, TraceEvent, TraceHit, TraceLink, TraceSearch, TraceSpan,
+    TraceView, UnknownInstance, WeightPreview, WindowFinding,
 };

@@ -470,6 +470,12 @@ async fn search(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
                             .join(", ")
                     )
                 })?,
+            attribute: param(&p, "attribute")
+                .map(|a| match a.split_once('=') {
+                    Some((k, _)) if !k.trim().is_empty() => Ok(a.to_owned()),
+                    _ => Err(format!("attribute={a:?}: key=value")),
+                })
+                .transpose()?,
             limit: param(&p, "limit")
                 .map(|v| v.parse::<usize>().ok().filter(|v| (1..=1000).contains(v)))
                 .map(|v| v.ok_or("limit: 1..1000"))

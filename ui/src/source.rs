@@ -351,6 +351,35 @@ pub struct ChannelPage {
     pub analysed_to_unix_nano: Option<i64>,
     /// As [`Overview::data_from_unix_nano`].
     pub data_from_unix_nano: Option<i64>,
+    /// Blue's and green's request latency over the range, as histograms.
+    #[serde(default)]
+    pub latency: LatencyComparison,
+}
+
+/// Blue's and green's request durations in the same buckets.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyComparison {
+    /// The buckets' upper bounds, ms; one more bucket holds what is slower than the last.
+    pub bounds_ms: Vec<f64>,
+    /// Blue.
+    pub blue: ColorLatency,
+    /// Green.
+    pub green: ColorLatency,
+}
+
+/// One colour's request durations: per-bucket counts and percentiles.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ColorLatency {
+    /// Requests per bucket (`bounds_ms.len() + 1` of them).
+    pub counts: Vec<u64>,
+    /// Requests.
+    pub requests: u64,
+    /// Median, ms.
+    pub p50_ms: Option<f64>,
+    /// 90th percentile, ms.
+    pub p90_ms: Option<f64>,
+    /// 99th percentile, ms.
+    pub p99_ms: Option<f64>,
 }
 
 /// One span of a trace, in depth-first order.
@@ -510,6 +539,9 @@ pub struct TraceSearch {
     /// With a lane finding of this type (`lane_leak`, `lane_tag_dropped`, `lane_pollution`,
     /// `lane_tag_changed`) or of any (`any`).
     pub lane_finding: Option<String>,
+    /// A span with this attribute, `key=value` (span, resource or promoted attribute).
+    #[serde(default)]
+    pub attribute: Option<String>,
     /// At most this many, newest first.
     pub limit: usize,
 }

@@ -220,6 +220,24 @@ impl DashboardSource for Fixture {
             alerts,
             analysed_to_unix_nano: Some(T0 - 5 * SEC),
             data_from_unix_nano: None,
+            // Blue (the canary, 10 requests) slower than green (90).
+            latency: LatencyComparison {
+                bounds_ms: vec![1.0, 5.0, 10.0, 50.0],
+                blue: ColorLatency {
+                    counts: vec![0, 1, 4, 5, 0],
+                    requests: 10,
+                    p50_ms: Some(9.5),
+                    p90_ms: Some(40.0),
+                    p99_ms: Some(48.0),
+                },
+                green: ColorLatency {
+                    counts: vec![0, 45, 45, 0, 0],
+                    requests: 90,
+                    p50_ms: Some(5.0),
+                    p90_ms: Some(8.0),
+                    p99_ms: Some(9.9),
+                },
+            },
         }))
     }
     async fn trace(&self, trace_id: &str, offset: usize) -> Result<Option<TraceView>, SourceError> {
@@ -942,4 +960,42 @@ async fn trace_page_unfolds_attributes_resource_events_and_links() {
     assert!(html[root..].starts_with("data-detail-for=\"aaaaaaaaaaaaaaaa\" class=\"detail\"><td colspan=\"12\"><details><summary>0 attribute(s)</summary>"), "{}", &html[root..root + 200]);
     // Rows are anchors for links from other traces.
     assert!(html.contains("id=\"span-bbbbbbbbbbbbbbbb\""));
+}
+
+/// Blue's and green's latency side by side: each colour's share of its own requests per
+/// bucket (10 blue requests against 90 green ones), its percentiles, and only the buckets
+/// from the first to the last used.
+#[tokio::test]
+async fn channel_page_compares_blue_and_green_latency() {
+    let (status, html, _) = get(&app(Arc::default()), "/channels/trade", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let at = html
+        .find("id=\"latency-histogram\"")
+        .expect("the histogram");
+    let table = &html[at..at + html[at..].find("</table>").unwrap()];
+    // Buckets 1..=3 (≤ 5 ms, ≤ 10 ms, ≤ 50 ms): none ≤ 1 ms and none above 50 ms.
+    assert_eq!(table.matches("<tr data-bucket=").count(), 3, "{table}");
+    assert!(
+        !table.contains("≤ 1 ms") && !table.contains("&gt; 50 ms"),
+        "{table}"
+    );
+    assert!(table.contains("≤ 50 ms"), "{table}");
+    // ≤ 10 ms: 4 of blue's 10 (40 %) and 45 of green's 90 (50 %).
+    let row = &table[table.find("data-bucket=\"2\"").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains("width:40.0%") && row.contains("40.0% (4)"),
+        "{row}"
+    );
+    assert!(
+        row.contains("width:50.0%") && row.contains("50.0% (45)"),
+        "{row}"
+    );
+    let summary = &html[html.find("id=\"latency-summary\"").unwrap()..];
+    let blue = &summary[summary.find("data-color=\"blue\"").unwrap()..];
+    let blue = &blue[..blue.find("</tr>").unwrap()];
+    assert!(
+        blue.contains(">10<") && blue.contains("9.5 ms") && blue.contains("48.0 ms"),
+        "{blue}"
+    );
 }

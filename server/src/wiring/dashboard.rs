@@ -14,13 +14,13 @@ use dyeline_model::{Color, HasCategory};
 use dyeline_queries::alerts::AlertState;
 use dyeline_queries::panels::snapshots::{Snapshot, SnapshotInputs, Snapshots};
 use dyeline_queries::panels::{self, FIVE_MIN_NS, lanes};
-use dyeline_queries::{SqlError, drilldown, search};
+use dyeline_queries::{SqlError, drilldown, search, span_detail};
 use dyeline_ui::{
-    Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLoad, DashboardSource, HopEdge,
-    Identity, InstanceRow, LaneAppRow, LaneCell, LaneCountsView, LaneErrorSeries, LaneFindingRow,
-    LaneGroupLine, LaneGroupView, LaneInstance, LaneScope, LanesIndex, LanesPage, MissingRow,
-    OpLine, Overview, SourceError, Step, TimeRange, TraceHit, TraceSearch, TraceView,
-    UnknownInstance, WeightPreview, WindowFinding,
+    Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLatency, ColorLoad, DashboardSource,
+    HopEdge, Identity, InstanceRow, LaneAppRow, LaneCell, LaneCountsView, LaneErrorSeries,
+    LaneFindingRow, LaneGroupLine, LaneGroupView, LaneInstance, LaneScope, LanesIndex, LanesPage,
+    LatencyComparison, MissingRow, OpLine, Overview, SourceError, Step, TimeRange, TraceHit,
+    TraceSearch, TraceView, UnknownInstance, WeightPreview, WindowFinding,
 };
 use parking_lot::Mutex;
 
@@ -252,6 +252,22 @@ fn control_error(e: ControlError) -> SourceError {
     SourceError::from_category(e.category(), e.to_string())
 }
 
+/// The latency comparison as the page's.
+fn latency_comparison(l: &panels::latency::LatencyComparison) -> LatencyComparison {
+    let color = |c: &panels::latency::ColorLatency| ColorLatency {
+        counts: c.counts.clone(),
+        requests: c.requests,
+        p50_ms: c.p50_ms,
+        p90_ms: c.p90_ms,
+        p99_ms: c.p99_ms,
+    };
+    LatencyComparison {
+        bounds_ms: l.bounds_ms.clone(),
+        blue: color(&l.blue),
+        green: color(&l.green),
+    }
+}
+
 /// A step of the panel's time series as the page's.
 fn step(s: &dyeline_queries::summary::Step) -> Step {
     Step {
@@ -463,6 +479,7 @@ impl DashboardSource for DashboardAdapter {
             analysed_to_unix_nano: (snap.range != queries_range(range))
                 .then_some(snap.range.to_unix_nano),
             data_from_unix_nano: snap.first_start,
+            latency: latency_comparison(&p.latency),
         }))
     }
 
@@ -626,15 +643,26 @@ impl DashboardSource for DashboardAdapter {
                 .lane_finding
                 .as_deref()
                 .and_then(search::lane_finding_type),
+            attribute: q
+                .attribute
+                .as_deref()
+                .map(span_detail::AttributeFilter::parse)
+                .transpose()
+                .map_err(SourceError::Invalid)?,
             from: range.from_unix_nano,
             to: range.to_unix_nano,
             limit: q.limit,
         };
         let snap = self.snapshot(range).await?;
+        let with_attribute =
+            search::attribute_traces(self.inner.state.analysis.sql.context(), &query)
+                .await
+                .map_err(sql_error)?;
         let hits = search::search_in(
             &snap.spans,
             &snap.report.cross_color_hops,
             snap.report.lane.as_ref(),
+            with_attribute.as_ref(),
             &query,
         );
         Ok(hits

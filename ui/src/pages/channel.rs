@@ -1,5 +1,6 @@
 //! The channel page `/channels/{id}`: blue share observed against blue_percent in force with
-//! every operation annotated; requests/s, error rate and p99 per colour; per-app table; hop
+//! every operation annotated; requests/s, error rate and p99 per colour; blue's and green's
+//! latency histograms side by side; per-app table; hop
 //! edges, missing decisions, drained-side traffic by kind and the other window findings;
 //! instances with skew and weights; alerts; the event log; and the release controls. Each
 //! panel is a component of [`crate::panels`]; this file lays them out.
@@ -9,7 +10,7 @@ use leptos::prelude::*;
 use super::{Chrome, encode};
 use crate::panels::{
     Alerts, AppTable, BlueShareChart, ColorLoadChart, Controls, DrainedByKind, EventLog, HopEdges,
-    Instances, LoadMetric, MissingDecisions, WindowFindings,
+    Instances, LatencyHistogram, LoadMetric, MissingDecisions, WindowFindings,
 };
 use crate::source::ChannelPage;
 
@@ -49,6 +50,7 @@ pub fn body(
             {load_chart(LoadMetric::ErrorRate)}
             {load_chart(LoadMetric::P99)}
         </section>
+        <section><LatencyHistogram latency=&page.latency/></section>
         <section>
             <AppTable chrome=chrome rows=&page.apps filter=app_filter seconds=secs/>
         </section>

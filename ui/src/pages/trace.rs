@@ -459,6 +459,7 @@ pub fn search_body(
             <label>" lane tag " <input name="lane_tag" value=q.lane_tag.clone().unwrap_or_default() size="8" title="a span carrying this lane tag"/></label>
             <label>" lane group " <input name="lane_group" value=q.lane_group.clone().unwrap_or_default() size="8" title="a span of an app in this lane group at the span's start"/></label>
             <label>" lane finding " <select name="lane_finding">{lane_finding_options}</select></label>
+            <label>" attribute " <input name="attribute" value=q.attribute.clone().unwrap_or_default() size="18" placeholder="key=value" title="a span with this attribute: span, resource or promoted (http.response.status_code=503, k8s.pod.name=order-7f, retries=2)"/></label>
             <label>" min duration (ms) " <input name="min_duration_ms" type="number" step="any" min="0" size="6" value=q.min_duration_ms.map(|v| v.to_string()).unwrap_or_default()/></label>
             <label>" limit " <input name="limit" type="number" min="1" max="1000" size="4" value=q.limit.to_string()/></label>
             <button type="submit">"Search"</button>
