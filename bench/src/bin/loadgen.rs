@@ -17,6 +17,11 @@
 //! flight, as the exporter has one queue per backend. `--duration S` stops taking new requests
 //! after S seconds (the pre-built `--requests` must last that long, else the run fails), and the
 //! JSON line then also counts the spans each endpoint acknowledged.
+//!
+//! `--ca FILE` sends over TLS (`https://` endpoints), trusting the PEM certificates in FILE
+//! and checking the server's certificate against `--tls-server-name` (default `localhost`);
+//! `--token T` sends `authorization: Bearer T` with every request, as an exporter with
+//! `OTEL_EXPORTER_OTLP_HEADERS` does.
 
 // The measurement, as JSON on stdout, is what this benchmark is run for.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -57,6 +62,15 @@ struct Args {
     /// Stop taking new requests after this many seconds (0: send all `--requests`).
     #[arg(long, default_value_t = 0.0)]
     duration: f64,
+    /// Send over TLS, trusting the PEM certificate(s) in this file.
+    #[arg(long)]
+    ca: Option<std::path::PathBuf>,
+    /// The name the server's certificate must carry (with `--ca`).
+    #[arg(long, default_value = "localhost")]
+    tls_server_name: String,
+    /// Bearer token sent with every request.
+    #[arg(long)]
+    token: Option<String>,
 }
 
 /// FNV-1a 64: stable across runs and Rust versions (unlike the std hasher's contract).
@@ -166,14 +180,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let (total, seed, spans) = (args.requests, args.seed, args.spans);
+    let tls = match &args.ca {
+        Some(path) => Some(
+            tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(std::fs::read(path)?))
+                .domain_name(args.tls_server_name.clone()),
+        ),
+        None => None,
+    };
     let mut channels = Vec::new();
     for e in &args.endpoint {
-        channels.push(
-            tonic::transport::Endpoint::from_shared(e.clone())?
-                .connect()
-                .await?,
-        );
+        let mut endpoint = tonic::transport::Endpoint::from_shared(e.clone())?;
+        if let Some(tls) = &tls {
+            endpoint = endpoint.tls_config(tls.clone())?;
+        }
+        channels.push(endpoint.connect().await?);
     }
+    let authorization: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>> = args
+        .token
+        .as_ref()
+        .map(|t| format!("Bearer {t}").parse())
+        .transpose()?;
     let retries = Arc::new(AtomicU64::new(0));
     let exhausted = Arc::new(AtomicU64::new(0));
     let acked: Vec<Arc<AtomicU64>> = (0..backends).map(|_| Arc::new(AtomicU64::new(0))).collect();
@@ -198,6 +225,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         for _ in 0..args.concurrency {
             let mut client =
                 TraceServiceClient::new(channel.clone()).max_encoding_message_size(64 << 20);
+            let authorization = authorization.clone();
             let (queue, next, retries, exhausted, acked) = (
                 Arc::clone(&queue),
                 Arc::clone(&next),
@@ -233,7 +261,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                     let n = span_count(&req);
                     loop {
-                        match client.export(req.clone()).await {
+                        let mut request = tonic::Request::new(req.clone());
+                        if let Some(a) = &authorization {
+                            request.metadata_mut().insert("authorization", a.clone());
+                        }
+                        match client.export(request).await {
                             Ok(_) => break,
                             Err(s)
                                 if matches!(
