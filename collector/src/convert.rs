@@ -352,7 +352,8 @@ pub fn convert_view(
                 b.is_error.append_value(
                     code == StatusCode::Error
                         || http_status.is_some_and(|c| c >= 500)
-                        || grpc_status.is_some_and(|c| c != 0),
+                        || grpc_status.is_some_and(|c| c != 0)
+                        || found.rpc_status.is_some_and(attrs::rpc_status_is_error),
                 );
                 b.service_name.append_value(&res.service_name);
                 b.service_version
@@ -402,7 +403,8 @@ pub fn convert_view(
                     .append_option(SpanAttrs::get_str(found.messaging_system));
                 b.consumer_group.append_option(
                     SpanAttrs::get_str(found.consumer_group)
-                        .or_else(|| SpanAttrs::get_str(found.rocketmq_group)),
+                        .or_else(|| SpanAttrs::get_str(found.rocketmq_group))
+                        .or_else(|| SpanAttrs::get_str(found.kafka_group)),
                 );
                 b.job_name.append_option(job_name);
                 b.scope_name

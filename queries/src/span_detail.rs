@@ -25,7 +25,7 @@ pub struct Promoted {
 
 /// The span attributes stored as columns, left out of the `attributes` column. The legacy
 /// `http.status_code` is stored in the column of `http.response.status_code`.
-pub const PROMOTED_SPAN: [Promoted; 6] = [
+pub const PROMOTED_SPAN: [Promoted; 7] = [
     Promoted {
         key: "http.response.status_code",
         column: "http_status_code",
@@ -48,6 +48,13 @@ pub const PROMOTED_SPAN: [Promoted; 6] = [
     },
     Promoted {
         key: "messaging.consumer.group.name",
+        column: "consumer_group",
+        integer: false,
+    },
+    // The legacy key stored in the column of `messaging.consumer.group.name`: a filter on it
+    // finds the column (rocketmq's client_group is stored there too).
+    Promoted {
+        key: "messaging.kafka.consumer.group",
         column: "consumer_group",
         integer: false,
     },

@@ -183,7 +183,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tls = match &args.ca {
         Some(path) => Some(
             tonic::transport::ClientTlsConfig::new()
-                .ca_certificate(tonic::transport::Certificate::from_pem(std::fs::read(path)?))
+                .ca_certificate(tonic::transport::Certificate::from_pem(std::fs::read(
+                    path,
+                )?))
                 .domain_name(args.tls_server_name.clone()),
         ),
         None => None,

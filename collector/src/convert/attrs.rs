@@ -10,34 +10,48 @@
 use dyeline_model::lane::{BAGGAGE_TAG_KEY, TAG_KEY};
 use dyeline_model::{ColorRules, DecisionSource, InstanceLane, LaneRules};
 
+use opentelemetry_semantic_conventions::attribute as semconv;
+
 use super::json_out::write_json_object;
 use crate::wire::{Kv, Val};
 
 /// Resource `service.name` (column `service_name`).
-pub(super) const KEY_SERVICE_NAME: &str = "service.name";
+pub(super) const KEY_SERVICE_NAME: &str = semconv::SERVICE_NAME;
 /// Resource `service.version` (column `service_version`).
-pub(super) const KEY_SERVICE_VERSION: &str = "service.version";
+pub(super) const KEY_SERVICE_VERSION: &str = semconv::SERVICE_VERSION;
 /// Resource `service.instance.id`, the first choice for column `instance_id`.
-pub(super) const KEY_SERVICE_INSTANCE_ID: &str = "service.instance.id";
+pub(super) const KEY_SERVICE_INSTANCE_ID: &str = semconv::SERVICE_INSTANCE_ID;
 /// Resource `host.name` (column `host_name`, and the second choice for `instance_id`).
-pub(super) const KEY_HOST_NAME: &str = "host.name";
+pub(super) const KEY_HOST_NAME: &str = semconv::HOST_NAME;
 /// Resource `k8s.pod.name`, the third choice for `instance_id` (not promoted: it stays in
 /// `resource_attributes`).
-pub(super) const KEY_K8S_POD_NAME: &str = "k8s.pod.name";
-/// Span `job.name` (column `job_name`).
+pub(super) const KEY_K8S_POD_NAME: &str = semconv::K8S_POD_NAME;
+/// Span `job.name` (column `job_name`; not a semantic convention: the batch-job marker of
+/// domain §3).
 pub(super) const KEY_JOB_NAME: &str = "job.name";
 /// Span `http.response.status_code` (column `http_status_code`).
-pub(super) const KEY_HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
+pub(super) const KEY_HTTP_RESPONSE_STATUS_CODE: &str = semconv::HTTP_RESPONSE_STATUS_CODE;
 /// Span `http.status_code`, the legacy key of `http_status_code`.
-pub(super) const KEY_HTTP_STATUS_CODE: &str = "http.status_code";
+#[allow(deprecated)] // read beside its replacement, for the SDKs that still send it
+pub(super) const KEY_HTTP_STATUS_CODE: &str = semconv::HTTP_STATUS_CODE;
 /// Span `rpc.grpc.status_code` (column `rpc_grpc_status_code`).
-pub(super) const KEY_RPC_GRPC_STATUS_CODE: &str = "rpc.grpc.status_code";
+#[allow(deprecated)] // replaced by rpc.response.status_code; most gRPC instrumentations send it
+pub(super) const KEY_RPC_GRPC_STATUS_CODE: &str = semconv::RPC_GRPC_STATUS_CODE;
+/// Span `rpc.response.status_code`, the current RPC status (`OK`, `UNAVAILABLE`, `-32602`, …:
+/// a string); any value but `OK` or `0` is an error (domain §6.6 as the conventions now name
+/// it). Kept in `attributes`: it is text, not the gRPC column's number.
+pub(super) const KEY_RPC_RESPONSE_STATUS_CODE: &str = semconv::RPC_RESPONSE_STATUS_CODE;
 /// Span `messaging.system` (column `messaging_system`).
-pub(super) const KEY_MESSAGING_SYSTEM: &str = "messaging.system";
+pub(super) const KEY_MESSAGING_SYSTEM: &str = semconv::MESSAGING_SYSTEM;
 /// Span `messaging.consumer.group.name` (column `consumer_group`).
-pub(super) const KEY_MESSAGING_CONSUMER_GROUP_NAME: &str = "messaging.consumer.group.name";
-/// Span `messaging.rocketmq.client_group`, the fallback of `consumer_group`.
-pub(super) const KEY_MESSAGING_ROCKETMQ_CLIENT_GROUP: &str = "messaging.rocketmq.client_group";
+pub(super) const KEY_MESSAGING_CONSUMER_GROUP_NAME: &str = semconv::MESSAGING_CONSUMER_GROUP_NAME;
+/// Span `messaging.rocketmq.client_group`, the first fallback of `consumer_group`.
+#[allow(deprecated)] // replaced by messaging.consumer.group.name
+pub(super) const KEY_MESSAGING_ROCKETMQ_CLIENT_GROUP: &str =
+    semconv::MESSAGING_ROCKETMQ_CLIENT_GROUP;
+/// Span `messaging.kafka.consumer.group`, the second fallback of `consumer_group`.
+#[allow(deprecated)] // replaced by messaging.consumer.group.name
+pub(super) const KEY_MESSAGING_KAFKA_CONSUMER_GROUP: &str = semconv::MESSAGING_KAFKA_CONSUMER_GROUP;
 /// The span attribute of [`DecisionSource::Attribute`].
 const KEY_DECISION_ATTRIBUTE: &str = DecisionSource::Attribute.as_str();
 /// The span attribute of [`DecisionSource::BaggageAttribute`].
@@ -107,6 +121,7 @@ pub(super) fn promoted_span(key: &str) -> bool {
         KEY_MESSAGING_SYSTEM
             | KEY_MESSAGING_CONSUMER_GROUP_NAME
             | KEY_MESSAGING_ROCKETMQ_CLIENT_GROUP
+            | KEY_MESSAGING_KAFKA_CONSUMER_GROUP
             | KEY_JOB_NAME
             | KEY_HTTP_RESPONSE_STATUS_CODE
             | KEY_HTTP_STATUS_CODE
@@ -120,6 +135,20 @@ pub(super) fn source_slot(source: DecisionSource) -> usize {
         DecisionSource::Attribute => 0,
         DecisionSource::BaggageAttribute => 1,
         DecisionSource::BaggageHeader => 2,
+    }
+}
+
+/// True when an `rpc.response.status_code` value says the call failed: any value but `OK`
+/// (any case) or 0, as text or a number; an empty string or no value says nothing.
+pub(super) fn rpc_status_is_error(v: &Val<'_>) -> bool {
+    match v {
+        Val::Str(s) => {
+            let s = s.trim();
+            !s.is_empty() && !s.eq_ignore_ascii_case("OK") && s != "0"
+        }
+        Val::Int(i) => *i != 0,
+        Val::Double(d) => *d != 0.0,
+        _ => false,
     }
 }
 
@@ -141,9 +170,11 @@ pub(super) struct SpanAttrs<'v, 'a> {
     pub(super) http_status: Slot<'v, 'a>,
     pub(super) http_status_legacy: Slot<'v, 'a>,
     pub(super) grpc_status: Slot<'v, 'a>,
+    pub(super) rpc_status: Slot<'v, 'a>,
     pub(super) messaging_system: Slot<'v, 'a>,
     pub(super) consumer_group: Slot<'v, 'a>,
     pub(super) rocketmq_group: Slot<'v, 'a>,
+    pub(super) kafka_group: Slot<'v, 'a>,
     /// Indexed by [`source_slot`].
     pub(super) decision: [Slot<'v, 'a>; 3],
 }
@@ -165,9 +196,11 @@ impl<'v, 'a> SpanAttrs<'v, 'a> {
                 KEY_HTTP_RESPONSE_STATUS_CODE => &mut s.http_status,
                 KEY_HTTP_STATUS_CODE => &mut s.http_status_legacy,
                 KEY_RPC_GRPC_STATUS_CODE => &mut s.grpc_status,
+                KEY_RPC_RESPONSE_STATUS_CODE => &mut s.rpc_status,
                 KEY_MESSAGING_SYSTEM => &mut s.messaging_system,
                 KEY_MESSAGING_CONSUMER_GROUP_NAME => &mut s.consumer_group,
                 KEY_MESSAGING_ROCKETMQ_CLIENT_GROUP => &mut s.rocketmq_group,
+                KEY_MESSAGING_KAFKA_CONSUMER_GROUP => &mut s.kafka_group,
                 KEY_DECISION_ATTRIBUTE => &mut s.decision[0],
                 KEY_DECISION_BAGGAGE_ATTRIBUTE => &mut s.decision[1],
                 KEY_DECISION_BAGGAGE_HEADER => &mut s.decision[2],

@@ -7,11 +7,13 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Valu
 use proptest::prelude::*;
 
 /// Attribute keys the one-pass lookup knows, and others.
-const KEYS: [&str; 13] = [
+const KEYS: [&str; 15] = [
     "job.name",
     "http.response.status_code",
     "http.status_code",
     "rpc.grpc.status_code",
+    "rpc.response.status_code",
+    "messaging.kafka.consumer.group",
     "messaging.system",
     "messaging.consumer.group.name",
     "messaging.rocketmq.client_group",
@@ -84,9 +86,11 @@ proptest! {
             ("http.response.status_code", found.http_status),
             ("http.status_code", found.http_status_legacy),
             ("rpc.grpc.status_code", found.grpc_status),
+            ("rpc.response.status_code", found.rpc_status),
             ("messaging.system", found.messaging_system),
             ("messaging.consumer.group.name", found.consumer_group),
             ("messaging.rocketmq.client_group", found.rocketmq_group),
+            ("messaging.kafka.consumer.group", found.kafka_group),
         ];
         for (key, slot) in slots {
             prop_assert_eq!(slot, find(&attrs, key), "{}", key);
@@ -471,6 +475,89 @@ fn status_codes_sent_as_decimal_strings_count_as_their_numbers() {
             ("http.status_code", s("502"))
         ]),
         (Some(200), None, false)
+    );
+}
+
+/// The current RPC status key (`rpc.response.status_code`, a string) is read beside the gRPC
+/// one: any value but OK or 0 is an error; it stays an attribute (the gRPC column holds what
+/// `rpc.grpc.status_code` sent).
+#[test]
+fn the_current_rpc_status_key_marks_errors_beside_the_grpc_one() {
+    let s = |t: &str| Value::StringValue(t.into());
+    let key = "rpc.response.status_code";
+    for (value, error) in [
+        (s("OK"), false),
+        (s("ok"), false),
+        (s("0"), false),
+        (s(""), false),
+        (s("UNAVAILABLE"), true),
+        (s("DEADLINE_EXCEEDED"), true),
+        (s("-32602"), true),
+        (Value::IntValue(0), false),
+        (Value::IntValue(14), true),
+        (Value::BoolValue(true), false),
+    ] {
+        assert_eq!(
+            statuses(vec![(key, value.clone())]),
+            (None, None, error),
+            "{value:?}"
+        );
+    }
+    // Both keys: either one failing is an error.
+    assert_eq!(
+        statuses(vec![
+            ("rpc.grpc.status_code", Value::IntValue(0)),
+            (key, s("INTERNAL"))
+        ]),
+        (None, Some(0), true)
+    );
+}
+
+/// `consumer_group` takes the current key, then RocketMQ's, then Kafka's older one; each is
+/// left out of `attributes` as a promoted key.
+#[test]
+fn the_consumer_group_falls_back_to_the_older_kafka_key() {
+    use arrow::array::AsArray;
+    use dyeline_model::schema::col;
+    let group = |attrs: Vec<(&str, &str)>| {
+        let mut span = timed(1, 1_700_000_000_000_000_000, 1_700_000_000_000_000_001);
+        span.attributes = attrs
+            .into_iter()
+            .map(|(k, v)| KeyValue {
+                key: k.into(),
+                value: Some(AnyValue {
+                    value: Some(Value::StringValue(v.into())),
+                }),
+                ..Default::default()
+            })
+            .collect();
+        let batch = convert_request(&request_of(vec![span]), &ConvertOptions::default())
+            .unwrap()
+            .batch
+            .unwrap();
+        let text = |name: &str| {
+            let c = batch.column_by_name(name).unwrap().as_string::<i32>();
+            arrow::array::Array::is_valid(c, 0).then(|| c.value(0).to_owned())
+        };
+        (text(col::CONSUMER_GROUP), text(col::ATTRIBUTES).unwrap())
+    };
+    assert_eq!(
+        group(vec![("messaging.kafka.consumer.group", "billing")]),
+        (Some("billing".into()), "{}".into())
+    );
+    assert_eq!(
+        group(vec![
+            ("messaging.kafka.consumer.group", "old"),
+            ("messaging.consumer.group.name", "new")
+        ]),
+        (Some("new".into()), "{}".into())
+    );
+    assert_eq!(
+        group(vec![
+            ("messaging.kafka.consumer.group", "k"),
+            ("messaging.rocketmq.client_group", "r")
+        ]),
+        (Some("r".into()), "{}".into())
     );
 }
 

@@ -721,7 +721,7 @@ impl Promoted {
         let (mut ints, mut texts) = (Vec::new(), Vec::new());
         let mut columns_seen = HashSet::new();
         for p in span_detail::PROMOTED_SPAN {
-            // `http.status_code` (legacy) shares the column of `http.response.status_code`.
+            // A legacy key shares the column of the current key listed before it.
             if !columns_seen.insert(p.column) {
                 continue;
             }
