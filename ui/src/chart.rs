@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::range::clock;
+use crate::locale::Zone;
 
 /// One series: a label, a CSS class (`s-blue`, `s-green`, `s-target`) and points (time in
 /// Unix ns, value or none for a gap).
@@ -87,6 +87,7 @@ pub fn line_chart(
     annotations: &[Annotation],
     y_max: Option<f64>,
     unit: &str,
+    zone: &Zone,
 ) -> String {
     let data_max = series
         .iter()
@@ -121,7 +122,7 @@ pub fn line_chart(
             r#"<text class="axis" x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
             x(t),
             H - 8.0,
-            clock(t)
+            zone.clock(t)
         );
     }
     // Labels of nearby operations would overlap: each goes one line lower than the previous
@@ -230,6 +231,7 @@ mod tests {
             }],
             Some(100.0),
             "%",
+            &Zone::utc(),
         );
         assert!(svg.contains("blue &lt;observed&gt;"), "{svg}");
         assert!(svg.contains("→ 50%"));

@@ -15,6 +15,7 @@ use axum_extra::extract::cookie::CookieJar;
 use futures::Stream;
 
 use crate::guard;
+use crate::locale::{self, Lang, UiSettings, Zone};
 use crate::pages::{self, Chrome};
 use crate::range;
 use crate::session;
@@ -23,6 +24,8 @@ use crate::source::{Action, DashboardSource, LaneScope, SourceError, TraceSearch
 /// The dashboard's state: the source it reads and writes through.
 pub struct Ui {
     source: Arc<dyn DashboardSource>,
+    /// `[ui]`: the default language and time zone.
+    settings: UiSettings,
     /// How often `/live` checks the source's data version.
     poll: Duration,
     /// Signs the forms' CSRF tokens.
@@ -42,8 +45,19 @@ impl Ui {
         poll: Duration,
         csrf_key: session::CsrfKey,
     ) -> Arc<Self> {
+        Self::with_settings(source, poll, csrf_key, UiSettings::default())
+    }
+
+    /// As [`Ui::with_csrf_key`], with the `[ui]` settings (default language and time zone).
+    pub fn with_settings(
+        source: Arc<dyn DashboardSource>,
+        poll: Duration,
+        csrf_key: session::CsrfKey,
+        settings: UiSettings,
+    ) -> Arc<Self> {
         Arc::new(Self {
             source,
+            settings,
             poll,
             csrf_key,
         })
@@ -66,6 +80,7 @@ pub fn router(ui: Arc<Ui>) -> Router {
         .route("/traces/{trace_id}", get(trace))
         .route("/login", get(login_page).post(login))
         .route("/logout", post(logout))
+        .route("/prefs", get(prefs))
         .route("/live", get(live))
         .route("/assets/style.css", get(style))
         .route("/assets/live.js", get(script))
@@ -102,15 +117,56 @@ impl IntoResponse for Page {
     }
 }
 
-/// Builds the frame of a page: CSRF secret, identity and range.
+/// The reader's language: the `dyeline_lang` cookie, else `Accept-Language`, else
+/// `[ui] default_language`, else English. A bad cookie is ignored.
+fn language(ui: &Ui, headers: &HeaderMap, jar: &CookieJar) -> Lang {
+    let cookie = jar
+        .get(locale::LANG_COOKIE)
+        .and_then(|c| c.value().parse::<Lang>().ok());
+    let header = || {
+        headers
+            .get_all(header::ACCEPT_LANGUAGE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(Lang::from_accept_language)
+    };
+    cookie
+        .or_else(header)
+        .or(ui.settings.default_language)
+        .unwrap_or_default()
+}
+
+/// The reader's zone: the `dyeline_tz` cookie, else `[ui] time_zone` (bad cookies ignored).
+fn zone(ui: &Ui, jar: &CookieJar) -> Zone {
+    Zone::resolve(
+        locale::cookie_value(jar, locale::TZ_COOKIE).as_deref(),
+        locale::cookie_value(jar, locale::BROWSER_TZ_COOKIE).as_deref(),
+        ui.settings.time_zone,
+    )
+}
+
+/// `path` with the query `p` (sorted), the page the language and zone selector returns to.
+fn here(path: &str, p: &HashMap<String, String>) -> String {
+    let sorted: std::collections::BTreeMap<_, _> = p.iter().collect();
+    match serde_urlencoded::to_string(sorted) {
+        Ok(q) if !q.is_empty() => format!("{path}?{q}"),
+        _ => path.to_owned(),
+    }
+}
+
+/// Builds the frame of a page: CSRF secret, identity, language, zone and range.
 async fn chrome(
     ui: &Ui,
+    headers: &HeaderMap,
     jar: CookieJar,
-    title: String,
+    title: impl FnOnce(Lang) -> String,
     path: String,
     p: &HashMap<String, String>,
     live: bool,
 ) -> (CookieJar, Chrome, Result<(), (StatusCode, String)>) {
+    let lang = language(ui, headers, &jar);
+    let title = title(lang);
+    let zone = zone(ui, &jar);
     let (jar, nonce) = session::csrf(jar);
     let token = session::token(&jar);
     let csrf = session::form_token(&ui.csrf_key, &nonce, token.as_deref());
@@ -121,10 +177,11 @@ async fn chrome(
     let newest = ui.source.newest_span_unix_nano().await.unwrap_or(None);
     let explicit = param(p, "from").is_some() || param(p, "to").is_some();
     let now = range::now_whole_seconds();
-    let (range, err) = match range::resolve(param(p, "from"), param(p, "to"), now, newest) {
+    let (range, err) = match range::resolve(param(p, "from"), param(p, "to"), now, newest, &zone)
+    {
         Ok(r) => (r, Ok(())),
         Err(e) => (
-            range::resolve(None, None, now, newest).unwrap_or(crate::source::TimeRange {
+            range::resolve(None, None, now, newest, &zone).unwrap_or(crate::source::TimeRange {
                 from_unix_nano: now - range::LIVE_RANGE_NS,
                 to_unix_nano: now,
             }),
@@ -133,12 +190,16 @@ async fn chrome(
     };
     let c = Chrome {
         title,
+        here: here(&path, p),
         path,
         range,
         explicit_range: explicit,
         identity,
         csrf,
         live,
+        lang,
+        zone,
+        tz_setting: ui.settings.time_zone,
     };
     (jar, c, err)
 }
@@ -161,7 +222,7 @@ fn error_page(jar: CookieJar, chrome: &Chrome, status: StatusCode, message: &str
         status,
         jar,
         chrome,
-        pages::error_body(status.as_u16(), message),
+        pages::error_body(chrome.lang, status.as_u16(), message),
     )
 }
 
@@ -169,8 +230,8 @@ fn source_error(jar: CookieJar, chrome: &Chrome, e: &SourceError) -> Page {
     error_page(jar, chrome, e.status(), &e.to_string())
 }
 
-async fn overview(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
-    let (jar, c, err) = chrome(&ui, jar, "Channels".into(), "/".into(), &p, true).await;
+async fn overview(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Page {
+    let (jar, c, err) = chrome(&ui, &headers, jar, |l| tr!(l, "title.channels"), "/".into(), &p, true).await;
     if let Err((s, m)) = err {
         return error_page(jar, &c, s, &m);
     }
@@ -183,23 +244,24 @@ async fn overview(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
     }
 }
 
-fn done_message(done: Option<&str>) -> Option<String> {
+fn done_message(l: Lang, done: Option<&str>) -> Option<String> {
     match done? {
-        "start" => Some("Release started.".into()),
-        "finish" => Some("Release finished.".into()),
+        "start" => Some(tr!(l, "flash.started")),
+        "finish" => Some(tr!(l, "flash.finished")),
         d => d
             .strip_prefix("ratio-")
             .and_then(|p| p.parse::<u8>().ok())
             .filter(|p| *p <= 100)
-            .map(|p| format!("blue_percent set to {p}.")),
+            .map(|p| tr!(l, "flash.ratio", p = p)),
     }
 }
 
-async fn channel(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
+async fn channel(State(ui): S, headers: HeaderMap, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
     let (jar, c, err) = chrome(
         &ui,
+        &headers,
         jar,
-        format!("Channel {id}"),
+        |l| tr!(l, "title.channel", id = id),
         format!("/channels/{id}"),
         &p,
         true,
@@ -210,7 +272,7 @@ async fn channel(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p):
     }
     match ui.source.channel(&id, c.range).await {
         Ok(Some(page)) => {
-            let flash = done_message(param(&p, "done"));
+            let flash = done_message(c.lang, param(&p, "done"));
             let body = pages::channel::body(&c, &page, param(&p, "app"), flash.as_deref());
             render(StatusCode::OK, jar, &c, body)
         }
@@ -279,11 +341,12 @@ async fn confirm_page(
     render(status, jar, c, body)
 }
 
-async fn confirm(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
+async fn confirm(State(ui): S, headers: HeaderMap, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
     let (jar, c, err) = chrome(
         &ui,
+        &headers,
         jar,
-        format!("Confirm · {id}"),
+        |l| tr!(l, "title.confirm", id = id),
         format!("/channels/{id}/confirm"),
         &p,
         false,
@@ -308,8 +371,9 @@ async fn act(
     let none = HashMap::new();
     let (jar, c, _) = chrome(
         &ui,
+        &headers,
         jar,
-        format!("Confirm · {id}"),
+        |l| tr!(l, "title.confirm", id = id),
         format!("/channels/{id}/confirm"),
         &none,
         false,
@@ -385,8 +449,8 @@ async fn act(
     }
 }
 
-async fn lanes_index(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
-    let (jar, c, err) = chrome(&ui, jar, "Lanes".into(), "/lanes".into(), &p, true).await;
+async fn lanes_index(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Page {
+    let (jar, c, err) = chrome(&ui, &headers, jar, |l| tr!(l, "title.lanes"), "/lanes".into(), &p, true).await;
     if let Err((s, m)) = err {
         return error_page(jar, &c, s, &m);
     }
@@ -399,14 +463,16 @@ async fn lanes_index(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
     }
 }
 
-async fn lanes(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
+async fn lanes(State(ui): S, headers: HeaderMap, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
     let ungrouped = id == pages::lanes::UNGROUPED;
-    let title = if ungrouped {
-        "Apps in no lane group".to_owned()
-    } else {
-        format!("Lane group {id}")
+    let title = |l: Lang| {
+        if ungrouped {
+            tr!(l, "title.ungrouped")
+        } else {
+            tr!(l, "title.lane_group", id = id)
+        }
     };
-    let (jar, c, err) = chrome(&ui, jar, title, format!("/lanes/{id}"), &p, true).await;
+    let (jar, c, err) = chrome(&ui, &headers, jar, title, format!("/lanes/{id}"), &p, true).await;
     if let Err((s, m)) = err {
         return error_page(jar, &c, s, &m);
     }
@@ -430,8 +496,8 @@ async fn lanes(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p): P
     }
 }
 
-async fn search(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
-    let (jar, c, err) = chrome(&ui, jar, "Traces".into(), "/traces".into(), &p, true).await;
+async fn search(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Page {
+    let (jar, c, err) = chrome(&ui, &headers, jar, |l| tr!(l, "title.traces"), "/traces".into(), &p, true).await;
     if let Err((s, m)) = err {
         return error_page(jar, &c, s, &m);
     }
@@ -495,15 +561,16 @@ async fn search(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
 }
 
 async fn trace(
-    State(ui): S,
+    State(ui): S, headers: HeaderMap,
     jar: CookieJar,
     Path(trace_id): Path<String>,
     Query(p): Params,
 ) -> Page {
     let (jar, c, _) = chrome(
         &ui,
+        &headers,
         jar,
-        format!("Trace {trace_id}"),
+        |l| tr!(l, "title.trace", id = trace_id),
         format!("/traces/{trace_id}"),
         &p,
         true,
@@ -521,7 +588,7 @@ async fn trace(
             // A page of thousands of spans renders for a while: off the async workers.
             let frame = c.clone();
             let html = tokio::task::spawn_blocking(move || {
-                pages::document(&frame, pages::trace::body(&v))
+                pages::document(&frame, pages::trace::body(&frame, &v))
             })
             .await;
             match html {
@@ -546,9 +613,9 @@ async fn trace(
     }
 }
 
-async fn login_page(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
+async fn login_page(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Page {
     let none = HashMap::new();
-    let (jar, c, _) = chrome(&ui, jar, "Sign in".into(), "/login".into(), &none, false).await;
+    let (jar, c, _) = chrome(&ui, &headers, jar, |l| tr!(l, "title.sign_in"), "/login".into(), &none, false).await;
     let next = session::local_path(param(&p, "next").unwrap_or("/"));
     let body = pages::login::body(&c, &next, None);
     render(StatusCode::OK, jar, &c, body)
@@ -561,7 +628,7 @@ async fn login(
     Form(f): Form<HashMap<String, String>>,
 ) -> Response {
     let none = HashMap::new();
-    let (jar, c, _) = chrome(&ui, jar, "Sign in".into(), "/login".into(), &none, false).await;
+    let (jar, c, _) = chrome(&ui, &headers, jar, |l| tr!(l, "title.sign_in"), "/login".into(), &none, false).await;
     let next = session::local_path(param(&f, "next").unwrap_or("/"));
     if let Err(e) = session::csrf_check(&ui.csrf_key, &headers, param(&f, "csrf").unwrap_or("")) {
         let message = match e {
@@ -591,6 +658,57 @@ async fn logout(
         return (StatusCode::FORBIDDEN, e.to_string()).into_response();
     }
     (session::sign_out(jar), Redirect::to("/")).into_response()
+}
+
+/// A preference cookie: a year, the whole site, sent on top-level navigations (SameSite=Lax).
+fn pref_cookie(name: &'static str, value: String) -> axum_extra::extract::cookie::Cookie<'static> {
+    axum_extra::extract::cookie::Cookie::build((name, value))
+        .path("/")
+        .same_site(axum_extra::extract::cookie::SameSite::Lax)
+        .max_age(time_year())
+        .build()
+}
+
+fn time_year() -> cookie::time::Duration {
+    cookie::time::Duration::days(365)
+}
+
+/// `GET /prefs?lang=zh-CN|en&tz=UTC|browser|<IANA>&next=/path`: the selector's form. Sets
+/// `dyeline_lang` and `dyeline_tz` and goes back to `next` (a local path only; anything else
+/// goes to `/`). A malformed value is refused with 400 naming its key, and sets nothing.
+async fn prefs(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Response {
+    let lang = param(&p, "lang").map(|v| v.parse::<Lang>().map_err(|e| format!("lang: {e}")));
+    let tz = param(&p, "tz").map(|v| {
+        v.parse::<locale::TimeZoneSetting>()
+            .map_err(|e| format!("tz: {e}"))
+    });
+    let refusal = match (&lang, &tz) {
+        (Some(Err(m)), _) | (_, Some(Err(m))) => Some(m.clone()),
+        _ => None,
+    };
+    if let Some(m) = refusal {
+        let none = HashMap::new();
+        let (jar, c, _) = chrome(
+            &ui,
+            &headers,
+            jar,
+            |l| tr!(l, "title.error"),
+            "/prefs".into(),
+            &none,
+            false,
+        )
+        .await;
+        return error_page(jar, &c, StatusCode::BAD_REQUEST, &m).into_response();
+    }
+    let mut jar = jar;
+    if let Some(Ok(l)) = lang {
+        jar = jar.add(pref_cookie(locale::LANG_COOKIE, l.code().to_owned()));
+    }
+    if let Some(Ok(z)) = tz {
+        jar = jar.add(pref_cookie(locale::TZ_COOKIE, z.to_string()));
+    }
+    let next = session::local_path(param(&p, "next").unwrap_or("/"));
+    (jar, Redirect::to(&next)).into_response()
 }
 
 /// `GET /live`: an SSE stream sending `event: change` (data: the source's data version)
@@ -664,10 +782,14 @@ mod tests {
     #[test]
     fn flash_messages_come_from_codes_only() {
         assert_eq!(
-            done_message(Some("ratio-10")).as_deref(),
+            done_message(Lang::En, Some("ratio-10")).as_deref(),
             Some("blue_percent set to 10.")
         );
-        assert_eq!(done_message(Some("ratio-500")), None);
-        assert_eq!(done_message(Some("<script>")), None);
+        assert_eq!(
+            done_message(Lang::ZhCn, Some("ratio-10")).as_deref(),
+            Some("blue_percent 已设为 10。")
+        );
+        assert_eq!(done_message(Lang::En, Some("ratio-500")), None);
+        assert_eq!(done_message(Lang::En, Some("<script>")), None);
     }
 }

@@ -7,6 +7,7 @@
 use leptos::prelude::*;
 
 use super::{Chrome, chip, trace_link};
+use crate::locale::Lang;
 use crate::source::{TraceHit, TraceSearch, TraceView};
 use dyeline_model::time::rfc3339_secs;
 
@@ -29,7 +30,8 @@ fn thousands(n: usize) -> String {
 
 /// The trace page's body: one page of the trace's spans, with how many are left out and
 /// links to the previous and next pages.
-pub fn body(view_: &TraceView) -> AnyView {
+pub fn body(chrome: &Chrome, view_: &TraceView) -> AnyView {
+    let (l, zone) = (chrome.lang, chrome.zone);
     let t0 = view_.start_unix_nano;
     let total = (view_.end_unix_nano - t0).max(1) as f64;
     let rows = view_
@@ -82,7 +84,7 @@ pub fn body(view_: &TraceView) -> AnyView {
                     <td>{s.app.clone()}</td>
                     <td>{s.instance.clone()}</td>
                     <td>{s.host.clone().unwrap_or_else(|| "–".into())}</td>
-                    <td>{chip(&s.color)}</td>
+                    <td>{chip(l, &s.color)}</td>
                     <td class="decisions">{if s.decisions.is_empty() { "–".to_owned() } else { s.decisions.clone() }}</td>
                     <td class="lane">{lane_cell(s, view_)}</td>
                     <td class=if s.is_error { "status error" } else { "status" }>{s.status_code.clone()}{if s.is_error { " (error)" } else { "" }}</td>
@@ -122,19 +124,19 @@ pub fn body(view_: &TraceView) -> AnyView {
         }
     });
     view! {
-        <h1>"Trace " <code id="trace-id">{view_.trace_id.clone()}</code></h1>
+        <h1>{tr!(l, "trace.heading")} " " <code id="trace-id">{view_.trace_id.clone()}</code></h1>
         <p class="facts">
-            <span id="span-count">{view_.span_count}</span> " spans · " {format!("{:.2} ms", total / 1e6)}
-            " · started " {rfc3339_secs(t0)}
-            " · " <span id="hop-count">{view_.hop_spans}</span> " hop span(s) · " <span id="missing-count">{view_.missing_spans}</span> " missing-decision span(s)"
-            " · " <span id="lane-mark-count">{view_.lane_mark_spans}</span> " lane-marked span(s)"
+            <span id="span-count">{view_.span_count}</span> " " {tr!(l, "trace.spans")} " · " {format!("{:.2} ms", total / 1e6)}
+            " · " {tr!(l, "trace.started")} " " <span id="trace-start">{zone.stamp(t0)}</span>
+            " · " <span id="hop-count">{view_.hop_spans}</span> " " {tr!(l, "trace.hop_spans")} " · " <span id="missing-count">{view_.missing_spans}</span> " " {tr!(l, "trace.missing_spans")}
+            " · " <span id="lane-mark-count">{view_.lane_mark_spans}</span> " " {tr!(l, "trace.lane_marked_spans")}
         </p>
         {paging}
         <table class="data waterfall" id="waterfall">
-            <thead><tr><th>"span"</th><th>"kind"</th><th>"app"</th><th>"instance"</th><th>"host"</th><th>"colour"</th><th>"decisions"</th><th>"lane"</th><th>"status"</th><th>"duration"</th><th>"timeline"</th><th>"marks"</th></tr></thead>
+            <thead><tr><th>"span"</th><th>{tr!(l, "col.kind")}</th><th>{tr!(l, "col.app")}</th><th>{tr!(l, "col.instance")}</th><th>{tr!(l, "col.host")}</th><th>{tr!(l, "col.colour")}</th><th>{tr!(l, "col.decisions")}</th><th>{tr!(l, "col.lane")}</th><th>{tr!(l, "col.status")}</th><th>{tr!(l, "col.duration")}</th><th>{tr!(l, "col.timeline")}</th><th>{tr!(l, "col.marks")}</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
-        {lane_legend(view_)}
+        {lane_legend(l, view_)}
     }
     .into_any()
 }
@@ -211,7 +213,7 @@ fn lane_mark_help(mark: &str) -> String {
 }
 
 /// The legend of the lane mark types shown on the page (none when the page has no lane mark).
-fn lane_legend(view_: &TraceView) -> Option<AnyView> {
+fn lane_legend(l: Lang, view_: &TraceView) -> Option<AnyView> {
     let shown: Vec<&(&str, &str, &str)> = LANE_MARKS
         .iter()
         .filter(|(m, _, _)| {
@@ -232,7 +234,7 @@ fn lane_legend(view_: &TraceView) -> Option<AnyView> {
         .collect_view();
     Some(
         view! {
-            <h2>"Lane marks"</h2>
+            <h2>{tr!(l, "trace.lane_marks")}</h2>
             <dl class="legend" id="lane-legend">{items}</dl>
         }
         .into_any(),
@@ -282,12 +284,14 @@ pub fn search_body(
     hits: &[TraceHit],
     channels: &[String],
 ) -> AnyView {
+    let (l, zone) = (chrome.lang, chrome.zone);
+    let any = tr!(l, "search.any");
     let channel_options = std::iter::once(String::new())
         .chain(channels.iter().cloned())
         .map(|c| {
             let sel = q.channel.as_deref().unwrap_or("") == c;
             let label = if c.is_empty() {
-                "any".to_owned()
+                any.clone()
             } else {
                 c.clone()
             };
@@ -298,7 +302,8 @@ pub fn search_body(
         .into_iter()
         .map(|c| {
             let sel = q.color.as_deref().unwrap_or("") == c;
-            view! { <option value=c selected=sel>{if c.is_empty() { "any" } else { c }}</option> }
+            let label = if c.is_empty() { any.clone() } else { c.to_owned() };
+            view! { <option value=c selected=sel>{label}</option> }
         })
         .collect_view();
     let lane_finding_options = ["", "any"]
@@ -312,9 +317,9 @@ pub fn search_body(
     let tri = |name: &'static str, v: &Option<bool>| {
         view! {
             <select name=name>
-                <option value="" selected=selected(v, None)>"any"</option>
-                <option value="true" selected=selected(v, Some(true))>"yes"</option>
-                <option value="false" selected=selected(v, Some(false))>"no"</option>
+                <option value="" selected=selected(v, None)>{tr!(l, "search.any")}</option>
+                <option value="true" selected=selected(v, Some(true))>{tr!(l, "search.yes")}</option>
+                <option value="false" selected=selected(v, Some(false))>{tr!(l, "search.no")}</option>
             </select>
         }
     };
@@ -324,17 +329,17 @@ pub fn search_body(
             let colors = h
                 .colors
                 .iter()
-                .map(|c| view! { {chip(c)} " " })
+                .map(|c| view! { {chip(l, c)} " " })
                 .collect_view();
             view! {
                 <tr>
                     <td>{trace_link(&h.trace_id)}</td>
-                    <td>{rfc3339_secs(h.start_unix_nano)}</td>
+                    <td>{zone.stamp(h.start_unix_nano)}</td>
                     <td class="num">{format!("{:.2} ms", h.duration_ms)}</td>
                     <td class="num">{h.spans}</td>
                     <td>{h.apps.join(", ")}</td>
                     <td>{colors}</td>
-                    <td>{if h.error { "error" } else { "" }}</td>
+                    <td>{if h.error { tr!(l, "search.error") } else { String::new() }}</td>
                     <td class="num">{h.hops}</td>
                 </tr>
             }
@@ -347,25 +352,25 @@ pub fn search_body(
         }
     });
     view! {
-        <h1>"Traces"</h1>
+        <h1>{tr!(l, "title.traces")}</h1>
         <form method="get" action="/traces" class="filters" id="search-form">
             {keep_range}
-            <label>"channel " <select name="channel">{channel_options}</select></label>
-            <label>" app " <input name="app" value=q.app.clone().unwrap_or_default() size="12"/></label>
-            <label>" colour " <select name="color">{color_options}</select></label>
-            <label>" error " {tri("error", &q.error)}</label>
-            <label>" hop " {tri("hop", &q.hop)}</label>
-            <label>" lane " <input name="lane" value=q.lane.clone().unwrap_or_default() size="8" title="a span served by an instance of this lane (base included)"/></label>
-            <label>" lane tag " <input name="lane_tag" value=q.lane_tag.clone().unwrap_or_default() size="8" title="a span carrying this lane tag"/></label>
-            <label>" lane group " <input name="lane_group" value=q.lane_group.clone().unwrap_or_default() size="8" title="a span of an app in this lane group at the span's start"/></label>
-            <label>" lane finding " <select name="lane_finding">{lane_finding_options}</select></label>
-            <label>" min duration (ms) " <input name="min_duration_ms" type="number" step="any" min="0" size="6" value=q.min_duration_ms.map(|v| v.to_string()).unwrap_or_default()/></label>
-            <label>" limit " <input name="limit" type="number" min="1" max="1000" size="4" value=q.limit.to_string()/></label>
-            <button type="submit">"Search"</button>
+            <label>{tr!(l, "col.channel")} " " <select name="channel">{channel_options}</select></label>
+            <label>" " {tr!(l, "col.app")} " " <input name="app" value=q.app.clone().unwrap_or_default() size="12"/></label>
+            <label>" " {tr!(l, "col.colour")} " " <select name="color">{color_options}</select></label>
+            <label>" " {tr!(l, "search.error")} " " {tri("error", &q.error)}</label>
+            <label>" " {tr!(l, "search.hop")} " " {tri("hop", &q.hop)}</label>
+            <label>" " {tr!(l, "col.lane")} " " <input name="lane" value=q.lane.clone().unwrap_or_default() size="8" title="a span served by an instance of this lane (base included)"/></label>
+            <label>" " {tr!(l, "search.lane_tag")} " " <input name="lane_tag" value=q.lane_tag.clone().unwrap_or_default() size="8" title="a span carrying this lane tag"/></label>
+            <label>" " {tr!(l, "search.lane_group")} " " <input name="lane_group" value=q.lane_group.clone().unwrap_or_default() size="8" title="a span of an app in this lane group at the span's start"/></label>
+            <label>" " {tr!(l, "search.lane_finding")} " " <select name="lane_finding">{lane_finding_options}</select></label>
+            <label>" " {tr!(l, "search.min_duration")} " " <input name="min_duration_ms" type="number" step="any" min="0" size="6" value=q.min_duration_ms.map(|v| v.to_string()).unwrap_or_default()/></label>
+            <label>" " {tr!(l, "search.limit")} " " <input name="limit" type="number" min="1" max="1000" size="4" value=q.limit.to_string()/></label>
+            <button type="submit">{tr!(l, "search.search")}</button>
         </form>
-        <p id="hit-count">{hits.len()} " trace(s)"</p>
+        <p id="hit-count">{hits.len()} " " {tr!(l, "search.traces_found")}</p>
         <table class="data" id="traces">
-            <thead><tr><th>"trace"</th><th>"start"</th><th>"duration"</th><th>"spans"</th><th>"apps"</th><th>"colours"</th><th>"error"</th><th>"hops"</th></tr></thead>
+            <thead><tr><th>{tr!(l, "col.trace")}</th><th>{tr!(l, "col.start")}</th><th>{tr!(l, "col.duration")}</th><th>{tr!(l, "col.spans")}</th><th>{tr!(l, "col.apps")}</th><th>{tr!(l, "col.colours")}</th><th>{tr!(l, "search.error")}</th><th>{tr!(l, "col.hops")}</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }

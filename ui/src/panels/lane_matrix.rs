@@ -6,16 +6,20 @@
 
 use leptos::prelude::*;
 
+use crate::locale::Lang;
 use crate::source::{LaneAppRow, LaneCell};
 
 /// One row per app, one column per lane (base first).
 #[component]
 pub fn LaneMatrix<'a>(
+    /// The page's language.
+    lang: Lang,
     /// The lanes, base first.
     lanes: &'a [String],
     /// One row per app, a cell per lane.
     apps: &'a [LaneAppRow],
 ) -> impl IntoView + use<> {
+    let l = lang;
     let head = lanes
         .iter()
         .map(|l| view! { <th>{l.clone()}</th> })
@@ -27,33 +31,30 @@ pub fn LaneMatrix<'a>(
                 .cells
                 .iter()
                 .zip(lanes)
-                .map(|(c, lane)| cell(&row.app, lane, c))
+                .map(|(c, lane)| cell(l, &row.app, lane, c))
                 .collect_view();
             view! { <tr><th scope="row">{row.app.clone()}</th>{cells}</tr> }
         })
         .collect_view();
     view! {
-        <h2>"Apps and lanes"</h2>
-        <p class="hint">"Per app and lane: its instances (the signals that showed them; "
-            "“absent” when not present at the range's end), the requests marked for the lane "
-            "and what served them, base requests served in the lane, and what the lane's "
-            "instances served."</p>
+        <h2>{tr!(l, "matrix.title")}</h2>
+        <p class="hint">{tr!(l, "matrix.hint")}</p>
         <table class="data lanes" id="lane-matrix">
-            <thead><tr><th>"app"</th>{head}</tr></thead>
+            <thead><tr><th>{tr!(l, "col.app")}</th>{head}</tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }
 }
 
-fn cell(app: &str, lane: &str, c: &LaneCell) -> impl IntoView + use<> {
+fn cell(l: Lang, app: &str, lane: &str, c: &LaneCell) -> impl IntoView + use<> {
     let base = lane == "base";
     let instances = if c.instances.is_empty() {
-        view! { <div class="hint">"no instance"</div> }.into_any()
+        view! { <div class="hint">{tr!(l, "matrix.no_instance")}</div> }.into_any()
     } else {
         c.instances
             .iter()
             .map(|i| {
-                let absent = (!i.present_at_end).then(|| view! { " " <span class="warn">"absent"</span> });
+                let absent = (!i.present_at_end).then(|| view! { " " <span class="warn">{tr!(l, "matrix.absent")}</span> });
                 view! { <div class="instance">{i.instance.clone()} " (" {i.signals.clone()} ")" {absent}</div> }
             })
             .collect_view()
