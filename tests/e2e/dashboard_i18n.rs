@@ -1,0 +1,91 @@
+//! The dashboard's language and time zone (issue 28, item 7) in real headless Chromium: a
+//! browser asking for zh-CN gets the Chinese pages; switching to English with the header's
+//! form sticks across pages; with `[ui] time_zone = "Asia/Shanghai"` a trace's start shows
+//! 8 h ahead of its UTC time; the "browser" choice in a Chromium running in Asia/Tokyo shows
+//! +09:00 (live.js reports the zone, one reload). Screenshots as in [`crate::dashboard`].
+
+use chrono::DateTime;
+use serde_json::json;
+
+use crate::browser::*;
+use crate::fixtures;
+use crate::util::*;
+
+/// The trace search's rows as (trace id cell, start cell).
+fn starts(b: &Browser) -> Vec<(String, String)> {
+    b.rows("#traces tbody tr")
+        .into_iter()
+        .map(|r| (r[0].clone(), r[1].clone()))
+        .collect()
+}
+
+#[test]
+fn chinese_pages_then_english_by_the_form_and_shanghai_time() {
+    let (_dir, data) = fixtures::import("release-walk", "spans.jsonl.gz");
+    let s = Server::start(&data, &[("DYELINE_UI__TIME_ZONE", "Asia/Shanghai")]);
+    let mut b = Browser::start_with("i18n-zh", base(&s), Some("zh-CN"), None);
+
+    b.goto("/");
+    b.wait_for("table#channels tr[data-channel=trade]");
+    b.shot("overview-zh");
+    assert_eq!(b.js("return document.documentElement.lang;", vec![]), json!("zh-CN"));
+    assert_eq!(b.text("main h1"), "发布通道");
+    assert!(b.text("table#channels thead").contains("触发中的告警"));
+
+    b.goto("/traces");
+    b.wait_for("table#traces tbody tr");
+    b.shot("traces-shanghai");
+    assert!(b.text("#zone").contains("Asia/Shanghai"), "{}", b.text("#zone"));
+    let shanghai = starts(&b);
+    assert!(!shanghai.is_empty());
+
+    // English and UTC through the header's form; it comes back to the same page.
+    b.js(
+        "document.getElementById('lang').value = 'en';\
+         document.getElementById('tz').value = 'UTC';",
+        vec![],
+    );
+    b.click_to("#prefs-apply", "html[lang=en] table#traces tbody tr");
+    assert!(b.current_url().ends_with("/traces"), "{}", b.current_url());
+    b.shot("traces-utc-en");
+    assert_eq!(b.text("main h1"), "Traces");
+    let utc = starts(&b);
+    let (id, sh) = &shanghai[0];
+    let (_, u) = utc.iter().find(|(i, _)| i == id).expect("the same trace");
+    let sh = DateTime::parse_from_rfc3339(sh).unwrap();
+    let u = DateTime::parse_from_rfc3339(u).unwrap();
+    assert!(u.to_rfc3339().ends_with("+00:00"), "{u}");
+    assert_eq!(sh, u, "the same instant");
+    assert_eq!(
+        sh.naive_local() - u.naive_local(),
+        chrono::Duration::hours(8),
+        "Shanghai shows 8 h ahead of UTC: {sh} vs {u}"
+    );
+
+    // The choice sticks across pages.
+    for (path, h1) in [("/lanes", "Lanes"), ("/", "Channels")] {
+        b.goto(path);
+        b.wait_for("main h1");
+        assert_eq!(b.js("return document.documentElement.lang;", vec![]), json!("en"));
+        assert_eq!(b.text("main h1"), h1, "{path}");
+    }
+    b.shot("overview-en");
+}
+
+#[test]
+fn the_browser_zone_choice_shows_chromiums_tokyo_offset() {
+    let (_dir, data) = fixtures::import("release-walk", "spans.jsonl.gz");
+    let s = Server::start(&data, &[]);
+    let mut b = Browser::start_with("i18n-tokyo", base(&s), None, Some("Asia/Tokyo"));
+    b.goto("/traces");
+    b.wait_for("#zone[data-offset='+00:00']");
+    b.js("document.getElementById('tz').value = 'browser';", vec![]);
+    b.click("#prefs-apply");
+    // live.js reports the browser's zone and reloads once.
+    b.wait_for("#zone[data-offset='+09:00']");
+    b.wait_for("table#traces tbody tr");
+    b.shot("traces-tokyo");
+    assert!(b.text("#zone").contains("Asia/Tokyo"), "{}", b.text("#zone"));
+    let rows = starts(&b);
+    assert!(rows.iter().all(|(_, t)| t.ends_with("+09:00")), "{rows:?}");
+}
