@@ -83,15 +83,15 @@ impl Browser {
             driver.env("TZ", tz);
         }
         let driver = driver
-                .arg(format!("--port={port}"))
-                .arg("--allowed-ips=127.0.0.1")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                // Its own process group, so the Chromium it starts can be ended with it.
-                .process_group(0)
-                .spawn()
-                .expect("chromedriver runs (apt-get install chromium chromium-driver)");
+            .arg(format!("--port={port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Its own process group, so the Chromium it starts can be ended with it.
+            .process_group(0)
+            .spawn()
+            .expect("chromedriver runs (apt-get install chromium chromium-driver)");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -28,14 +28,21 @@ fn chinese_pages_then_english_by_the_form_and_shanghai_time() {
     b.goto("/");
     b.wait_for("table#channels tr[data-channel=trade]");
     b.shot("overview-zh");
-    assert_eq!(b.js("return document.documentElement.lang;", vec![]), json!("zh-CN"));
+    assert_eq!(
+        b.js("return document.documentElement.lang;", vec![]),
+        json!("zh-CN")
+    );
     assert_eq!(b.text("main h1"), "发布通道");
     assert!(b.text("table#channels thead").contains("触发中的告警"));
 
     b.goto("/traces");
     b.wait_for("table#traces tbody tr");
     b.shot("traces-shanghai");
-    assert!(b.text("#zone").contains("Asia/Shanghai"), "{}", b.text("#zone"));
+    assert!(
+        b.text("#zone").contains("Asia/Shanghai"),
+        "{}",
+        b.text("#zone")
+    );
     let shanghai = starts(&b);
     assert!(!shanghai.is_empty());
 
@@ -66,7 +73,10 @@ fn chinese_pages_then_english_by_the_form_and_shanghai_time() {
     for (path, h1) in [("/lanes", "Lanes"), ("/", "Channels")] {
         b.goto(path);
         b.wait_for("main h1");
-        assert_eq!(b.js("return document.documentElement.lang;", vec![]), json!("en"));
+        assert_eq!(
+            b.js("return document.documentElement.lang;", vec![]),
+            json!("en")
+        );
         assert_eq!(b.text("main h1"), h1, "{path}");
     }
     b.shot("overview-en");
@@ -85,7 +95,11 @@ fn the_browser_zone_choice_shows_chromiums_tokyo_offset() {
     b.wait_for("#zone[data-offset='+09:00']");
     b.wait_for("table#traces tbody tr");
     b.shot("traces-tokyo");
-    assert!(b.text("#zone").contains("Asia/Tokyo"), "{}", b.text("#zone"));
+    assert!(
+        b.text("#zone").contains("Asia/Tokyo"),
+        "{}",
+        b.text("#zone")
+    );
     let rows = starts(&b);
     assert!(rows.iter().all(|(_, t)| t.ends_with("+09:00")), "{rows:?}");
 }

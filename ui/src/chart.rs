@@ -78,7 +78,10 @@ fn fmt_value(v: f64, unit: &str) -> String {
 
 /// Renders a line chart over `[from, to)` as an `<svg>` string with a `<title>` (`title`) and
 /// a legend. `y_max`: fixed top of the axis (e.g. 100 for percentages) or none to fit the
-/// data. `unit` is appended to axis labels (`%`, `/s`, ` ms`).
+/// data. `unit` is appended to axis labels (`%`, `/s`, ` ms`); the time axis reads in `zone`.
+// Eight plain values, each a different part of the picture; a struct for them would be built
+// once per call site and read once here.
+#[allow(clippy::too_many_arguments)]
 pub fn line_chart(
     title: &str,
     from: i64,

@@ -66,7 +66,12 @@ impl Lang {
                 let p = p.trim();
                 if let Some(v) = p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")) {
                     // A malformed q-value makes the entry unusable rather than preferred.
-                    q = v.trim().parse().ok().filter(|q| (0.0..=1.0).contains(q)).unwrap_or(0.0);
+                    q = v
+                        .trim()
+                        .parse()
+                        .ok()
+                        .filter(|q| (0.0..=1.0).contains(q))
+                        .unwrap_or(0.0);
                 }
             }
             let primary = tag.split(['-', '_']).next().unwrap_or("");
@@ -219,11 +224,12 @@ impl Zone {
         let (tz, source) = match choice {
             TimeZoneSetting::Utc => (Tz::UTC, ZoneSource::Setting),
             TimeZoneSetting::Named(tz) => (tz, ZoneSource::Setting),
-            TimeZoneSetting::Browser => match browser_tz.and_then(|z| z.trim().parse::<Tz>().ok())
-            {
-                Some(tz) => (tz, ZoneSource::Browser),
-                None => (fallback, ZoneSource::BrowserUnknown),
-            },
+            TimeZoneSetting::Browser => {
+                match browser_tz.and_then(|z| z.trim().parse::<Tz>().ok()) {
+                    Some(tz) => (tz, ZoneSource::Browser),
+                    None => (fallback, ZoneSource::BrowserUnknown),
+                }
+            }
         };
         Self { tz, source, choice }
     }
@@ -276,9 +282,14 @@ impl Zone {
     /// daylight-saving gap) is refused; one it repeats is the earlier instant.
     pub fn parse_local(&self, text: &str) -> Option<i64> {
         let text = text.trim();
-        let naive = ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"]
-            .iter()
-            .find_map(|f| NaiveDateTime::parse_from_str(text, f).ok())?;
+        let naive = [
+            "%Y-%m-%dT%H:%M:%S",
+            "%Y-%m-%d %H:%M:%S",
+            "%Y-%m-%dT%H:%M",
+            "%Y-%m-%d %H:%M",
+        ]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(text, f).ok())?;
         let local = match self.tz.from_local_datetime(&naive) {
             LocalResult::Single(t) => t,
             LocalResult::Ambiguous(a, _) => a,
@@ -306,13 +317,29 @@ mod tests {
         let al = Lang::from_accept_language;
         assert_eq!(al("zh-CN,zh;q=0.9,en;q=0.8"), Some(Lang::ZhCn));
         assert_eq!(al("en-US,en;q=0.9,zh-CN;q=0.8"), Some(Lang::En));
-        assert_eq!(al("en;q=0.3, zh-Hans-CN;q=0.7"), Some(Lang::ZhCn), "q beats order");
+        assert_eq!(
+            al("en;q=0.3, zh-Hans-CN;q=0.7"),
+            Some(Lang::ZhCn),
+            "q beats order"
+        );
         assert_eq!(al("zh"), Some(Lang::ZhCn));
         assert_eq!(al("zh-Hans"), Some(Lang::ZhCn));
-        assert_eq!(al("zh-TW"), Some(Lang::ZhCn), "documented: Traditional → Simplified");
+        assert_eq!(
+            al("zh-TW"),
+            Some(Lang::ZhCn),
+            "documented: Traditional → Simplified"
+        );
         assert_eq!(al("fr-FR, zh;q=0.5"), Some(Lang::ZhCn), "first supported");
-        assert_eq!(al("zh;q=0, en;q=0.1"), Some(Lang::En), "q=0 is not acceptable");
-        assert_eq!(al("zh;q=abc, en;q=0.1"), Some(Lang::En), "a bad q is unusable");
+        assert_eq!(
+            al("zh;q=0, en;q=0.1"),
+            Some(Lang::En),
+            "q=0 is not acceptable"
+        );
+        assert_eq!(
+            al("zh;q=abc, en;q=0.1"),
+            Some(Lang::En),
+            "a bad q is unusable"
+        );
         assert_eq!(al("fr, de"), None, "nothing usable: the default");
         assert_eq!(al("*"), None);
         assert_eq!(al(""), None);
@@ -352,17 +379,34 @@ mod tests {
         let set = TimeZoneSetting::Named(sh);
         assert_eq!(Zone::resolve(None, None, set).tz, sh);
         assert_eq!(Zone::resolve(Some("UTC"), None, set).tz, Tz::UTC);
-        assert_eq!(Zone::resolve(Some("Mars/Base"), None, set).tz, sh, "ignored");
+        assert_eq!(
+            Zone::resolve(Some("Mars/Base"), None, set).tz,
+            sh,
+            "ignored"
+        );
         let tokyo = Zone::resolve(Some("browser"), Some("Asia/Tokyo"), set);
-        assert_eq!((tokyo.name(), tokyo.source), ("Asia/Tokyo", ZoneSource::Browser));
+        assert_eq!(
+            (tokyo.name(), tokyo.source),
+            ("Asia/Tokyo", ZoneSource::Browser)
+        );
         assert_eq!(tokyo.offset(T), "+09:00");
         let unknown = Zone::resolve(Some("browser"), Some("<script>"), set);
-        assert_eq!((unknown.tz, unknown.source), (sh, ZoneSource::BrowserUnknown));
-        let unknown = Zone::resolve(None, None, TimeZoneSetting::Browser);
-        assert_eq!((unknown.tz, unknown.source), (Tz::UTC, ZoneSource::BrowserUnknown));
         assert_eq!(
-            Zone::resolve(None, None, TimeZoneSetting::Named("America/New_York".parse().unwrap()))
-                .offset(T),
+            (unknown.tz, unknown.source),
+            (sh, ZoneSource::BrowserUnknown)
+        );
+        let unknown = Zone::resolve(None, None, TimeZoneSetting::Browser);
+        assert_eq!(
+            (unknown.tz, unknown.source),
+            (Tz::UTC, ZoneSource::BrowserUnknown)
+        );
+        assert_eq!(
+            Zone::resolve(
+                None,
+                None,
+                TimeZoneSetting::Named("America/New_York".parse().unwrap())
+            )
+            .offset(T),
             "-05:00"
         );
     }
@@ -372,7 +416,10 @@ mod tests {
         assert_eq!("utc".parse(), Ok(TimeZoneSetting::Utc));
         assert_eq!("Browser".parse(), Ok(TimeZoneSetting::Browser));
         assert_eq!(
-            "Asia/Shanghai".parse::<TimeZoneSetting>().unwrap().to_string(),
+            "Asia/Shanghai"
+                .parse::<TimeZoneSetting>()
+                .unwrap()
+                .to_string(),
             "Asia/Shanghai"
         );
         let e = "Mars/Base".parse::<TimeZoneSetting>().unwrap_err();

@@ -170,7 +170,16 @@ mod tests {
                 .contains("\"x\"")
         );
         assert!(resolve(Some("10"), Some("5"), NOW, None, &Zone::utc()).is_err());
-        assert!(resolve(Some("0"), Some(&(25 * 60 * MIN).to_string()), NOW, None, &Zone::utc()).is_err());
+        assert!(
+            resolve(
+                Some("0"),
+                Some(&(25 * 60 * MIN).to_string()),
+                NOW,
+                None,
+                &Zone::utc()
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -177,8 +177,7 @@ async fn chrome(
     let newest = ui.source.newest_span_unix_nano().await.unwrap_or(None);
     let explicit = param(p, "from").is_some() || param(p, "to").is_some();
     let now = range::now_whole_seconds();
-    let (range, err) = match range::resolve(param(p, "from"), param(p, "to"), now, newest, &zone)
-    {
+    let (range, err) = match range::resolve(param(p, "from"), param(p, "to"), now, newest, &zone) {
         Ok(r) => (r, Ok(())),
         Err(e) => (
             range::resolve(None, None, now, newest, &zone).unwrap_or(crate::source::TimeRange {
@@ -231,7 +230,16 @@ fn source_error(jar: CookieJar, chrome: &Chrome, e: &SourceError) -> Page {
 }
 
 async fn overview(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Page {
-    let (jar, c, err) = chrome(&ui, &headers, jar, |l| tr!(l, "title.channels"), "/".into(), &p, true).await;
+    let (jar, c, err) = chrome(
+        &ui,
+        &headers,
+        jar,
+        |l| tr!(l, "title.channels"),
+        "/".into(),
+        &p,
+        true,
+    )
+    .await;
     if let Err((s, m)) = err {
         return error_page(jar, &c, s, &m);
     }
@@ -256,7 +264,13 @@ fn done_message(l: Lang, done: Option<&str>) -> Option<String> {
     }
 }
 
-async fn channel(State(ui): S, headers: HeaderMap, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
+async fn channel(
+    State(ui): S,
+    headers: HeaderMap,
+    jar: CookieJar,
+    Path(id): Path<String>,
+    Query(p): Params,
+) -> Page {
     let (jar, c, err) = chrome(
         &ui,
         &headers,
@@ -341,7 +355,13 @@ async fn confirm_page(
     render(status, jar, c, body)
 }
 
-async fn confirm(State(ui): S, headers: HeaderMap, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
+async fn confirm(
+    State(ui): S,
+    headers: HeaderMap,
+    jar: CookieJar,
+    Path(id): Path<String>,
+    Query(p): Params,
+) -> Page {
     let (jar, c, err) = chrome(
         &ui,
         &headers,
@@ -450,7 +470,16 @@ async fn act(
 }
 
 async fn lanes_index(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Page {
-    let (jar, c, err) = chrome(&ui, &headers, jar, |l| tr!(l, "title.lanes"), "/lanes".into(), &p, true).await;
+    let (jar, c, err) = chrome(
+        &ui,
+        &headers,
+        jar,
+        |l| tr!(l, "title.lanes"),
+        "/lanes".into(),
+        &p,
+        true,
+    )
+    .await;
     if let Err((s, m)) = err {
         return error_page(jar, &c, s, &m);
     }
@@ -463,7 +492,13 @@ async fn lanes_index(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p):
     }
 }
 
-async fn lanes(State(ui): S, headers: HeaderMap, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
+async fn lanes(
+    State(ui): S,
+    headers: HeaderMap,
+    jar: CookieJar,
+    Path(id): Path<String>,
+    Query(p): Params,
+) -> Page {
     let ungrouped = id == pages::lanes::UNGROUPED;
     let title = |l: Lang| {
         if ungrouped {
@@ -497,7 +532,16 @@ async fn lanes(State(ui): S, headers: HeaderMap, jar: CookieJar, Path(id): Path<
 }
 
 async fn search(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Page {
-    let (jar, c, err) = chrome(&ui, &headers, jar, |l| tr!(l, "title.traces"), "/traces".into(), &p, true).await;
+    let (jar, c, err) = chrome(
+        &ui,
+        &headers,
+        jar,
+        |l| tr!(l, "title.traces"),
+        "/traces".into(),
+        &p,
+        true,
+    )
+    .await;
     if let Err((s, m)) = err {
         return error_page(jar, &c, s, &m);
     }
@@ -561,7 +605,8 @@ async fn search(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Para
 }
 
 async fn trace(
-    State(ui): S, headers: HeaderMap,
+    State(ui): S,
+    headers: HeaderMap,
     jar: CookieJar,
     Path(trace_id): Path<String>,
     Query(p): Params,
@@ -615,7 +660,16 @@ async fn trace(
 
 async fn login_page(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Page {
     let none = HashMap::new();
-    let (jar, c, _) = chrome(&ui, &headers, jar, |l| tr!(l, "title.sign_in"), "/login".into(), &none, false).await;
+    let (jar, c, _) = chrome(
+        &ui,
+        &headers,
+        jar,
+        |l| tr!(l, "title.sign_in"),
+        "/login".into(),
+        &none,
+        false,
+    )
+    .await;
     let next = session::local_path(param(&p, "next").unwrap_or("/"));
     let body = pages::login::body(&c, &next, None);
     render(StatusCode::OK, jar, &c, body)
@@ -628,7 +682,16 @@ async fn login(
     Form(f): Form<HashMap<String, String>>,
 ) -> Response {
     let none = HashMap::new();
-    let (jar, c, _) = chrome(&ui, &headers, jar, |l| tr!(l, "title.sign_in"), "/login".into(), &none, false).await;
+    let (jar, c, _) = chrome(
+        &ui,
+        &headers,
+        jar,
+        |l| tr!(l, "title.sign_in"),
+        "/login".into(),
+        &none,
+        false,
+    )
+    .await;
     let next = session::local_path(param(&f, "next").unwrap_or("/"));
     if let Err(e) = session::csrf_check(&ui.csrf_key, &headers, param(&f, "csrf").unwrap_or("")) {
         let message = match e {

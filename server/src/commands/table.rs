@@ -39,7 +39,10 @@ pub(crate) mod tests {
         cells
             .iter()
             .map(|c| {
-                let at = from + line[from..].find(c).unwrap_or_else(|| panic!("{c:?} in {line:?}"));
+                let at = from
+                    + line[from..]
+                        .find(c)
+                        .unwrap_or_else(|| panic!("{c:?} in {line:?}"));
                 from = at + c.len();
                 line[..at].width()
             })
@@ -49,9 +52,24 @@ pub(crate) mod tests {
     #[test]
     fn cjk_and_mixed_width_cells_keep_every_column_at_one_display_column() {
         let rows = vec![
-            vec!["trade".into(), "发布中".into(), "10".into(), "order,cart".into()],
-            vec!["支付通道".into(), "idle".into(), "100".into(), "订单服务,库存".into()],
-            vec!["mix混合x".into(), "releasing".into(), "0".into(), "app".into()],
+            vec![
+                "trade".into(),
+                "发布中".into(),
+                "10".into(),
+                "order,cart".into(),
+            ],
+            vec![
+                "支付通道".into(),
+                "idle".into(),
+                "100".into(),
+                "订单服务,库存".into(),
+            ],
+            vec![
+                "mix混合x".into(),
+                "releasing".into(),
+                "0".into(),
+                "app".into(),
+            ],
         ];
         let t = plain(&["id", "state", "blue_percent", "apps"], rows.clone(), &[2]);
         let lines: Vec<&str> = t.lines().collect();
@@ -63,7 +81,11 @@ pub(crate) mod tests {
             let cells: Vec<&str> = row.iter().map(String::as_str).collect();
             let at = starts(line, &cells);
             assert_eq!((at[0], at[1], at[3]), (head[0], head[1], head[3]), "{t}");
-            assert_eq!(at[2] + cells[2].width(), head[2] + "blue_percent".width(), "{t}");
+            assert_eq!(
+                at[2] + cells[2].width(),
+                head[2] + "blue_percent".width(),
+                "{t}"
+            );
         }
     }
 }

@@ -66,11 +66,17 @@ mod tests {
         let e = load("time_zone = \"Mars/Base\"").unwrap_err();
         assert!(e.contains("ui.time_zone") && e.contains("Mars/Base"), "{e}");
         let e = load("default_language = \"xx\"").unwrap_err();
-        assert!(e.contains("ui.default_language") && e.contains("\"xx\""), "{e}");
+        assert!(
+            e.contains("ui.default_language") && e.contains("\"xx\""),
+            "{e}"
+        );
         let c = load("time_zone = \"Asia/Shanghai\"\ndefault_language = \"zh-CN\"").unwrap();
         let s = c.ui.settings().unwrap();
         assert_eq!(s.time_zone.to_string(), "Asia/Shanghai");
         assert_eq!(s.default_language, Some(dyeline_ui::Lang::ZhCn));
-        assert_eq!(load("time_zone = \"browser\"").unwrap().ui.time_zone, "browser");
+        assert_eq!(
+            load("time_zone = \"browser\"").unwrap().ui.time_zone,
+            "browser"
+        );
     }
 }

@@ -39,9 +39,19 @@ pub fn body(chrome: &Chrome, m: &Confirm<'_>) -> AnyView {
     let l = chrome.lang;
     let after = m.action.blue_percent_after();
     let what = match m.action {
-        Action::Start => tr!(l, "confirm.start", id = c.id, neutral = NEUTRAL_BLUE_PERCENT),
+        Action::Start => tr!(
+            l,
+            "confirm.start",
+            id = c.id,
+            neutral = NEUTRAL_BLUE_PERCENT
+        ),
         Action::Ratio(p) => tr!(l, "confirm.ratio", id = c.id, from = c.blue_percent, to = p),
-        Action::Finish => tr!(l, "confirm.finish", id = c.id, neutral = NEUTRAL_BLUE_PERCENT),
+        Action::Finish => tr!(
+            l,
+            "confirm.finish",
+            id = c.id,
+            neutral = NEUTRAL_BLUE_PERCENT
+        ),
     };
     let weights = m
         .weights

@@ -290,11 +290,7 @@ pub fn search_body(
         .chain(channels.iter().cloned())
         .map(|c| {
             let sel = q.channel.as_deref().unwrap_or("") == c;
-            let label = if c.is_empty() {
-                any.clone()
-            } else {
-                c.clone()
-            };
+            let label = if c.is_empty() { any.clone() } else { c.clone() };
             view! { <option value=c selected=sel>{label}</option> }
         })
         .collect_view();
@@ -302,7 +298,11 @@ pub fn search_body(
         .into_iter()
         .map(|c| {
             let sel = q.color.as_deref().unwrap_or("") == c;
-            let label = if c.is_empty() { any.clone() } else { c.to_owned() };
+            let label = if c.is_empty() {
+                any.clone()
+            } else {
+                c.to_owned()
+            };
             view! { <option value=c selected=sel>{label}</option> }
         })
         .collect_view();

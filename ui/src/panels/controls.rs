@@ -58,9 +58,7 @@ pub fn Controls<'a>(
         action_form(chrome, &action, "start", tr!(l, "controls.start")).into_any()
     };
     let hint = if chrome.identity.is_none() {
-        Some(
-            view! { <p class="hint">{tr!(l, "controls.sign_in_hint")}</p> },
-        )
+        Some(view! { <p class="hint">{tr!(l, "controls.sign_in_hint")}</p> })
     } else {
         None
     };

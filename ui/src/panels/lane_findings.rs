@@ -39,9 +39,9 @@ pub fn LaneFindings<'a>(
             }
         })
         .collect_view();
-    let none = findings.is_empty().then(
-        || view! { <p class="ok" id="no-lane-findings">{tr!(l, "lane_findings.none")}</p> },
-    );
+    let none = findings
+        .is_empty()
+        .then(|| view! { <p class="ok" id="no-lane-findings">{tr!(l, "lane_findings.none")}</p> });
     view! {
         <h2>{tr!(l, "lane_findings.title")}</h2>
         {none}

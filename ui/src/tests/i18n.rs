@@ -46,12 +46,25 @@ fn pages() -> Vec<(String, &'static str, Vec<&'static str>, Vec<&'static str>)> 
             "/".into(),
             "发布通道",
             vec!["<th>状态</th>", "触发中的告警", "颜色为", "语言", "时区"],
-            vec![">state<", ">firing alerts<", "Instances of colour", ">Sign in<", ">Show<"],
+            vec![
+                ">state<",
+                ">firing alerts<",
+                "Instances of colour",
+                ">Sign in<",
+                ">Show<",
+            ],
         ),
         (
             "/channels/trade".into(),
             "发布通道 trade",
-            vec!["串色调用", "窗口检测结果", "操作记录", "告警", "实例", "发布操作"],
+            vec![
+                "串色调用",
+                "窗口检测结果",
+                "操作记录",
+                "告警",
+                "实例",
+                "发布操作",
+            ],
             vec![
                 "Cross-colour hops",
                 "Window findings",
@@ -65,7 +78,11 @@ fn pages() -> Vec<(String, &'static str, Vec<&'static str>, Vec<&'static str>)> 
             "/channels/trade/confirm?action=ratio&blue_percent=20".into(),
             "确认 · trade",
             vec!["将生效的权重", "登录后确认", "蓝 blue 实例数"],
-            vec!["Weights that will apply", "Sign in to confirm", ">blue instances<"],
+            vec![
+                "Weights that will apply",
+                "Sign in to confirm",
+                ">blue instances<",
+            ],
         ),
         (
             "/lanes".into(),
@@ -76,8 +93,18 @@ fn pages() -> Vec<(String, &'static str, Vec<&'static str>, Vec<&'static str>)> 
         (
             "/lanes/mall".into(),
             "泳道组 mall",
-            vec!["应用与泳道", "泳道检测结果", "各泳道错误率", "只计数、不告警"],
-            vec!["Apps and lanes", "Lane findings", "Error rate per lane", "Counted, not alerted"],
+            vec![
+                "应用与泳道",
+                "泳道检测结果",
+                "各泳道错误率",
+                "只计数、不告警",
+            ],
+            vec![
+                "Apps and lanes",
+                "Lane findings",
+                "Error rate per lane",
+                "Counted, not alerted",
+            ],
         ),
         (
             "/lanes/_ungrouped".into(),
@@ -179,23 +206,46 @@ async fn prefs_sets_lax_cookies_and_goes_back_to_a_local_page_only() {
     )
     .await;
     assert_eq!(status, StatusCode::SEE_OTHER);
-    let lang = headers.iter().find(|h| h.starts_with("dyeline_lang=")).unwrap();
+    let lang = headers
+        .iter()
+        .find(|h| h.starts_with("dyeline_lang="))
+        .unwrap();
     assert!(lang.starts_with("dyeline_lang=zh-CN;"), "{lang}");
-    assert!(lang.contains("SameSite=Lax") && lang.contains("Path=/"), "{lang}");
-    let tz = headers.iter().find(|h| h.starts_with("dyeline_tz=")).unwrap();
+    assert!(
+        lang.contains("SameSite=Lax") && lang.contains("Path=/"),
+        "{lang}"
+    );
+    let tz = headers
+        .iter()
+        .find(|h| h.starts_with("dyeline_tz="))
+        .unwrap();
     assert!(tz.starts_with("dyeline_tz=Asia%2FShanghai;"), "{tz}");
-    assert!(headers.contains(&"location: /channels/trade?from=1&to=2".to_owned()), "{headers:?}");
+    assert!(
+        headers.contains(&"location: /channels/trade?from=1&to=2".to_owned()),
+        "{headers:?}"
+    );
     for next in ["https%3A%2F%2Fevil.example%2F", "%2F%2Fevil.example"] {
-        let (_, _, headers) = get_with(&app, &format!("/prefs?lang=en&next={next}"), None, None).await;
-        assert!(headers.contains(&"location: /".to_owned()), "{next}: {headers:?}");
+        let (_, _, headers) =
+            get_with(&app, &format!("/prefs?lang=en&next={next}"), None, None).await;
+        assert!(
+            headers.contains(&"location: /".to_owned()),
+            "{next}: {headers:?}"
+        );
     }
     // Malformed values: 400 naming the key, and no preference cookie set.
-    for (q, key) in [("lang=xx", "lang:"), ("tz=Mars%2FBase", "tz:"), ("lang=en&tz=%3Cscript%3E", "tz:")] {
-        let (status, html, headers) = get_with(&app, &format!("/prefs?{q}&next=/"), None, None).await;
+    for (q, key) in [
+        ("lang=xx", "lang:"),
+        ("tz=Mars%2FBase", "tz:"),
+        ("lang=en&tz=%3Cscript%3E", "tz:"),
+    ] {
+        let (status, html, headers) =
+            get_with(&app, &format!("/prefs?{q}&next=/"), None, None).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{q}");
         assert!(html.contains(key), "{q}: {html}");
         assert!(
-            !headers.iter().any(|h| h.starts_with("dyeline_lang") || h.starts_with("dyeline_tz")),
+            !headers
+                .iter()
+                .any(|h| h.starts_with("dyeline_lang") || h.starts_with("dyeline_tz")),
             "{q}: {headers:?}"
         );
     }
@@ -220,12 +270,18 @@ async fn times_are_shown_and_read_back_in_the_chosen_zone() {
     let op = T0 - 600 * SEC; // the fixture's event
     let (_, html, _) = get_with(&app, "/channels/trade", None, None).await;
     let want = shanghai(op, "%Y-%m-%dT%H:%M:%S+08:00");
-    assert!(html.contains(&format!("<td>{want}</td>")), "event log in +08:00: {want}");
+    assert!(
+        html.contains(&format!("<td>{want}</td>")),
+        "event log in +08:00: {want}"
+    );
     assert!(html.contains("data-zone=\"Asia/Shanghai\" data-offset=\"+08:00\""));
     assert!(html.contains("Times in Asia/Shanghai (UTC+08:00)"));
     // The reader's UTC cookie wins; a bad zone cookie is ignored (never an error page).
     let (_, html, _) = get_with(&app, "/channels/trade", None, Some("dyeline_tz=UTC")).await;
-    assert!(html.contains(&format!("<td>{}</td>", dyeline_model::time::rfc3339_secs(op))));
+    assert!(html.contains(&format!(
+        "<td>{}</td>",
+        dyeline_model::time::rfc3339_secs(op)
+    )));
     let (status, html, _) =
         get_with(&app, "/channels/trade", None, Some("dyeline_tz=Mars/Base")).await;
     assert_eq!(status, StatusCode::OK);
@@ -240,7 +296,10 @@ async fn times_are_shown_and_read_back_in_the_chosen_zone() {
     .await;
     assert!(html.contains("data-offset=\"+09:00\"") && html.contains("data-tz=\"browser\""));
     let (_, html, _) = get_with(&app, "/", None, Some("dyeline_tz=browser")).await;
-    assert!(html.contains("Your browser's zone is not known yet"), "{html}");
+    assert!(
+        html.contains("Your browser's zone is not known yet"),
+        "{html}"
+    );
     assert!(html.contains("data-offset=\"+08:00\""));
     // A range typed in Shanghai time reads back to the same instants, shown in Shanghai time.
     let from = T0 - 3600 * SEC;
@@ -250,7 +309,10 @@ async fn times_are_shown_and_read_back_in_the_chosen_zone() {
     assert_eq!(status, StatusCode::OK, "{html}");
     let shown = Zone::named(sh).stamp(from);
     assert_eq!(shown, shanghai(from, "%Y-%m-%dT%H:%M:%S+08:00"));
-    assert!(html.contains(&format!("name=\"from\" size=\"25\" value=\"{shown}\"")), "{html}");
+    assert!(
+        html.contains(&format!("name=\"from\" size=\"25\" value=\"{shown}\"")),
+        "{html}"
+    );
     // The chart axis is in Shanghai time too.
     let (_, html, _) = get_with(&app, &uri.replace("/?", "/channels/trade?"), None, None).await;
     assert!(html.contains(&format!(">{}</text>", shanghai(from, "%H:%M:%S"))));

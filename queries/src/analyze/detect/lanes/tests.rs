@@ -737,7 +737,11 @@ fn a_group_put_or_deleted_during_a_window_judges_that_window() {
             for k in 0..400u64 {
                 let lane = if k % 2 == 0 { GRAY } else { BASE };
                 let mut s = sp(1 + k, 0, Sv, ORDER, lane, None);
-                s.err = if lane == GRAY { k % 20 == 0 } else { k % 400 == 1 };
+                s.err = if lane == GRAY {
+                    k % 20 == 0
+                } else {
+                    k % 400 == 1
+                };
                 cells.request(w0, lane, ORDER, &s, 0);
             }
         }
@@ -761,7 +765,10 @@ fn a_group_put_or_deleted_during_a_window_judges_that_window() {
         at: T0 + 30 * S,
         put: true,
     });
-    assert_eq!(spikes, vec![(T0, mall.clone()), (T0 + window, mall.clone())]);
+    assert_eq!(
+        spikes,
+        vec![(T0, mall.clone()), (T0 + window, mall.clone())]
+    );
     assert!(shares.iter().all(|(_, g)| *g == mall), "{shares:?}");
     // Put at the second window's last instant: the first window has no group and no spike.
     let (spikes, _) = groups_of(&ChangesAt {

@@ -165,7 +165,11 @@ impl Cells {
 /// in which the app's group was deleted keeps the group it had at its start.
 fn group_instant<G: LaneGroups>(groups: &G, app: u32, w: i64, window_ns: i64) -> i64 {
     let last = w.saturating_add(window_ns.max(1) - 1);
-    if groups.group(app, last).is_some() { last } else { w }
+    if groups.group(app, last).is_some() {
+        last
+    } else {
+        w
+    }
 }
 
 /// The requests of one (window, lane, app) for the lane error spike, by name, with the group
