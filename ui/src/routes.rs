@@ -14,8 +14,11 @@ use axum::routing::{get, post};
 use axum_extra::extract::cookie::CookieJar;
 use futures::Stream;
 
+mod prefs;
+
+use self::prefs::{here, language, prefs, zone};
 use crate::guard;
-use crate::locale::{self, Lang, UiSettings, Zone};
+use crate::locale::{Lang, UiSettings};
 use crate::pages::{self, Chrome};
 use crate::range;
 use crate::session;
@@ -114,43 +117,6 @@ impl IntoResponse for Page {
             ),
         );
         r
-    }
-}
-
-/// The reader's language: the `dyeline_lang` cookie, else `Accept-Language`, else
-/// `[ui] default_language`, else English. A bad cookie is ignored.
-fn language(ui: &Ui, headers: &HeaderMap, jar: &CookieJar) -> Lang {
-    let cookie = jar
-        .get(locale::LANG_COOKIE)
-        .and_then(|c| c.value().parse::<Lang>().ok());
-    let header = || {
-        headers
-            .get_all(header::ACCEPT_LANGUAGE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .find_map(Lang::from_accept_language)
-    };
-    cookie
-        .or_else(header)
-        .or(ui.settings.default_language)
-        .unwrap_or_default()
-}
-
-/// The reader's zone: the `dyeline_tz` cookie, else `[ui] time_zone` (bad cookies ignored).
-fn zone(ui: &Ui, jar: &CookieJar) -> Zone {
-    Zone::resolve(
-        locale::cookie_value(jar, locale::TZ_COOKIE).as_deref(),
-        locale::cookie_value(jar, locale::BROWSER_TZ_COOKIE).as_deref(),
-        ui.settings.time_zone,
-    )
-}
-
-/// `path` with the query `p` (sorted), the page the language and zone selector returns to.
-fn here(path: &str, p: &HashMap<String, String>) -> String {
-    let sorted: std::collections::BTreeMap<_, _> = p.iter().collect();
-    match serde_urlencoded::to_string(sorted) {
-        Ok(q) if !q.is_empty() => format!("{path}?{q}"),
-        _ => path.to_owned(),
     }
 }
 
@@ -294,7 +260,7 @@ async fn channel(
             jar,
             &c,
             StatusCode::NOT_FOUND,
-            &format!("no channel {id:?}"),
+            &tr!(c.lang, "error.no_channel", id = format!("{id:?}")),
         ),
         Err(e) => source_error(jar, &c, &e),
     }
@@ -332,7 +298,8 @@ async fn confirm_page(
     let page = match ui.source.channel(id, c.range).await {
         Ok(Some(page)) => page,
         Ok(None) => {
-            return error_page(jar, c, StatusCode::NOT_FOUND, &format!("no channel {id:?}"));
+            let m = tr!(c.lang, "error.no_channel", id = format!("{id:?}"));
+            return error_page(jar, c, StatusCode::NOT_FOUND, &m);
         }
         Err(e) => return source_error(jar, c, &e),
     };
@@ -429,7 +396,7 @@ async fn act(
                 jar,
                 &c,
                 StatusCode::NOT_FOUND,
-                &format!("no channel {id:?}"),
+                &tr!(c.lang, "error.no_channel", id = format!("{id:?}")),
             )
             .into_response();
         }
@@ -525,7 +492,7 @@ async fn lanes(
             jar,
             &c,
             StatusCode::NOT_FOUND,
-            &format!("no lane group {id:?} (see /lanes)"),
+            &tr!(c.lang, "error.no_lane_group", id = format!("{id:?}")),
         ),
         Err(e) => source_error(jar, &c, &e),
     }
@@ -652,7 +619,7 @@ async fn trace(
             jar,
             &c,
             StatusCode::NOT_FOUND,
-            &format!("no span of trace {trace_id} is stored (yet)"),
+            &tr!(c.lang, "error.no_trace", id = trace_id),
         ),
         Err(e) => source_error(jar, &c, &e),
     }
@@ -721,57 +688,6 @@ async fn logout(
         return (StatusCode::FORBIDDEN, e.to_string()).into_response();
     }
     (session::sign_out(jar), Redirect::to("/")).into_response()
-}
-
-/// A preference cookie: a year, the whole site, sent on top-level navigations (SameSite=Lax).
-fn pref_cookie(name: &'static str, value: String) -> axum_extra::extract::cookie::Cookie<'static> {
-    axum_extra::extract::cookie::Cookie::build((name, value))
-        .path("/")
-        .same_site(axum_extra::extract::cookie::SameSite::Lax)
-        .max_age(time_year())
-        .build()
-}
-
-fn time_year() -> cookie::time::Duration {
-    cookie::time::Duration::days(365)
-}
-
-/// `GET /prefs?lang=zh-CN|en&tz=UTC|browser|<IANA>&next=/path`: the selector's form. Sets
-/// `dyeline_lang` and `dyeline_tz` and goes back to `next` (a local path only; anything else
-/// goes to `/`). A malformed value is refused with 400 naming its key, and sets nothing.
-async fn prefs(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Response {
-    let lang = param(&p, "lang").map(|v| v.parse::<Lang>().map_err(|e| format!("lang: {e}")));
-    let tz = param(&p, "tz").map(|v| {
-        v.parse::<locale::TimeZoneSetting>()
-            .map_err(|e| format!("tz: {e}"))
-    });
-    let refusal = match (&lang, &tz) {
-        (Some(Err(m)), _) | (_, Some(Err(m))) => Some(m.clone()),
-        _ => None,
-    };
-    if let Some(m) = refusal {
-        let none = HashMap::new();
-        let (jar, c, _) = chrome(
-            &ui,
-            &headers,
-            jar,
-            |l| tr!(l, "title.error"),
-            "/prefs".into(),
-            &none,
-            false,
-        )
-        .await;
-        return error_page(jar, &c, StatusCode::BAD_REQUEST, &m).into_response();
-    }
-    let mut jar = jar;
-    if let Some(Ok(l)) = lang {
-        jar = jar.add(pref_cookie(locale::LANG_COOKIE, l.code().to_owned()));
-    }
-    if let Some(Ok(z)) = tz {
-        jar = jar.add(pref_cookie(locale::TZ_COOKIE, z.to_string()));
-    }
-    let next = session::local_path(param(&p, "next").unwrap_or("/"));
-    (jar, Redirect::to(&next)).into_response()
 }
 
 /// `GET /live`: an SSE stream sending `event: change` (data: the source's data version)

@@ -56,22 +56,22 @@ pub fn body(chrome: &Chrome, view_: &TraceView) -> AnyView {
             let marks = s
                 .hops
                 .iter()
-                .map(|h| view! { <span class="mark m-hop">"HOP " {h.clone()}</span> })
+                .map(|h| view! { <span class="mark m-hop">{tr!(l, "trace.hop")} " " {h.clone()}</span> })
                 .collect_view();
             let missing_marks = s
                 .missing_decision_channels
                 .iter()
-                .map(|c| view! { <span class="mark m-missing">"MISSING DECISION for " {c.clone()}</span> })
+                .map(|c| view! { <span class="mark m-missing">{tr!(l, "trace.missing_for")} " " {c.clone()}</span> })
                 .collect_view();
             let lane_marks = s
                 .lane_marks
                 .iter()
                 .map(|m| {
                     let class = if is_lane_finding(&m.mark) { "mark m-lane" } else { "mark m-lane-counted" };
-                    view! { <span class=class data-mark=m.mark.clone() title=lane_mark_help(&m.mark)>{m.text.clone()}</span> }
+                    view! { <span class=class data-mark=m.mark.clone() title=lane_mark_help(l, &m.mark)>{m.text.clone()}</span> }
                 })
                 .collect_view();
-            let waiting = s.waiting_for_parent.then(|| view! { <span class="mark">"waiting for parent"</span> });
+            let waiting = s.waiting_for_parent.then(|| view! { <span class="mark">{tr!(l, "trace.waiting")}</span> });
             let kind = match &s.traffic_kind {
                 Some(k) => format!("{} {k}", s.span_kind),
                 None => s.span_kind.clone(),
@@ -86,7 +86,7 @@ pub fn body(chrome: &Chrome, view_: &TraceView) -> AnyView {
                     <td>{s.host.clone().unwrap_or_else(|| "–".into())}</td>
                     <td>{chip(l, &s.color)}</td>
                     <td class="decisions">{if s.decisions.is_empty() { "–".to_owned() } else { s.decisions.clone() }}</td>
-                    <td class="lane">{lane_cell(s, view_)}</td>
+                    <td class="lane">{lane_cell(l, s, view_)}</td>
                     <td class=if s.is_error { "status error" } else { "status" }>{s.status_code.clone()}{if s.is_error { " (error)" } else { "" }}</td>
                     <td class="num">{format!("{:.2} ms", s.duration_ns as f64 / 1e6)}</td>
                     <td class="bar"><div class="track"><div class="fill" style=format!("margin-left:{left:.2}%;width:{width:.2}%")></div></div></td>
@@ -99,26 +99,27 @@ pub fn body(chrome: &Chrome, view_: &TraceView) -> AnyView {
     let paging = (shown < view_.span_count).then(|| {
         let base = format!("/traces/{}", view_.trace_id);
         let first = (shown > 0).then(|| {
-            format!(
-                "spans {}–{} of {} shown; ",
-                thousands(view_.offset + 1),
-                thousands(view_.offset + shown),
-                thousands(view_.span_count)
+            tr!(
+                l,
+                "trace.page_shown",
+                first = thousands(view_.offset + 1),
+                last = thousands(view_.offset + shown),
+                total = thousands(view_.span_count)
             )
         });
         let prev = (view_.offset > 0).then(|| {
             let to = view_.offset.saturating_sub(view_.page_size);
-            view! { " " <a id="prev-page" href=format!("{base}?offset={to}")>"previous page"</a> }
+            view! { " " <a id="prev-page" href=format!("{base}?offset={to}")>{tr!(l, "trace.previous")}</a> }
         });
         let next_at = view_.offset + shown;
         let next = (shown > 0 && next_at < view_.span_count).then(|| {
-            view! { " " <a id="next-page" href=format!("{base}?offset={next_at}")>"next page"</a> }
+            view! { " " <a id="next-page" href=format!("{base}?offset={next_at}")>{tr!(l, "trace.next")}</a> }
         });
         view! {
             <p class="facts" id="trace-page">
-                {first.unwrap_or_else(|| format!("no span at offset {}; ", thousands(view_.offset)))}
-                <span id="left-out">{thousands(view_.span_count - shown)}</span> " left out"
-                " (a page shows at most " {thousands(view_.page_size)} ")."
+                {first.unwrap_or_else(|| tr!(l, "trace.no_span_at", offset = thousands(view_.offset)))}
+                <span id="left-out">{thousands(view_.span_count - shown)}</span> " " {tr!(l, "trace.left_out")}
+                " " {tr!(l, "trace.page_size", size = thousands(view_.page_size))}
                 {prev}{next}
             </p>
         }
@@ -141,50 +142,54 @@ pub fn body(chrome: &Chrome, view_: &TraceView) -> AnyView {
     .into_any()
 }
 
-/// The lane mark types, each with its label and what it means (domain §7.3): the findings
-/// first, then the outcomes the analyzer only counts.
-const LANE_MARKS: [(&str, &str, &str); 8] = [
-    (
-        "lane_leak",
-        "LANE LEAK",
-        "the request was meant for a lane and its app had an instance of that lane present, yet it was served elsewhere (or a strict lane was served elsewhere, or another lane took it): the request left its lane here",
-    ),
-    (
-        "lane_tag_dropped",
-        "TAG DROPPED",
-        "the span carries no lane tag while its upstream carried one, and no span below carries it again: the mark was lost on the way here (in_process: inside the caller; on_wire: between caller and callee)",
-    ),
-    (
-        "lane_pollution",
-        "LANE POLLUTION",
-        "base traffic (untagged, or tagged base) served by a lane instance while its app had a base instance present",
-    ),
-    (
-        "lane_tag_changed",
-        "TAG CHANGED",
-        "the span carries a tag other than its upstream's intended lane, and neither app is an entry app of its lane group: the tag was set or changed mid-trace",
-    ),
-    (
-        "lane_fallback",
-        "FALLBACK",
-        "expected, not a finding: marked for a lane its app had no instance of, and served in base",
-    ),
-    (
-        "failover",
-        "FAILOVER",
-        "not a finding: a retry served outside the lane after an earlier try of the same call in the lane failed",
-    ),
-    (
-        "reverse_fallback",
-        "REVERSE FALLBACK",
-        "not a finding: base traffic served in a lane because its app had no base instance, which its lane group allows",
-    ),
-    (
-        "tag_not_recorded",
-        "TAG NOT RECORDED",
-        "not a finding: the span did not record its upstream's tag, but a span below it carries the tag again",
-    ),
+/// The lane mark types (domain §7.3): the findings first, then the outcomes the analyzer
+/// only counts.
+const LANE_MARKS: [&str; 8] = [
+    "lane_leak",
+    "lane_tag_dropped",
+    "lane_pollution",
+    "lane_tag_changed",
+    "lane_fallback",
+    "failover",
+    "reverse_fallback",
+    "tag_not_recorded",
 ];
+
+/// A lane mark type's label and what it means, in `l`.
+fn lane_mark(l: Lang, mark: &str) -> Option<(String, String)> {
+    Some(match mark {
+        "lane_leak" => (
+            tr!(l, "mark.lane_leak.label"),
+            tr!(l, "mark.lane_leak.help"),
+        ),
+        "lane_tag_dropped" => (
+            tr!(l, "mark.lane_tag_dropped.label"),
+            tr!(l, "mark.lane_tag_dropped.help"),
+        ),
+        "lane_pollution" => (
+            tr!(l, "mark.lane_pollution.label"),
+            tr!(l, "mark.lane_pollution.help"),
+        ),
+        "lane_tag_changed" => (
+            tr!(l, "mark.lane_tag_changed.label"),
+            tr!(l, "mark.lane_tag_changed.help"),
+        ),
+        "lane_fallback" => (
+            tr!(l, "mark.lane_fallback.label"),
+            tr!(l, "mark.lane_fallback.help"),
+        ),
+        "failover" => (tr!(l, "mark.failover.label"), tr!(l, "mark.failover.help")),
+        "reverse_fallback" => (
+            tr!(l, "mark.reverse_fallback.label"),
+            tr!(l, "mark.reverse_fallback.help"),
+        ),
+        "tag_not_recorded" => (
+            tr!(l, "mark.tag_not_recorded.label"),
+            tr!(l, "mark.tag_not_recorded.help"),
+        ),
+        _ => return None,
+    })
+}
 
 /// The lane finding types (the marks that are findings, not outcomes only counted): the
 /// model's per-span lane detections.
@@ -205,22 +210,22 @@ pub fn lane_finding_filter(text: &str) -> Option<String> {
 }
 
 /// What a lane mark type means (the mark's title text).
-fn lane_mark_help(mark: &str) -> String {
-    LANE_MARKS.iter().find(|(m, _, _)| *m == mark).map_or_else(
+fn lane_mark_help(l: Lang, mark: &str) -> String {
+    lane_mark(l, mark).map_or_else(
         || mark.to_owned(),
-        |(_, label, help)| format!("{label}: {help}"),
+        |(label, help)| format!("{label}: {help}"),
     )
 }
 
 /// The legend of the lane mark types shown on the page (none when the page has no lane mark).
 fn lane_legend(l: Lang, view_: &TraceView) -> Option<AnyView> {
-    let shown: Vec<&(&str, &str, &str)> = LANE_MARKS
-        .iter()
-        .filter(|(m, _, _)| {
+    let shown: Vec<&str> = LANE_MARKS
+        .into_iter()
+        .filter(|m| {
             view_
                 .spans
                 .iter()
-                .any(|s| s.lane_marks.iter().any(|x| x.mark == *m))
+                .any(|s| s.lane_marks.iter().any(|x| x.mark == **m))
         })
         .collect();
     if shown.is_empty() {
@@ -228,8 +233,9 @@ fn lane_legend(l: Lang, view_: &TraceView) -> Option<AnyView> {
     }
     let items = shown
         .into_iter()
-        .map(|(m, label, help)| {
-            view! { <dt data-mark=*m>{*label}</dt><dd>{*help}</dd> }
+        .filter_map(|m| lane_mark(l, m).map(|t| (m, t)))
+        .map(|(m, (label, help))| {
+            view! { <dt data-mark=m>{label}</dt><dd>{help}</dd> }
         })
         .collect_view();
     Some(
@@ -244,7 +250,7 @@ fn lane_legend(l: Lang, view_: &TraceView) -> Option<AnyView> {
 /// A span's lane cell: the lane that served it (a link to its app's lane group's page over
 /// the trace's time, or to the page of the apps in no group), the tag it carries and the lane
 /// its request was meant for (domain §7.2), each said in words.
-fn lane_cell(s: &crate::source::TraceSpan, view_: &TraceView) -> AnyView {
+fn lane_cell(l: Lang, s: &crate::source::TraceSpan, view_: &TraceView) -> AnyView {
     let Some(lane) = &s.lane else {
         return view! { "–" }.into_any();
     };
@@ -260,15 +266,15 @@ fn lane_cell(s: &crate::source::TraceSpan, view_: &TraceView) -> AnyView {
         rfc3339_secs(to)
     );
     let title = match &s.lane_group {
-        Some(g) => format!("lane group {g}"),
-        None => "in no lane group".to_owned(),
+        Some(g) => tr!(l, "trace.lane_group", group = g),
+        None => tr!(l, "trace.no_lane_group"),
     };
     let mut rest = String::new();
     if let Some(t) = &s.lane_tag {
-        rest.push_str(&format!(" · tag {t}"));
+        rest.push_str(&format!(" · {} {t}", tr!(l, "trace.tag")));
     }
     if let Some(i) = &s.intended_lane {
-        rest.push_str(&format!(" · for {i}"));
+        rest.push_str(&format!(" · {} {i}", tr!(l, "trace.for")));
     }
     view! { <a class="lane" href=href title=title>{lane.clone()}</a>{rest} }.into_any()
 }

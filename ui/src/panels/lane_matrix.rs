@@ -61,21 +61,21 @@ fn cell(l: Lang, app: &str, lane: &str, c: &LaneCell) -> impl IntoView + use<> {
             .into_any()
     };
     let marked = (!base).then(|| {
-        let leaked = (c.leaked > 0).then(|| view! { " · " <span class="warn">{format!("leaked {}", c.leaked)}</span> });
+        let leaked = (c.leaked > 0).then(|| view! { " · " <span class="warn">{tr!(l, "matrix.leaked", n = c.leaked)}</span> });
         view! {
             <div class="marked">
-                {format!("in lane {} · fallback {} · failover {}", c.served_in_lane, c.lane_fallback, c.failover)}
+                {tr!(l, "matrix.marked", served = c.served_in_lane, fallback = c.lane_fallback, failover = c.failover)}
                 {leaked}
             </div>
         }
     });
     let pollution = (c.pollution > 0).then(|| {
-        view! { <div class="warn">{format!("base traffic {}", c.pollution)}</div> }
+        view! { <div class="warn">{tr!(l, "matrix.base_traffic", n = c.pollution)}</div> }
     });
     let served = (c.requests > 0).then(|| {
         let rate = c.error_rate().map(|r| format!(" ({:.1}%)", r * 100.0)).unwrap_or_default();
         let p99 = c.p99_ms.map(|p| format!(" · p99 {p:.1} ms")).unwrap_or_default();
-        view! { <div class="served">{format!("{} req · {} err{rate}{p99}", c.requests, c.errors)}</div> }
+        view! { <div class="served">{tr!(l, "matrix.served", requests = c.requests, errors = c.errors)}{rate}{p99}</div> }
     });
     view! {
         <td class="cell" data-app=app.to_owned() data-lane=lane.to_owned()>

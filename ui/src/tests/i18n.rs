@@ -133,6 +133,77 @@ fn pages() -> Vec<(String, &'static str, Vec<&'static str>, Vec<&'static str>)> 
     ]
 }
 
+/// Every key of the catalog has its English and its Chinese text (a missing Chinese one would
+/// fall back to English silently), and every key the code names is in the catalog.
+#[test]
+fn the_catalog_has_both_languages_for_every_key_the_code_uses() {
+    let text = include_str!("../../locales/ui.yml");
+    let mut keys = std::collections::BTreeMap::new();
+    let mut key = None;
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() || line.starts_with("_version") {
+            continue;
+        }
+        if !line.starts_with(' ') {
+            key = Some(line.trim_end_matches(':').to_owned());
+            keys.insert(key.clone().unwrap(), (false, false));
+        } else if let Some(k) = &key {
+            let e = keys.get_mut(k).unwrap();
+            let t = line.trim();
+            e.0 |= t.starts_with("en: ") && t.len() > "en: ".len();
+            e.1 |= t.starts_with("zh-CN: ") && t.len() > "zh-CN: ".len() && !t.is_ascii();
+        }
+    }
+    for (k, (en, zh)) in &keys {
+        assert!(*en && *zh, "{k}: English {en}, Chinese {zh}");
+    }
+    // The keys named in the sources.
+    let sources = [
+        include_str!("../pages/mod.rs"),
+        include_str!("../pages/overview.rs"),
+        include_str!("../pages/channel.rs"),
+        include_str!("../pages/confirm.rs"),
+        include_str!("../pages/login.rs"),
+        include_str!("../pages/lanes.rs"),
+        include_str!("../pages/trace.rs"),
+        include_str!("../routes.rs"),
+        include_str!("../routes/prefs.rs"),
+        include_str!("../panels/alerts.rs"),
+        include_str!("../panels/app_table.rs"),
+        include_str!("../panels/blue_share_chart.rs"),
+        include_str!("../panels/channel_table.rs"),
+        include_str!("../panels/color_load.rs"),
+        include_str!("../panels/controls.rs"),
+        include_str!("../panels/event_log.rs"),
+        include_str!("../panels/hop_edges.rs"),
+        include_str!("../panels/instances.rs"),
+        include_str!("../panels/lane_error_chart.rs"),
+        include_str!("../panels/lane_findings.rs"),
+        include_str!("../panels/lane_matrix.rs"),
+        include_str!("../panels/missing_decisions.rs"),
+        include_str!("../panels/unknown_instances.rs"),
+        include_str!("../panels/window_findings.rs"),
+    ];
+    let mut used = 0;
+    for src in sources {
+        for (at, _) in src.match_indices("tr!(") {
+            // Not `include_str!(` and the like.
+            if src[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let part = &src[at + 4..];
+            let Some(start) = part.find('"') else {
+                continue;
+            };
+            let rest = &part[start + 1..];
+            let k = &rest[..rest.find('"').unwrap()];
+            assert!(keys.contains_key(k), "{k:?} is used but not in ui.yml");
+            used += 1;
+        }
+    }
+    assert!(used > 150, "{used}");
+}
+
 #[tokio::test]
 async fn every_page_in_zh_cn_is_chinese_with_no_english_label_left() {
     let app = app_with(UiSettings::default());
