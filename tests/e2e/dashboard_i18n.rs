@@ -103,3 +103,35 @@ fn the_browser_zone_choice_shows_chromiums_tokyo_offset() {
     let rows = starts(&b);
     assert!(rows.iter().all(|(_, t)| t.ends_with("+09:00")), "{rows:?}");
 }
+
+/// A bad `[ui]` value stops `dyeline serve` at start with its key named, from the file or
+/// the environment; nothing is served.
+#[test]
+fn bad_ui_settings_stop_the_start_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    for (lines, key, value) in [
+        ("time_zone = \"Mars/Base\"", "ui.time_zone", "Mars/Base"),
+        ("default_language = \"xx\"", "ui.default_language", "\"xx\""),
+    ] {
+        let file = dir.path().join("dyeline.toml");
+        std::fs::write(&file, format!("[ui]\n{lines}\n")).unwrap();
+        let args = [
+            &["--config", file.to_str().unwrap(), "serve", "--data-dir", data][..],
+            &EPHEMERAL_PORTS[..],
+        ]
+        .concat();
+        let (ok, _, err) = run_cli(&args);
+        assert!(!ok, "{lines}: started");
+        assert!(err.contains(key) && err.contains(value), "{lines}: {err}");
+    }
+    let out = std::process::Command::new(crate::support::dyeline_bin())
+        .args([&["serve", "--data-dir", data][..], &EPHEMERAL_PORTS[..]].concat())
+        .env("DYELINE_UI__TIME_ZONE", "Mars/Base")
+        .env("DYELINE_LOG", "warn")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("ui.time_zone"), "{err}");
+}
