@@ -34,6 +34,28 @@ fn chinese_pages_then_english_by_the_form_and_shanghai_time() {
     );
     assert_eq!(b.text("main h1"), "发布通道");
     assert!(b.text("table#channels thead").contains("触发中的告警"));
+    b.click_to("tr[data-channel=trade] a", "#channel-id");
+    b.shot("channel-zh");
+    assert_eq!(b.text("main h1"), "发布通道 trade");
+    let headings = b.js(
+        "return Array.from(document.querySelectorAll('main h2')).map(h => h.textContent);",
+        vec![],
+    );
+    for h in [
+        "发布操作",
+        "应用",
+        "串色调用",
+        "窗口检测结果",
+        "实例",
+        "告警",
+        "操作记录",
+    ] {
+        assert!(
+            headings.as_array().unwrap().iter().any(|x| x == h),
+            "{h}: {headings}"
+        );
+    }
+    assert!(!b.text("main").contains("Window findings"));
 
     b.goto("/traces");
     b.wait_for("table#traces tbody tr");
@@ -118,7 +140,13 @@ fn bad_ui_settings_stop_the_start_naming_the_key() {
         let file = dir.path().join("dyeline.toml");
         std::fs::write(&file, format!("[ui]\n{lines}\n")).unwrap();
         let args = [
-            &["--config", file.to_str().unwrap(), "serve", "--data-dir", data][..],
+            &[
+                "--config",
+                file.to_str().unwrap(),
+                "serve",
+                "--data-dir",
+                data,
+            ][..],
             &EPHEMERAL_PORTS[..],
         ]
         .concat();
@@ -133,5 +161,8 @@ fn bad_ui_settings_stop_the_start_naming_the_key() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("ui.time_zone"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("ui.time_zone"),
+        "{err}"
+    );
 }

@@ -97,6 +97,25 @@ pub fn chip(lang: Lang, color: &str) -> impl IntoView + use<> {
     view! { <span class=class data-color=color.to_owned()>{label}</span> }
 }
 
+/// A finding type's label (`drained_side` → "drained side", 已切空一侧流量); the code itself
+/// for a type this table does not know.
+pub fn finding_label(lang: Lang, code: &str) -> String {
+    match code {
+        "cross_color_hop" => tr!(lang, "finding.cross_color_hop"),
+        "missing_decision" => tr!(lang, "finding.missing_decision"),
+        "drained_side" => tr!(lang, "finding.drained_side"),
+        "ratio_deviation" => tr!(lang, "finding.ratio_deviation"),
+        "instance_skew" => tr!(lang, "finding.instance_skew"),
+        "error_spike" => tr!(lang, "finding.error_spike"),
+        "lane_leak" => tr!(lang, "finding.lane_leak"),
+        "lane_tag_dropped" => tr!(lang, "finding.lane_tag_dropped"),
+        "lane_pollution" => tr!(lang, "finding.lane_pollution"),
+        "lane_tag_changed" => tr!(lang, "finding.lane_tag_changed"),
+        "lane_error_spike" => tr!(lang, "finding.lane_error_spike"),
+        other => other.to_owned(),
+    }
+}
+
 /// A channel's state (`idle`, `releasing`) as the reader's language says it.
 pub fn state_label(lang: Lang, state: &str) -> String {
     match state {

@@ -27,7 +27,8 @@ pub fn LaneFindings<'a>(
             let class = format!("finding f-{}", f.finding);
             view! {
                 <tr class=class data-finding=f.finding.clone()>
-                    <td>{f.finding.clone()}</td>
+                    // English shows the type's code; Chinese its label beside the code.
+                    <td>{if l == Lang::En { f.finding.clone() } else { format!("{} {}", crate::pages::finding_label(l, &f.finding), f.finding) }}</td>
                     <td>{f.place.clone()}</td>
                     <td>{f.lane.clone()}</td>
                     <td>{f.kind.clone()}</td>

@@ -60,7 +60,7 @@ pub fn WindowFindings<'a>(
             let traces = example_traces(&f.trace_ids);
             view! {
                 <tr class=format!("finding f-{}", f.finding) data-finding=f.finding.as_str()>
-                    <td>{f.finding.as_str().replace('_', " ")}</td>
+                    <td>{crate::pages::finding_label(l, f.finding.as_str())}</td>
                     <td>{f.app.clone().unwrap_or_else(|| tr!(l, "findings.all_apps"))}</td>
                     <td>{chip(l, &f.color)}</td>
                     <td>{f.kind.clone()}</td>
