@@ -307,7 +307,7 @@ async fn confirm_page(
         Ok(w) => w,
         Err(e) => return source_error(jar, c, &e),
     };
-    let refusal = guard::refusal(&page.channel, action, &page.alerts);
+    let refusal = guard::refusal(c.lang, &page.channel, action, &page.alerts);
     let body = pages::confirm::body(
         c,
         &pages::confirm::Confirm {
@@ -402,7 +402,7 @@ async fn act(
         }
         Err(e) => return source_error(jar, &c, &e).into_response(),
     };
-    let refusal = guard::refusal(&page.channel, &action, &page.alerts);
+    let refusal = guard::refusal(Lang::En, &page.channel, &action, &page.alerts);
     let overridden = param(&f, "override").is_some();
     if refusal.is_some() && !overridden {
         return confirm_page(&ui, jar, &c, &id, &action, None, StatusCode::CONFLICT)
@@ -662,7 +662,7 @@ async fn login(
     let next = session::local_path(param(&f, "next").unwrap_or("/"));
     if let Err(e) = session::csrf_check(&ui.csrf_key, &headers, param(&f, "csrf").unwrap_or("")) {
         let message = match e {
-            session::CsrfRefusal::Mismatch => "the form expired; try again".to_owned(),
+            session::CsrfRefusal::Mismatch => tr!(c.lang, "login.expired"),
             d => d.to_string(),
         };
         let body = pages::login::body(&c, &next, Some(&message));
