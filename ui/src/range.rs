@@ -4,7 +4,7 @@
 
 use dyeline_model::time::{now_unix_nano, parse_time};
 
-use crate::locale::Zone;
+use crate::locale::{Lang, Zone};
 use crate::source::TimeRange;
 
 /// The default range's length when data is live, ns (5 minutes).
@@ -14,19 +14,48 @@ pub const CAPTURE_RANGE_NS: i64 = 60 * 60 * 1_000_000_000;
 /// The longest range a page reads, ns (24 hours).
 pub const MAX_RANGE_NS: i64 = 24 * 60 * 60 * 1_000_000_000;
 
+/// Why a page's `?from=&to=` was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RangeError {
+    /// A bound that is no time: the text, and the zone a time without offset is read in.
+    Unparsable(String, &'static str),
+    /// `from` not before `to` (both as the page shows them).
+    Order(String, String),
+    /// Longer than [`MAX_RANGE_NS`].
+    TooLong,
+}
+
+impl RangeError {
+    /// The message in `lang`.
+    pub fn message(&self, lang: Lang) -> String {
+        match self {
+            Self::Unparsable(text, zone) => {
+                tr!(
+                    lang,
+                    "range.unparsable",
+                    text = format!("{text:?}"),
+                    zone = zone
+                )
+            }
+            Self::Order(from, to) => tr!(lang, "range.order", from = from, to = to),
+            Self::TooLong => tr!(lang, "range.too_long"),
+        }
+    }
+}
+
+impl std::fmt::Display for RangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message(Lang::En))
+    }
+}
+
 /// [`parse_time`] (RFC 3339 with its offset, or Unix ns), or a time typed without an offset
-/// read in `zone` (the zone the page shows), with the pages' wording of its error.
-fn parse(text: &str, zone: &Zone) -> Result<i64, String> {
+/// read in `zone` (the zone the page shows).
+fn parse(text: &str, zone: &Zone) -> Result<i64, RangeError> {
     parse_time(text)
         .ok()
         .or_else(|| zone.parse_local(text))
-        .ok_or_else(|| {
-            format!(
-                "{text:?} is neither RFC 3339 (2026-11-30T12:00:00Z), a local time in {} \
-                 (2026-11-30 20:00:00) nor Unix ns",
-                zone.name()
-            )
-        })
+        .ok_or_else(|| RangeError::Unparsable(text.to_owned(), zone.name()))
 }
 
 /// Now in Unix ns, in whole seconds, so viewers of a live range within one second share the
@@ -42,14 +71,14 @@ pub fn now_whole_seconds() -> i64 {
 /// capture fallback applied.
 ///
 /// # Errors
-/// A message for an unparsable time, `from >= to`, or a range longer than 24 h.
+/// An unparsable time, `from >= to`, or a range longer than 24 h.
 pub fn resolve(
     from: Option<&str>,
     to: Option<&str>,
     now: i64,
     newest_span: Option<i64>,
     zone: &Zone,
-) -> Result<TimeRange, String> {
+) -> Result<TimeRange, RangeError> {
     let read = |s: &str| parse(s, zone);
     let from = from
         .filter(|s| !s.trim().is_empty())
@@ -64,14 +93,10 @@ pub fn resolve(
     };
     let from = from.unwrap_or(to - len);
     if from >= to {
-        return Err(format!(
-            "from ({}) must be before to ({})",
-            zone.stamp(from),
-            zone.stamp(to)
-        ));
+        return Err(RangeError::Order(zone.stamp(from), zone.stamp(to)));
     }
     if to - from > MAX_RANGE_NS {
-        return Err("a page shows at most 24 hours".into());
+        return Err(RangeError::TooLong);
     }
     Ok(TimeRange {
         from_unix_nano: from,
@@ -167,9 +192,12 @@ mod tests {
         assert!(
             resolve(Some("x"), None, NOW, None, &Zone::utc())
                 .unwrap_err()
+                .to_string()
                 .contains("\"x\"")
         );
-        assert!(resolve(Some("10"), Some("5"), NOW, None, &Zone::utc()).is_err());
+        let e = resolve(Some("10"), Some("5"), NOW, None, &Zone::utc()).unwrap_err();
+        assert!(e.to_string().starts_with("from ("), "{e}");
+        assert!(e.message(Lang::ZhCn).contains("必须早于"), "{e:?}");
         assert!(
             resolve(
                 Some("0"),

@@ -150,7 +150,7 @@ async fn chrome(
                 from_unix_nano: now - range::LIVE_RANGE_NS,
                 to_unix_nano: now,
             }),
-            Err((StatusCode::BAD_REQUEST, e)),
+            Err((StatusCode::BAD_REQUEST, e.message(lang))),
         ),
     };
     let c = Chrome {

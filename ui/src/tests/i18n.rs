@@ -169,6 +169,7 @@ fn the_catalog_has_both_languages_for_every_key_the_code_uses() {
         include_str!("../routes.rs"),
         include_str!("../routes/prefs.rs"),
         include_str!("../guard.rs"),
+        include_str!("../range.rs"),
         include_str!("../panels/alerts.rs"),
         include_str!("../panels/app_table.rs"),
         include_str!("../panels/blue_share_chart.rs"),
