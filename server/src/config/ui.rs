@@ -79,4 +79,17 @@ mod tests {
             "browser"
         );
     }
+
+    /// The README's "Language and time zone" example loads as it says.
+    #[test]
+    fn the_readme_ui_example_loads() {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme.find("### Language and time zone").unwrap()..];
+        let start = section.find("```toml\n[ui]\n").unwrap() + "```toml\n[ui]\n".len();
+        let len = section[start..].find("```").unwrap();
+        let c = load(&section[start..start + len]).unwrap();
+        let s = c.ui.settings().unwrap();
+        assert_eq!(s.default_language, Some(dyeline_ui::Lang::ZhCn));
+        assert_eq!(s.time_zone.to_string(), "Asia/Shanghai");
+    }
 }
