@@ -92,6 +92,38 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// `dyeline sql`'s text table: arrow's printer (comfy-table) pads by display width, so
+    /// every `|` and `+` of every line is at the same display column with Chinese cells.
+    #[test]
+    fn the_sql_text_table_lines_up_chinese_cells() {
+        use unicode_width::UnicodeWidthStr;
+        let app: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![
+            "order",
+            "订单服务",
+            "库存-inventory",
+        ]));
+        let note: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![
+            Some("灰度发布第一批"),
+            None,
+            Some("ok"),
+        ]));
+        let b = RecordBatch::try_from_iter([("app", app), ("note", note)]).unwrap();
+        let t = table(&[b]).unwrap();
+        let marks = |line: &str| -> Vec<usize> {
+            line.char_indices()
+                .filter(|(_, c)| matches!(c, '|' | '+'))
+                .map(|(i, _)| line[..i].width())
+                .collect()
+        };
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 7, "{t}");
+        let first = marks(lines[0]);
+        assert_eq!(first.len(), 3, "{t}");
+        for l in &lines {
+            assert_eq!(marks(l), first, "{t}");
+        }
+    }
+
     #[test]
     fn cells_keep_their_json_types() {
         let a: ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![

@@ -17,6 +17,7 @@ pub mod lane_group;
 pub mod serve;
 pub mod sql;
 pub mod storage;
+pub mod table;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -24,10 +24,12 @@ mod lanes_doc_tests;
 mod listen;
 mod otlp;
 mod storage;
+mod ui;
 pub use control::ControlSettings;
 pub use listen::ListenSettings;
 pub use otlp::OtlpSettings;
 pub use storage::{CatalogSettings, ClusterSettings, SharedStorage, StorageSettings};
+pub use ui::UiConfig;
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,6 +94,9 @@ pub struct Config {
     /// The release gate (`GET /api/v1/channels/{id}/gate`): which firing alerts fail it
     /// (`[gate] fail_on`, finding types; an unknown one is refused at load).
     pub gate: dyeline_control::api::gate::GateSettings,
+    /// The dashboard's default language and time zone (`[ui] default_language`,
+    /// `[ui] time_zone`).
+    pub ui: UiConfig,
 }
 
 /// `[trace_view]` settings: one trace view (API or page) is a page of the trace's spans.
@@ -433,6 +438,7 @@ impl Default for Config {
             cluster: ClusterSettings::default(),
             control: ControlSettings::default(),
             gate: dyeline_control::api::gate::GateSettings::default(),
+            ui: UiConfig::default(),
         }
     }
 }
@@ -722,6 +728,7 @@ impl Config {
             .map_err(|e| ConfigError::Invalid(format!("lane_rules: {e}")))?;
         dyeline_model::LaneCarriers::new(&self.lane_carriers)
             .map_err(|e| ConfigError::Invalid(format!("lane_carriers: {e}")))?;
+        self.ui.settings()?;
         Ok(())
     }
 }

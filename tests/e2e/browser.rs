@@ -50,6 +50,17 @@ impl Browser {
     /// Starts chromedriver on a free loopback port and a fresh Chromium session; `base` is
     /// the dashboard's `http://host:port`.
     pub(crate) fn start(test: &'static str, base: String) -> Self {
+        Self::start_with(test, base, None, None)
+    }
+
+    /// As [`Browser::start`], asking for `lang` (`Accept-Language` and the UI language) and
+    /// running in time zone `tz` (chromedriver's and so Chromium's `TZ`).
+    pub(crate) fn start_with(
+        test: &'static str,
+        base: String,
+        lang: Option<&str>,
+        tz: Option<&str>,
+    ) -> Self {
         let profile = tempfile::Builder::new()
             .prefix("dyeline-chromium-")
             .tempdir()
@@ -66,17 +77,21 @@ impl Browser {
             }
         }
         let port = free_port();
-        let driver =
-            Command::new(std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into()))
-                .arg(format!("--port={port}"))
-                .arg("--allowed-ips=127.0.0.1")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                // Its own process group, so the Chromium it starts can be ended with it.
-                .process_group(0)
-                .spawn()
-                .expect("chromedriver runs (apt-get install chromium chromium-driver)");
+        let mut driver =
+            Command::new(std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into()));
+        if let Some(tz) = tz {
+            driver.env("TZ", tz);
+        }
+        let driver = driver
+            .arg(format!("--port={port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Its own process group, so the Chromium it starts can be ended with it.
+            .process_group(0)
+            .spawn()
+            .expect("chromedriver runs (apt-get install chromium chromium-driver)");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -101,17 +116,31 @@ impl Browser {
             std::thread::sleep(Duration::from_millis(100));
         }
         let mut caps = serde_json::Map::new();
+        let mut args = vec![
+            "--headless".to_owned(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-dev-shm-usage".into(),
+            "--disable-background-networking".into(),
+            "--disable-component-update".into(),
+            "--no-first-run".into(),
+            "--disable-sync".into(),
+            "--disable-quic".into(),
+            "--window-size=1280,900".into(),
+            format!("--user-data-dir={}", b._profile.path().display()),
+        ];
+        let mut prefs = serde_json::Map::new();
+        if let Some(lang) = lang {
+            args.push(format!("--lang={lang}"));
+            args.push(format!("--accept-lang={lang}"));
+            prefs.insert("intl.accept_languages".into(), json!(lang));
+        }
         caps.insert(
             "goog:chromeOptions".into(),
             json!({
                 "binary": std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--disable-background-networking", "--disable-component-update",
-                    "--no-first-run", "--disable-sync", "--disable-quic",
-                    "--window-size=1280,900",
-                    format!("--user-data-dir={}", b._profile.path().display()),
-                ],
+                "args": args,
+                "prefs": prefs,
             }),
         );
         let client = b.rt.block_on(async {

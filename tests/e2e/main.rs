@@ -21,6 +21,7 @@ mod compaction;
 mod control;
 mod control_cluster;
 mod dashboard;
+mod dashboard_i18n;
 mod dashboard_lanes;
 mod demo;
 mod deploy;

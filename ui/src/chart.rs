@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::range::clock;
+use crate::locale::Zone;
 
 /// One series: a label, a CSS class (`s-blue`, `s-green`, `s-target`) and points (time in
 /// Unix ns, value or none for a gap).
@@ -78,7 +78,10 @@ fn fmt_value(v: f64, unit: &str) -> String {
 
 /// Renders a line chart over `[from, to)` as an `<svg>` string with a `<title>` (`title`) and
 /// a legend. `y_max`: fixed top of the axis (e.g. 100 for percentages) or none to fit the
-/// data. `unit` is appended to axis labels (`%`, `/s`, ` ms`).
+/// data. `unit` is appended to axis labels (`%`, `/s`, ` ms`); the time axis reads in `zone`.
+// Eight plain values, each a different part of the picture; a struct for them would be built
+// once per call site and read once here.
+#[allow(clippy::too_many_arguments)]
 pub fn line_chart(
     title: &str,
     from: i64,
@@ -87,6 +90,7 @@ pub fn line_chart(
     annotations: &[Annotation],
     y_max: Option<f64>,
     unit: &str,
+    zone: &Zone,
 ) -> String {
     let data_max = series
         .iter()
@@ -121,7 +125,7 @@ pub fn line_chart(
             r#"<text class="axis" x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
             x(t),
             H - 8.0,
-            clock(t)
+            zone.clock(t)
         );
     }
     // Labels of nearby operations would overlap: each goes one line lower than the previous
@@ -230,6 +234,7 @@ mod tests {
             }],
             Some(100.0),
             "%",
+            &Zone::utc(),
         );
         assert!(svg.contains("blue &lt;observed&gt;"), "{svg}");
         assert!(svg.contains("→ 50%"));

@@ -7,6 +7,7 @@
 
 use dyeline_model::release::spike_guard;
 
+use crate::locale::Lang;
 use crate::source::{Action, AlertLine, ChannelRow};
 
 /// The colour whose share `action` increases on `channel`, if any: blue when blue_percent
@@ -16,20 +17,28 @@ pub fn gaining_color(channel: &ChannelRow, action: &Action) -> Option<&'static s
         .map(dyeline_model::Color::as_str)
 }
 
-/// Why `action` must be refused on `channel` given its `alerts`, or `None` when it may go
-/// ahead. Only firing alerts that [`spike_guard::blocks`] the change count.
-pub fn refusal(channel: &ChannelRow, action: &Action, alerts: &[AlertLine]) -> Option<String> {
+/// Why `action` must be refused on `channel` given its `alerts`, in `lang`, or `None` when it
+/// may go ahead. Only firing alerts that [`spike_guard::blocks`] the change count. (The note
+/// recorded with an override is always the English one: the audit log reads the same for
+/// every reader.)
+pub fn refusal(
+    lang: Lang,
+    channel: &ChannelRow,
+    action: &Action,
+    alerts: &[AlertLine],
+) -> Option<String> {
     let gaining = gaining_color(channel, action)?;
     let (from, to) = (channel.blue_percent, action.blue_percent_after());
     let spike = alerts.iter().find(|a| {
         a.state == "firing" && spike_guard::blocks(from, to, &a.kind, a.color.as_deref())
     })?;
-    Some(format!(
-        "refused: blue_percent {} → {} moves traffic to {gaining}, where a one-sided error \
-         spike is firing ({}). Tick the override to proceed anyway.",
-        channel.blue_percent,
-        action.blue_percent_after(),
-        spike.summary
+    Some(tr!(
+        lang,
+        "guard.refusal",
+        from = channel.blue_percent,
+        to = action.blue_percent_after(),
+        gaining = gaining,
+        summary = spike.summary
     ))
 }
 
@@ -77,22 +86,49 @@ mod tests {
 
     #[test]
     fn an_increase_towards_a_spiking_colour_is_refused() {
-        let r = refusal(&channel(10), &Action::Ratio(50), &[spike("blue", "firing")]);
+        let r = refusal(
+            Lang::En,
+            &channel(10),
+            &Action::Ratio(50),
+            &[spike("blue", "firing")],
+        );
         let r = r.expect("refused");
         assert!(r.contains("10 → 50"), "{r}");
         assert!(r.contains("blue error rate 30%"), "{r}");
+        let zh = refusal(
+            Lang::ZhCn,
+            &channel(10),
+            &Action::Ratio(50),
+            &[spike("blue", "firing")],
+        )
+        .expect("refused in Chinese too");
+        assert!(zh.starts_with("已拒绝：blue_percent 10 → 50"), "{zh}");
         // Green gains when blue_percent falls.
-        assert!(refusal(&channel(50), &Action::Ratio(0), &[spike("green", "firing")]).is_some());
+        assert!(
+            refusal(
+                Lang::En,
+                &channel(50),
+                &Action::Ratio(0),
+                &[spike("green", "firing")]
+            )
+            .is_some()
+        );
     }
 
     #[test]
     fn moving_away_from_the_spike_or_a_resolved_spike_is_allowed() {
         assert_eq!(
-            refusal(&channel(50), &Action::Ratio(0), &[spike("blue", "firing")]),
+            refusal(
+                Lang::En,
+                &channel(50),
+                &Action::Ratio(0),
+                &[spike("blue", "firing")]
+            ),
             None
         );
         assert_eq!(
             refusal(
+                Lang::En,
                 &channel(10),
                 &Action::Ratio(50),
                 &[spike("blue", "resolved")]
@@ -100,13 +136,31 @@ mod tests {
             None
         );
         assert_eq!(
-            refusal(&channel(50), &Action::Ratio(50), &[spike("blue", "firing")]),
+            refusal(
+                Lang::En,
+                &channel(50),
+                &Action::Ratio(50),
+                &[spike("blue", "firing")]
+            ),
             None
         );
         // Finish returns to 50: from 100 that moves traffic to green.
-        assert!(refusal(&channel(100), &Action::Finish, &[spike("green", "firing")]).is_some());
+        assert!(
+            refusal(
+                Lang::En,
+                &channel(100),
+                &Action::Finish,
+                &[spike("green", "firing")]
+            )
+            .is_some()
+        );
         assert_eq!(
-            refusal(&channel(100), &Action::Finish, &[spike("blue", "firing")]),
+            refusal(
+                Lang::En,
+                &channel(100),
+                &Action::Finish,
+                &[spike("blue", "firing")]
+            ),
             None
         );
     }

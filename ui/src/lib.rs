@@ -7,6 +7,9 @@
 //! through ([`DashboardSource`]). It never touches the store or the control database
 //! directly; the server implements the port.
 //!
+//! Every page is written in English or Simplified Chinese and shows its times in one zone,
+//! as the reader chose ([`locale`]); the text is in `locales/ui.yml`.
+//!
 //! Each page body ([`pages`]) lays out panels, and each panel (a chart, table or form) is
 //! one Leptos `#[component]` in its own file under [`panels`], rendered on the server only.
 //!
@@ -25,8 +28,24 @@
 //!    its content; the page groups panels into `<section>`s.
 //! 5. A fixture value in `ui/src/tests.rs`, and an assertion that it reaches the HTML.
 
+// The catalog of every page's text, `locales/ui.yml` (English and Simplified Chinese side by
+// side), compiled in; looked up with the request's locale, never a process-wide one.
+rust_i18n::i18n!("locales", fallback = "en");
+
+/// `tr!(lang, "key")` or `tr!(lang, "key", name = value, …)`: the catalog's text of `key` in
+/// `lang` (a [`locale::Lang`]), `%{name}` replaced.
+macro_rules! tr {
+    ($lang:expr, $key:literal) => {
+        rust_i18n::t!($key, locale = $lang.code()).into_owned()
+    };
+    ($lang:expr, $key:literal, $($name:ident = $value:expr),+ $(,)?) => {
+        rust_i18n::t!($key, locale = $lang.code(), $($name = $value),+).into_owned()
+    };
+}
+
 pub mod chart;
 pub mod guard;
+pub mod locale;
 pub mod pages;
 pub mod panels;
 pub mod range;
@@ -36,6 +55,7 @@ pub mod source;
 #[cfg(test)]
 mod tests;
 
+pub use locale::{Lang, TimeZoneSetting, UiSettings};
 pub use routes::{Ui, router};
 pub use source::{
     Action, AlertLine, AppRow, ChannelPage, ChannelRow, ColorLatency, ColorLoad, DashboardSource,

@@ -2,8 +2,9 @@
 //! and the default — the last 5 minutes, or, when the newest span is older than that (an
 //! imported capture), the hour that ends at the newest span.
 
-use dyeline_model::time::{now_unix_nano, parse_time, rfc3339_secs};
+use dyeline_model::time::{now_unix_nano, parse_time};
 
+use crate::locale::{Lang, Zone};
 use crate::source::TimeRange;
 
 /// The default range's length when data is live, ns (5 minutes).
@@ -13,14 +14,48 @@ pub const CAPTURE_RANGE_NS: i64 = 60 * 60 * 1_000_000_000;
 /// The longest range a page reads, ns (24 hours).
 pub const MAX_RANGE_NS: i64 = 24 * 60 * 60 * 1_000_000_000;
 
-/// [`parse_time`] with the pages' wording of its error.
-fn parse(text: &str) -> Result<i64, String> {
-    parse_time(text).map_err(|e| {
-        format!(
-            "{:?} is neither RFC 3339 (2026-11-30T12:00:00Z) nor Unix ns",
-            e.0
-        )
-    })
+/// Why a page's `?from=&to=` was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RangeError {
+    /// A bound that is no time: the text, and the zone a time without offset is read in.
+    Unparsable(String, &'static str),
+    /// `from` not before `to` (both as the page shows them).
+    Order(String, String),
+    /// Longer than [`MAX_RANGE_NS`].
+    TooLong,
+}
+
+impl RangeError {
+    /// The message in `lang`.
+    pub fn message(&self, lang: Lang) -> String {
+        match self {
+            Self::Unparsable(text, zone) => {
+                tr!(
+                    lang,
+                    "range.unparsable",
+                    text = format!("{text:?}"),
+                    zone = zone
+                )
+            }
+            Self::Order(from, to) => tr!(lang, "range.order", from = from, to = to),
+            Self::TooLong => tr!(lang, "range.too_long"),
+        }
+    }
+}
+
+impl std::fmt::Display for RangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message(Lang::En))
+    }
+}
+
+/// [`parse_time`] (RFC 3339 with its offset, or Unix ns), or a time typed without an offset
+/// read in `zone` (the zone the page shows).
+fn parse(text: &str, zone: &Zone) -> Result<i64, RangeError> {
+    parse_time(text)
+        .ok()
+        .or_else(|| zone.parse_local(text))
+        .ok_or_else(|| RangeError::Unparsable(text.to_owned(), zone.name()))
 }
 
 /// Now in Unix ns, in whole seconds, so viewers of a live range within one second share the
@@ -29,31 +64,27 @@ pub fn now_whole_seconds() -> i64 {
     now_unix_nano() / 1_000_000_000 * 1_000_000_000
 }
 
-/// Formats Unix ns as a clock time `HH:MM:SS` (UTC).
-pub fn clock(t_unix_nano: i64) -> String {
-    chrono::DateTime::from_timestamp_nanos(t_unix_nano)
-        .format("%H:%M:%S")
-        .to_string()
-}
-
-/// The range of a page given its `from`/`to` parameters (empty = absent), the time `now` and
+/// The range of a page given its `from`/`to` parameters (empty = absent; read in `zone` when
+/// typed without an offset), the time `now` and
 /// the newest stored span's start. Without `to`: now, or the newest span + 1 ns when that is
 /// older than the live range. Without `from`: 5 minutes before `to`, or 1 hour when the
 /// capture fallback applied.
 ///
 /// # Errors
-/// A message for an unparsable time, `from >= to`, or a range longer than 24 h.
+/// An unparsable time, `from >= to`, or a range longer than 24 h.
 pub fn resolve(
     from: Option<&str>,
     to: Option<&str>,
     now: i64,
     newest_span: Option<i64>,
-) -> Result<TimeRange, String> {
+    zone: &Zone,
+) -> Result<TimeRange, RangeError> {
+    let read = |s: &str| parse(s, zone);
     let from = from
         .filter(|s| !s.trim().is_empty())
-        .map(parse)
+        .map(read)
         .transpose()?;
-    let to = to.filter(|s| !s.trim().is_empty()).map(parse).transpose()?;
+    let to = to.filter(|s| !s.trim().is_empty()).map(read).transpose()?;
     let stale = newest_span.filter(|&n| n < now - LIVE_RANGE_NS);
     let (to, len) = match (to, stale) {
         (Some(t), _) => (t, LIVE_RANGE_NS),
@@ -62,14 +93,10 @@ pub fn resolve(
     };
     let from = from.unwrap_or(to - len);
     if from >= to {
-        return Err(format!(
-            "from ({}) must be before to ({})",
-            rfc3339_secs(from),
-            rfc3339_secs(to)
-        ));
+        return Err(RangeError::Order(zone.stamp(from), zone.stamp(to)));
     }
     if to - from > MAX_RANGE_NS {
-        return Err("a page shows at most 24 hours".into());
+        return Err(RangeError::TooLong);
     }
     Ok(TimeRange {
         from_unix_nano: from,
@@ -92,6 +119,7 @@ pub fn step_ns(range: &TimeRange) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dyeline_model::time::rfc3339_secs;
 
     #[test]
     fn rates_divide_from_the_first_span_in_the_range() {
@@ -118,16 +146,16 @@ mod tests {
 
     #[test]
     fn live_data_opens_on_the_last_five_minutes() {
-        let r = resolve(None, None, NOW, Some(NOW - MIN)).unwrap();
+        let r = resolve(None, None, NOW, Some(NOW - MIN), &Zone::utc()).unwrap();
         assert_eq!((r.from_unix_nano, r.to_unix_nano), (NOW - 5 * MIN, NOW));
-        let r = resolve(None, None, NOW, None).unwrap();
+        let r = resolve(None, None, NOW, None, &Zone::utc()).unwrap();
         assert_eq!(r.to_unix_nano, NOW);
     }
 
     #[test]
     fn a_capture_opens_on_the_hour_ending_at_its_newest_span() {
         let newest = NOW - 30 * 24 * 60 * MIN;
-        let r = resolve(None, None, NOW, Some(newest)).unwrap();
+        let r = resolve(None, None, NOW, Some(newest), &Zone::utc()).unwrap();
         assert_eq!(
             (r.from_unix_nano, r.to_unix_nano),
             (newest + 1 - 60 * MIN, newest + 1)
@@ -141,19 +169,45 @@ mod tests {
             Some("2026-11-30T13:00:00Z"),
             NOW,
             None,
+            &Zone::utc(),
         )
         .unwrap();
         assert_eq!(r.to_unix_nano - r.from_unix_nano, 60 * MIN);
         assert_eq!(rfc3339_secs(r.from_unix_nano), "2026-11-30T12:00:00Z");
-        let r = resolve(None, Some("1000000000000"), NOW, None).unwrap();
+        // A range typed in the zone the page shows reads back to the instants it showed.
+        let sh = Zone::named("Asia/Shanghai".parse().unwrap());
+        let r = resolve(
+            Some("2026-11-30 20:00:00"),
+            Some(&sh.stamp(r.to_unix_nano)),
+            NOW,
+            None,
+            &sh,
+        )
+        .unwrap();
+        assert_eq!(rfc3339_secs(r.from_unix_nano), "2026-11-30T12:00:00Z");
+        assert_eq!(rfc3339_secs(r.to_unix_nano), "2026-11-30T13:00:00Z");
+        assert_eq!(sh.stamp(r.from_unix_nano), "2026-11-30T20:00:00+08:00");
+        let r = resolve(None, Some("1000000000000"), NOW, None, &Zone::utc()).unwrap();
         assert_eq!(r.from_unix_nano, 1_000_000_000_000 - 5 * MIN);
         assert!(
-            resolve(Some("x"), None, NOW, None)
+            resolve(Some("x"), None, NOW, None, &Zone::utc())
                 .unwrap_err()
+                .to_string()
                 .contains("\"x\"")
         );
-        assert!(resolve(Some("10"), Some("5"), NOW, None).is_err());
-        assert!(resolve(Some("0"), Some(&(25 * 60 * MIN).to_string()), NOW, None).is_err());
+        let e = resolve(Some("10"), Some("5"), NOW, None, &Zone::utc()).unwrap_err();
+        assert!(e.to_string().starts_with("from ("), "{e}");
+        assert!(e.message(Lang::ZhCn).contains("必须早于"), "{e:?}");
+        assert!(
+            resolve(
+                Some("0"),
+                Some(&(25 * 60 * MIN).to_string()),
+                NOW,
+                None,
+                &Zone::utc()
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -14,7 +14,11 @@ use axum::routing::{get, post};
 use axum_extra::extract::cookie::CookieJar;
 use futures::Stream;
 
+mod prefs;
+
+use self::prefs::{here, language, prefs, zone};
 use crate::guard;
+use crate::locale::{Lang, UiSettings};
 use crate::pages::{self, Chrome};
 use crate::range;
 use crate::session;
@@ -23,6 +27,8 @@ use crate::source::{Action, DashboardSource, LaneScope, SourceError, TraceSearch
 /// The dashboard's state: the source it reads and writes through.
 pub struct Ui {
     source: Arc<dyn DashboardSource>,
+    /// `[ui]`: the default language and time zone.
+    settings: UiSettings,
     /// How often `/live` checks the source's data version.
     poll: Duration,
     /// Signs the forms' CSRF tokens.
@@ -42,8 +48,19 @@ impl Ui {
         poll: Duration,
         csrf_key: session::CsrfKey,
     ) -> Arc<Self> {
+        Self::with_settings(source, poll, csrf_key, UiSettings::default())
+    }
+
+    /// As [`Ui::with_csrf_key`], with the `[ui]` settings (default language and time zone).
+    pub fn with_settings(
+        source: Arc<dyn DashboardSource>,
+        poll: Duration,
+        csrf_key: session::CsrfKey,
+        settings: UiSettings,
+    ) -> Arc<Self> {
         Arc::new(Self {
             source,
+            settings,
             poll,
             csrf_key,
         })
@@ -66,6 +83,7 @@ pub fn router(ui: Arc<Ui>) -> Router {
         .route("/traces/{trace_id}", get(trace))
         .route("/login", get(login_page).post(login))
         .route("/logout", post(logout))
+        .route("/prefs", get(prefs))
         .route("/live", get(live))
         .route("/assets/style.css", get(style))
         .route("/assets/live.js", get(script))
@@ -102,15 +120,19 @@ impl IntoResponse for Page {
     }
 }
 
-/// Builds the frame of a page: CSRF secret, identity and range.
+/// Builds the frame of a page: CSRF secret, identity, language, zone and range.
 async fn chrome(
     ui: &Ui,
+    headers: &HeaderMap,
     jar: CookieJar,
-    title: String,
+    title: impl FnOnce(Lang) -> String,
     path: String,
     p: &HashMap<String, String>,
     live: bool,
 ) -> (CookieJar, Chrome, Result<(), (StatusCode, String)>) {
+    let lang = language(ui, headers, &jar);
+    let title = title(lang);
+    let zone = zone(ui, &jar);
     let (jar, nonce) = session::csrf(jar);
     let token = session::token(&jar);
     let csrf = session::form_token(&ui.csrf_key, &nonce, token.as_deref());
@@ -121,24 +143,28 @@ async fn chrome(
     let newest = ui.source.newest_span_unix_nano().await.unwrap_or(None);
     let explicit = param(p, "from").is_some() || param(p, "to").is_some();
     let now = range::now_whole_seconds();
-    let (range, err) = match range::resolve(param(p, "from"), param(p, "to"), now, newest) {
+    let (range, err) = match range::resolve(param(p, "from"), param(p, "to"), now, newest, &zone) {
         Ok(r) => (r, Ok(())),
         Err(e) => (
-            range::resolve(None, None, now, newest).unwrap_or(crate::source::TimeRange {
+            range::resolve(None, None, now, newest, &zone).unwrap_or(crate::source::TimeRange {
                 from_unix_nano: now - range::LIVE_RANGE_NS,
                 to_unix_nano: now,
             }),
-            Err((StatusCode::BAD_REQUEST, e)),
+            Err((StatusCode::BAD_REQUEST, e.message(lang))),
         ),
     };
     let c = Chrome {
         title,
+        here: here(&path, p),
         path,
         range,
         explicit_range: explicit,
         identity,
         csrf,
         live,
+        lang,
+        zone,
+        tz_setting: ui.settings.time_zone,
     };
     (jar, c, err)
 }
@@ -161,7 +187,7 @@ fn error_page(jar: CookieJar, chrome: &Chrome, status: StatusCode, message: &str
         status,
         jar,
         chrome,
-        pages::error_body(status.as_u16(), message),
+        pages::error_body(chrome.lang, status.as_u16(), message),
     )
 }
 
@@ -169,8 +195,17 @@ fn source_error(jar: CookieJar, chrome: &Chrome, e: &SourceError) -> Page {
     error_page(jar, chrome, e.status(), &e.to_string())
 }
 
-async fn overview(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
-    let (jar, c, err) = chrome(&ui, jar, "Channels".into(), "/".into(), &p, true).await;
+async fn overview(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Page {
+    let (jar, c, err) = chrome(
+        &ui,
+        &headers,
+        jar,
+        |l| tr!(l, "title.channels"),
+        "/".into(),
+        &p,
+        true,
+    )
+    .await;
     if let Err((s, m)) = err {
         return error_page(jar, &c, s, &m);
     }
@@ -183,23 +218,30 @@ async fn overview(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
     }
 }
 
-fn done_message(done: Option<&str>) -> Option<String> {
+fn done_message(l: Lang, done: Option<&str>) -> Option<String> {
     match done? {
-        "start" => Some("Release started.".into()),
-        "finish" => Some("Release finished.".into()),
+        "start" => Some(tr!(l, "flash.started")),
+        "finish" => Some(tr!(l, "flash.finished")),
         d => d
             .strip_prefix("ratio-")
             .and_then(|p| p.parse::<u8>().ok())
             .filter(|p| *p <= 100)
-            .map(|p| format!("blue_percent set to {p}.")),
+            .map(|p| tr!(l, "flash.ratio", p = p)),
     }
 }
 
-async fn channel(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
+async fn channel(
+    State(ui): S,
+    headers: HeaderMap,
+    jar: CookieJar,
+    Path(id): Path<String>,
+    Query(p): Params,
+) -> Page {
     let (jar, c, err) = chrome(
         &ui,
+        &headers,
         jar,
-        format!("Channel {id}"),
+        |l| tr!(l, "title.channel", id = id),
         format!("/channels/{id}"),
         &p,
         true,
@@ -210,7 +252,7 @@ async fn channel(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p):
     }
     match ui.source.channel(&id, c.range).await {
         Ok(Some(page)) => {
-            let flash = done_message(param(&p, "done"));
+            let flash = done_message(c.lang, param(&p, "done"));
             let body = pages::channel::body(&c, &page, param(&p, "app"), flash.as_deref());
             render(StatusCode::OK, jar, &c, body)
         }
@@ -218,7 +260,7 @@ async fn channel(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p):
             jar,
             &c,
             StatusCode::NOT_FOUND,
-            &format!("no channel {id:?}"),
+            &tr!(c.lang, "error.no_channel", id = format!("{id:?}")),
         ),
         Err(e) => source_error(jar, &c, &e),
     }
@@ -256,7 +298,8 @@ async fn confirm_page(
     let page = match ui.source.channel(id, c.range).await {
         Ok(Some(page)) => page,
         Ok(None) => {
-            return error_page(jar, c, StatusCode::NOT_FOUND, &format!("no channel {id:?}"));
+            let m = tr!(c.lang, "error.no_channel", id = format!("{id:?}"));
+            return error_page(jar, c, StatusCode::NOT_FOUND, &m);
         }
         Err(e) => return source_error(jar, c, &e),
     };
@@ -264,7 +307,7 @@ async fn confirm_page(
         Ok(w) => w,
         Err(e) => return source_error(jar, c, &e),
     };
-    let refusal = guard::refusal(&page.channel, action, &page.alerts);
+    let refusal = guard::refusal(c.lang, &page.channel, action, &page.alerts);
     let body = pages::confirm::body(
         c,
         &pages::confirm::Confirm {
@@ -279,11 +322,18 @@ async fn confirm_page(
     render(status, jar, c, body)
 }
 
-async fn confirm(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
+async fn confirm(
+    State(ui): S,
+    headers: HeaderMap,
+    jar: CookieJar,
+    Path(id): Path<String>,
+    Query(p): Params,
+) -> Page {
     let (jar, c, err) = chrome(
         &ui,
+        &headers,
         jar,
-        format!("Confirm · {id}"),
+        |l| tr!(l, "title.confirm", id = id),
         format!("/channels/{id}/confirm"),
         &p,
         false,
@@ -308,8 +358,9 @@ async fn act(
     let none = HashMap::new();
     let (jar, c, _) = chrome(
         &ui,
+        &headers,
         jar,
-        format!("Confirm · {id}"),
+        |l| tr!(l, "title.confirm", id = id),
         format!("/channels/{id}/confirm"),
         &none,
         false,
@@ -345,13 +396,13 @@ async fn act(
                 jar,
                 &c,
                 StatusCode::NOT_FOUND,
-                &format!("no channel {id:?}"),
+                &tr!(c.lang, "error.no_channel", id = format!("{id:?}")),
             )
             .into_response();
         }
         Err(e) => return source_error(jar, &c, &e).into_response(),
     };
-    let refusal = guard::refusal(&page.channel, &action, &page.alerts);
+    let refusal = guard::refusal(Lang::En, &page.channel, &action, &page.alerts);
     let overridden = param(&f, "override").is_some();
     if refusal.is_some() && !overridden {
         return confirm_page(&ui, jar, &c, &id, &action, None, StatusCode::CONFLICT)
@@ -385,8 +436,17 @@ async fn act(
     }
 }
 
-async fn lanes_index(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
-    let (jar, c, err) = chrome(&ui, jar, "Lanes".into(), "/lanes".into(), &p, true).await;
+async fn lanes_index(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Page {
+    let (jar, c, err) = chrome(
+        &ui,
+        &headers,
+        jar,
+        |l| tr!(l, "title.lanes"),
+        "/lanes".into(),
+        &p,
+        true,
+    )
+    .await;
     if let Err((s, m)) = err {
         return error_page(jar, &c, s, &m);
     }
@@ -399,14 +459,22 @@ async fn lanes_index(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
     }
 }
 
-async fn lanes(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p): Params) -> Page {
+async fn lanes(
+    State(ui): S,
+    headers: HeaderMap,
+    jar: CookieJar,
+    Path(id): Path<String>,
+    Query(p): Params,
+) -> Page {
     let ungrouped = id == pages::lanes::UNGROUPED;
-    let title = if ungrouped {
-        "Apps in no lane group".to_owned()
-    } else {
-        format!("Lane group {id}")
+    let title = |l: Lang| {
+        if ungrouped {
+            tr!(l, "title.ungrouped")
+        } else {
+            tr!(l, "title.lane_group", id = id)
+        }
     };
-    let (jar, c, err) = chrome(&ui, jar, title, format!("/lanes/{id}"), &p, true).await;
+    let (jar, c, err) = chrome(&ui, &headers, jar, title, format!("/lanes/{id}"), &p, true).await;
     if let Err((s, m)) = err {
         return error_page(jar, &c, s, &m);
     }
@@ -424,14 +492,23 @@ async fn lanes(State(ui): S, jar: CookieJar, Path(id): Path<String>, Query(p): P
             jar,
             &c,
             StatusCode::NOT_FOUND,
-            &format!("no lane group {id:?} (see /lanes)"),
+            &tr!(c.lang, "error.no_lane_group", id = format!("{id:?}")),
         ),
         Err(e) => source_error(jar, &c, &e),
     }
 }
 
-async fn search(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
-    let (jar, c, err) = chrome(&ui, jar, "Traces".into(), "/traces".into(), &p, true).await;
+async fn search(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Page {
+    let (jar, c, err) = chrome(
+        &ui,
+        &headers,
+        jar,
+        |l| tr!(l, "title.traces"),
+        "/traces".into(),
+        &p,
+        true,
+    )
+    .await;
     if let Err((s, m)) = err {
         return error_page(jar, &c, s, &m);
     }
@@ -502,14 +579,16 @@ async fn search(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
 
 async fn trace(
     State(ui): S,
+    headers: HeaderMap,
     jar: CookieJar,
     Path(trace_id): Path<String>,
     Query(p): Params,
 ) -> Page {
     let (jar, c, _) = chrome(
         &ui,
+        &headers,
         jar,
-        format!("Trace {trace_id}"),
+        |l| tr!(l, "title.trace", id = trace_id),
         format!("/traces/{trace_id}"),
         &p,
         true,
@@ -527,7 +606,7 @@ async fn trace(
             // A page of thousands of spans renders for a while: off the async workers.
             let frame = c.clone();
             let html = tokio::task::spawn_blocking(move || {
-                pages::document(&frame, pages::trace::body(&v))
+                pages::document(&frame, pages::trace::body(&frame, &v))
             })
             .await;
             match html {
@@ -546,15 +625,24 @@ async fn trace(
             jar,
             &c,
             StatusCode::NOT_FOUND,
-            &format!("no span of trace {trace_id} is stored (yet)"),
+            &tr!(c.lang, "error.no_trace", id = trace_id),
         ),
         Err(e) => source_error(jar, &c, &e),
     }
 }
 
-async fn login_page(State(ui): S, jar: CookieJar, Query(p): Params) -> Page {
+async fn login_page(State(ui): S, headers: HeaderMap, jar: CookieJar, Query(p): Params) -> Page {
     let none = HashMap::new();
-    let (jar, c, _) = chrome(&ui, jar, "Sign in".into(), "/login".into(), &none, false).await;
+    let (jar, c, _) = chrome(
+        &ui,
+        &headers,
+        jar,
+        |l| tr!(l, "title.sign_in"),
+        "/login".into(),
+        &none,
+        false,
+    )
+    .await;
     let next = session::local_path(param(&p, "next").unwrap_or("/"));
     let body = pages::login::body(&c, &next, None);
     render(StatusCode::OK, jar, &c, body)
@@ -567,11 +655,20 @@ async fn login(
     Form(f): Form<HashMap<String, String>>,
 ) -> Response {
     let none = HashMap::new();
-    let (jar, c, _) = chrome(&ui, jar, "Sign in".into(), "/login".into(), &none, false).await;
+    let (jar, c, _) = chrome(
+        &ui,
+        &headers,
+        jar,
+        |l| tr!(l, "title.sign_in"),
+        "/login".into(),
+        &none,
+        false,
+    )
+    .await;
     let next = session::local_path(param(&f, "next").unwrap_or("/"));
     if let Err(e) = session::csrf_check(&ui.csrf_key, &headers, param(&f, "csrf").unwrap_or("")) {
         let message = match e {
-            session::CsrfRefusal::Mismatch => "the form expired; try again".to_owned(),
+            session::CsrfRefusal::Mismatch => tr!(c.lang, "login.expired"),
             d => d.to_string(),
         };
         let body = pages::login::body(&c, &next, Some(&message));
@@ -670,10 +767,14 @@ mod tests {
     #[test]
     fn flash_messages_come_from_codes_only() {
         assert_eq!(
-            done_message(Some("ratio-10")).as_deref(),
+            done_message(Lang::En, Some("ratio-10")).as_deref(),
             Some("blue_percent set to 10.")
         );
-        assert_eq!(done_message(Some("ratio-500")), None);
-        assert_eq!(done_message(Some("<script>")), None);
+        assert_eq!(
+            done_message(Lang::ZhCn, Some("ratio-10")).as_deref(),
+            Some("blue_percent 已设为 10。")
+        );
+        assert_eq!(done_message(Lang::En, Some("ratio-500")), None);
+        assert_eq!(done_message(Lang::En, Some("<script>")), None);
     }
 }

@@ -13,6 +13,7 @@ use tower::ServiceExt;
 
 use crate::source::*;
 
+mod i18n;
 mod lanes;
 
 const T0: i64 = 1_764_000_000_000_000_000;

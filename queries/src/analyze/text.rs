@@ -104,6 +104,14 @@ fn lane_counts(l: &LaneReport) -> String {
     if sums.is_empty() {
         return out;
     }
+    let t = coverage_table(sums.iter().map(|((lane, app), s)| (*lane, *app, *s)));
+    let _ = writeln!(out, "lane coverage (summed over windows):\n{t}");
+    out
+}
+
+/// The lane coverage table: one row per (lane, app) with its six sums, the numbers aligned
+/// right. comfy-table pads by display width, so Chinese app names keep the columns straight.
+fn coverage_table<'a>(rows: impl Iterator<Item = (&'a str, &'a str, [u64; 6])>) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::ASCII_MARKDOWN).set_header([
         "lane",
@@ -115,9 +123,9 @@ fn lane_counts(l: &LaneReport) -> String {
         "requests",
         "errors",
     ]);
-    for ((lane, app), s) in &sums {
+    for (lane, app, s) in rows {
         t.add_row(
-            [lane.to_string(), app.to_string()]
+            [lane.to_owned(), app.to_owned()]
                 .into_iter()
                 .chain(s.iter().map(u64::to_string)),
         );
@@ -127,8 +135,7 @@ fn lane_counts(l: &LaneReport) -> String {
             col.set_cell_alignment(CellAlignment::Right);
         }
     }
-    let _ = writeln!(out, "lane coverage (summed over windows):\n{t}");
-    out
+    t
 }
 
 /// The header, then each section: `gap`, its title and count, its first `limit` lines (all
@@ -197,6 +204,34 @@ mod tests {
             !six.contains("lane") && six.contains("one-sided error spikes: 2"),
             "{six}"
         );
+    }
+
+    #[test]
+    fn the_lane_coverage_table_lines_up_chinese_app_and_lane_names() {
+        use unicode_width::UnicodeWidthStr;
+        let t = coverage_table(
+            [
+                ("gray", "order", [2, 0, 0, 1, 2, 0]),
+                ("灰度", "订单服务", [10, 200, 3, 0, 12, 1]),
+                ("gray2", "库存x", [0, 0, 0, 0, 0, 0]),
+            ]
+            .into_iter(),
+        )
+        .to_string();
+        // Every `|` of every line at the same display column.
+        let bars = |line: &str| -> Vec<usize> {
+            line.char_indices()
+                .filter(|(_, c)| *c == '|')
+                .map(|(i, _)| line[..i].width())
+                .collect()
+        };
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 5, "{t}");
+        let head = bars(lines[0]);
+        assert_eq!(head.len(), 9, "{t}");
+        for l in &lines[1..] {
+            assert_eq!(bars(l), head, "{t}");
+        }
     }
 
     #[test]

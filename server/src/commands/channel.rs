@@ -245,28 +245,56 @@ pub fn joined(list: &Value) -> String {
 }
 
 fn table(body: &Value) -> String {
-    let mut out = format!(
-        "{:<24} {:<10} {:>12} {:>8}  apps\n",
-        "id", "state", "blue_percent", "version"
-    );
-    for c in body["channels"].as_array().into_iter().flatten() {
-        let apps = if c["id"] == "global" {
-            "(every app not in a releasing local channel)".to_owned()
-        } else {
-            joined(&c["apps"])
-        };
-        out.push_str(&format!(
-            "{:<24} {:<10} {:>12} {:>8}  {}\n",
-            c["id"].as_str().unwrap_or(""),
-            c["state"].as_str().unwrap_or(""),
-            c["blue_percent"]
-                .as_u64()
-                .map_or_else(String::new, |v| v.to_string()),
-            c["version"]
-                .as_u64()
-                .map_or_else(String::new, |v| v.to_string()),
-            apps
-        ));
+    let num = |v: &Value| v.as_u64().map_or_else(String::new, |v| v.to_string());
+    let rows = body["channels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let apps = if c["id"] == "global" {
+                "(every app not in a releasing local channel)".to_owned()
+            } else {
+                joined(&c["apps"])
+            };
+            vec![
+                c["id"].as_str().unwrap_or("").to_owned(),
+                c["state"].as_str().unwrap_or("").to_owned(),
+                num(&c["blue_percent"]),
+                num(&c["version"]),
+                apps,
+            ]
+        })
+        .collect();
+    super::table::plain(
+        &["id", "state", "blue_percent", "version", "apps"],
+        rows,
+        &[2, 3],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_table_lines_up_chinese_channel_and_app_names() {
+        let body = serde_json::json!({"channels": [
+            {"id": "global", "state": "idle", "blue_percent": 100, "version": 1, "apps": []},
+            {"id": "支付", "state": "releasing", "blue_percent": 5, "version": 12,
+             "apps": ["订单服务", "cart"]},
+            {"id": "trade", "state": "idle", "blue_percent": 100, "version": 3,
+             "apps": ["order"]}]});
+        let t = table(&body);
+        let lines: Vec<&str> = t.lines().collect();
+        let starts = crate::commands::table::tests::starts;
+        let head = starts(lines[0], &["id", "state", "apps"]);
+        for (line, cells) in lines[1..].iter().zip([
+            ["global", "idle", "(every app"],
+            ["支付", "releasing", "订单服务,cart"],
+            ["trade", "idle", "order"],
+        ]) {
+            assert_eq!(starts(line, &cells), head, "{t}");
+        }
+        assert!(lines[2].starts_with("支付"), "{t}");
     }
-    out.trim_end().to_owned()
 }

@@ -78,33 +78,37 @@ fn read_body(file: Option<&PathBuf>) -> Result<String, String> {
 }
 
 fn table(body: &Value) -> String {
-    let mut out = format!(
-        "{:<24} {:>8} {:<8}  {:<24} {:<24} apps\n",
-        "id", "version", "reverse", "lanes", "entry_apps"
-    );
-    for g in body["lane_groups"].as_array().into_iter().flatten() {
-        let lanes: Vec<String> = g["lanes"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(lane, s)| match s["fallback"].as_str() {
-                Some("none") => format!("{lane}(strict)"),
-                _ => lane.clone(),
-            })
-            .collect();
-        out.push_str(&format!(
-            "{:<24} {:>8} {:<8}  {:<24} {:<24} {}\n",
-            g["id"].as_str().unwrap_or(""),
-            g["version"]
-                .as_u64()
-                .map_or_else(String::new, |v| v.to_string()),
-            g["reverse_fallback"].as_bool().unwrap_or(false),
-            lanes.join(","),
-            joined(&g["entry_apps"]),
-            joined(&g["apps"]),
-        ));
-    }
-    out.trim_end().to_owned()
+    let rows = body["lane_groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| {
+            let lanes: Vec<String> = g["lanes"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(lane, s)| match s["fallback"].as_str() {
+                    Some("none") => format!("{lane}(strict)"),
+                    _ => lane.clone(),
+                })
+                .collect();
+            vec![
+                g["id"].as_str().unwrap_or("").to_owned(),
+                g["version"]
+                    .as_u64()
+                    .map_or_else(String::new, |v| v.to_string()),
+                g["reverse_fallback"].as_bool().unwrap_or(false).to_string(),
+                lanes.join(","),
+                joined(&g["entry_apps"]),
+                joined(&g["apps"]),
+            ]
+        })
+        .collect();
+    super::table::plain(
+        &["id", "version", "reverse", "lanes", "entry_apps", "apps"],
+        rows,
+        &[1],
+    )
 }
 
 #[cfg(test)]
@@ -123,5 +127,23 @@ mod tests {
         for part in ["gray,gray2(strict)", " 2 ", "false", "gateway,order"] {
             assert!(line.contains(part), "{part:?} in {line:?}");
         }
+    }
+
+    #[test]
+    fn the_list_table_lines_up_chinese_app_names() {
+        let body = serde_json::json!({"lane_groups": [
+            {"id": "mall", "version": 2, "apps": ["网关", "order"], "entry_apps": ["网关"],
+             "lanes": {"gray": {"fallback": "base"}}, "reverse_fallback": false},
+            {"id": "商城2", "version": 13, "apps": ["x"], "entry_apps": [],
+             "lanes": {"灰度": {"fallback": "none"}}, "reverse_fallback": true}]});
+        let t = table(&body);
+        let lines: Vec<&str> = t.lines().collect();
+        let starts = crate::commands::table::tests::starts;
+        let head = starts(lines[0], &["id", "reverse", "lanes", "entry_apps", "apps"]);
+        let a = starts(lines[1], &["mall", "false", "gray", "网关", "网关,order"]);
+        let b = starts(lines[2], &["商城2", "true", "灰度(strict)", "x"]);
+        assert_eq!(a, head, "{t}");
+        assert_eq!(b[..3], head[..3], "{t}");
+        assert_eq!(b[3], head[4], "{t}");
     }
 }

@@ -529,7 +529,12 @@ pub async fn serve(
         store.table(),
     );
     adapter.warm();
-    let dashboard = dyeline_ui::Ui::new(Arc::new(adapter), std::time::Duration::from_secs(1));
+    let dashboard = dyeline_ui::Ui::with_settings(
+        Arc::new(adapter),
+        std::time::Duration::from_secs(1),
+        dyeline_ui::session::CsrfKey::random(),
+        config.ui.settings()?,
+    );
     // Every route of the API port, merged first, then the one token check around all of them.
     let app = gate.wrap(crate::wiring::http::router(
         api_state,

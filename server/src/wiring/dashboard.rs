@@ -83,7 +83,13 @@ impl DashboardAdapter {
                 }
             };
             let now = dyeline_ui::range::now_whole_seconds();
-            let Ok(range) = dyeline_ui::range::resolve(None, None, now, newest) else {
+            let Ok(range) = dyeline_ui::range::resolve(
+                None,
+                None,
+                now,
+                newest,
+                &dyeline_ui::locale::Zone::utc(),
+            ) else {
                 return;
             };
             if let Err(e) = snapshots.make(queries_range(range)).await {

@@ -23,6 +23,7 @@ pub fn body(
     flash: Option<&str>,
 ) -> AnyView {
     let c = &page.channel;
+    let (l, zone) = (chrome.lang, chrome.zone);
     let secs = chrome.range.rate_seconds(page.data_from_unix_nano);
     let state_class = format!("state s-{}", c.state);
     let flash =
@@ -30,39 +31,39 @@ pub fn body(
     let search = chrome.link(&format!("/traces?channel={}", encode(&c.id)));
     let (range, steps, ops) = (chrome.range, &page.steps, &page.ops);
     let load_chart = |metric| {
-        view! { <ColorLoadChart metric=metric range=range step_seconds=page.step_seconds steps=steps ops=ops/> }
+        view! { <ColorLoadChart lang=l zone=zone metric=metric range=range step_seconds=page.step_seconds steps=steps ops=ops/> }
     };
     view! {
-        <h1>"Channel " <span id="channel-id">{c.id.clone()}</span></h1>
+        <h1>{tr!(l, "channel.heading")} " " <span id="channel-id">{c.id.clone()}</span></h1>
         {flash}
-        {super::staleness(page.analysed_to_unix_nano)}
+        {super::staleness(chrome, page.analysed_to_unix_nano)}
         <p class="facts">
-            <span class=state_class id="channel-state">{c.state.clone()}</span>
+            <span class=state_class id="channel-state" data-state=c.state.clone()>{super::state_label(l, &c.state)}</span>
             " blue_percent " <strong id="blue-percent">{c.blue_percent}</strong> "%"
-            " · apps: " {if c.apps.is_empty() { "(global: every app without a releasing local channel)".to_owned() } else { c.apps.join(", ") }}
-            " · version " {page.version}
-            " · " <a href=search>"traces of this channel"</a>
+            " · " {tr!(l, "channel.apps")} " " {if c.apps.is_empty() { tr!(l, "channel.global_apps") } else { c.apps.join(", ") }}
+            " · " {tr!(l, "channel.version")} " " {page.version}
+            " · " <a href=search>{tr!(l, "channel.traces_link")}</a>
         </p>
         <section class="controls"><Controls chrome=chrome channel=c/></section>
         <section class="charts">
-            <BlueShareChart range=range steps=steps ops=ops/>
+            <BlueShareChart lang=l zone=zone range=range steps=steps ops=ops/>
             {load_chart(LoadMetric::RequestsPerSecond)}
             {load_chart(LoadMetric::ErrorRate)}
             {load_chart(LoadMetric::P99)}
         </section>
-        <section><LatencyHistogram latency=&page.latency/></section>
+        <section><LatencyHistogram lang=l latency=&page.latency/></section>
         <section>
             <AppTable chrome=chrome rows=&page.apps filter=app_filter seconds=secs/>
         </section>
         <section>
-            <HopEdges hops=&page.hops/>
-            <MissingDecisions missing=&page.missing/>
-            <DrainedByKind findings=&page.findings/>
-            <WindowFindings findings=&page.findings/>
+            <HopEdges lang=l hops=&page.hops/>
+            <MissingDecisions lang=l missing=&page.missing/>
+            <DrainedByKind lang=l findings=&page.findings/>
+            <WindowFindings lang=l zone=zone findings=&page.findings/>
         </section>
-        <section><Instances instances=&page.instances/></section>
-        <section><Alerts alerts=&page.alerts/></section>
-        <section><EventLog ops=&page.ops/></section>
+        <section><Instances lang=l instances=&page.instances/></section>
+        <section><Alerts lang=l zone=zone alerts=&page.alerts/></section>
+        <section><EventLog lang=l zone=zone ops=&page.ops/></section>
     }
     .into_any()
 }

@@ -36,19 +36,21 @@ pub fn action_name(action: &Action) -> &'static str {
 /// The confirmation page's body.
 pub fn body(chrome: &Chrome, m: &Confirm<'_>) -> AnyView {
     let c = m.channel;
+    let l = chrome.lang;
     let after = m.action.blue_percent_after();
     let what = match m.action {
-        Action::Start => format!(
-            "Start releasing channel {} (blue_percent {NEUTRAL_BLUE_PERCENT})",
-            c.id
+        Action::Start => tr!(
+            l,
+            "confirm.start",
+            id = c.id,
+            neutral = NEUTRAL_BLUE_PERCENT
         ),
-        Action::Ratio(p) => format!(
-            "Set blue_percent of {} from {} to {p}",
-            c.id, c.blue_percent
-        ),
-        Action::Finish => format!(
-            "Finish the release of {} (blue_percent back to {NEUTRAL_BLUE_PERCENT})",
-            c.id
+        Action::Ratio(p) => tr!(l, "confirm.ratio", id = c.id, from = c.blue_percent, to = p),
+        Action::Finish => tr!(
+            l,
+            "confirm.finish",
+            id = c.id,
+            neutral = NEUTRAL_BLUE_PERCENT
         ),
     };
     let weights = m
@@ -72,7 +74,7 @@ pub fn body(chrome: &Chrome, m: &Confirm<'_>) -> AnyView {
         view! {
             <p class="refusal" role="alert" id="refusal">{r}</p>
             <label class="override"><input type="checkbox" name="override" value="1" id="override"/>
-                " Override: go ahead although the spike fires (recorded with the event)"</label>
+                " " {tr!(l, "confirm.override")}</label>
         }
     });
     let form = if chrome.identity.as_ref().is_some_and(|i| i.can_write) {
@@ -84,13 +86,13 @@ pub fn body(chrome: &Chrome, m: &Confirm<'_>) -> AnyView {
                 // The version this page showed: the write is refused if the channel changed since.
                 <input type="hidden" name="version" value=m.version.to_string()/>
                 {refusal}
-                <button type="submit" id="confirm">"Confirm"</button>
-                " " <a href=chrome.link(&format!("/channels/{}", c.id))>"Cancel"</a>
+                <button type="submit" id="confirm">{tr!(l, "confirm.confirm")}</button>
+                " " <a href=chrome.link(&format!("/channels/{}", c.id))>{tr!(l, "confirm.cancel")}</a>
             </form>
         }
         .into_any()
     } else if chrome.identity.is_some() {
-        view! { {refusal} <p class="error">"Your token may only read; sign in with a write token."</p> }.into_any()
+        view! { {refusal} <p class="error">{tr!(l, "confirm.read_only")}</p> }.into_any()
     } else {
         let next = format!(
             "/channels/{}/confirm?action={}&blue_percent={after}",
@@ -99,18 +101,18 @@ pub fn body(chrome: &Chrome, m: &Confirm<'_>) -> AnyView {
         );
         view! {
             {refusal}
-            <p><a id="sign-in-to-confirm" href=format!("/login?next={}", encode(&next))>"Sign in to confirm"</a></p>
+            <p><a id="sign-in-to-confirm" href=format!("/login?next={}", encode(&next))>{tr!(l, "confirm.sign_in")}</a></p>
         }
         .into_any()
     };
     view! {
-        <h1>"Confirm"</h1>
+        <h1>{tr!(l, "confirm.confirm")}</h1>
         <p id="what">{what}</p>
         {error}
-        <h2>"Weights that will apply"</h2>
-        <p class="hint">"Per instance, count-aware so each colour's share of an app's traffic is " {after} "% blue, from the instances seen in the last 5 minutes."</p>
+        <h2>{tr!(l, "confirm.weights")}</h2>
+        <p class="hint">{tr!(l, "confirm.weights_hint", after = after)}</p>
         <table class="data" id="weights">
-            <thead><tr><th>"app"</th><th>"blue instances"</th><th>"blue weight"</th><th>"green instances"</th><th>"green weight"</th></tr></thead>
+            <thead><tr><th>{tr!(l, "col.app")}</th><th>{tr!(l, "col.blue_instances")}</th><th>{tr!(l, "col.blue_weight")}</th><th>{tr!(l, "col.green_instances")}</th><th>{tr!(l, "col.green_weight")}</th></tr></thead>
             <tbody>{weights}</tbody>
         </table>
         {form}

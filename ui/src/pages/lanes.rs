@@ -15,13 +15,14 @@ pub const UNGROUPED: &str = "_ungrouped";
 
 /// The index's body.
 pub fn index_body(chrome: &Chrome, data: &LanesIndex) -> AnyView {
+    let l = chrome.lang;
     let rows = data
         .groups
         .iter()
         .map(|g| {
             let (id, label) = match &g.group {
                 Some(id) => (id.clone(), id.clone()),
-                None => (UNGROUPED.to_owned(), "apps in no group".to_owned()),
+                None => (UNGROUPED.to_owned(), tr!(l, "lanes.no_group")),
             };
             let alerting = if g.firing_alerts > 0 {
                 "num alerting"
@@ -41,10 +42,10 @@ pub fn index_body(chrome: &Chrome, data: &LanesIndex) -> AnyView {
         })
         .collect_view();
     view! {
-        <h1>"Lanes"</h1>
-        {super::staleness(data.analysed_to_unix_nano)}
+        <h1>{tr!(l, "title.lanes")}</h1>
+        {super::staleness(chrome, data.analysed_to_unix_nano)}
         <table class="data" id="lane-groups">
-            <thead><tr><th>"lane group"</th><th>"apps"</th><th>"lanes"</th><th class="num">"findings"</th><th class="num">"fallback to base"</th><th class="num">"firing alerts"</th></tr></thead>
+            <thead><tr><th>{tr!(l, "search.lane_group")}</th><th>{tr!(l, "col.apps")}</th><th>{tr!(l, "col.lanes")}</th><th class="num">{tr!(l, "col.findings")}</th><th class="num">{tr!(l, "col.fallback_to_base")}</th><th class="num">{tr!(l, "col.firing_alerts")}</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }
@@ -53,50 +54,49 @@ pub fn index_body(chrome: &Chrome, data: &LanesIndex) -> AnyView {
 
 /// A group's (or the ungrouped apps') page body.
 pub fn body(chrome: &Chrome, data: &LanesPage) -> AnyView {
+    let (l, zone) = (chrome.lang, chrome.zone);
     let (title, settings) = match &data.group {
         Some(g) => {
             let strict = if g.strict_lanes.is_empty() {
-                "none".to_owned()
+                tr!(l, "lanes.none")
             } else {
                 g.strict_lanes.join(", ")
             };
             let entry = if g.entry_apps.is_empty() {
-                "none".to_owned()
+                tr!(l, "lanes.none")
             } else {
                 g.entry_apps.join(", ")
             };
             (
-                format!("Lane group {}", g.id),
-                format!(
-                    "Entry apps (may set or change a tag): {entry} · strict lanes (no fallback): \
-                     {strict} · reverse fallback: {}",
-                    if g.reverse_fallback {
-                        "allowed"
+                tr!(l, "title.lane_group", id = g.id),
+                tr!(
+                    l,
+                    "lanes.settings",
+                    entry = entry,
+                    strict = strict,
+                    reverse = if g.reverse_fallback {
+                        tr!(l, "lanes.allowed")
                     } else {
-                        "not allowed"
+                        tr!(l, "lanes.not_allowed")
                     }
                 ),
             )
         }
-        None => (
-            "Apps in no lane group".to_owned(),
-            "Defaults: no entry apps, every lane falls back to base, no reverse fallback."
-                .to_owned(),
-        ),
+        None => (tr!(l, "title.ungrouped"), tr!(l, "lanes.defaults")),
     };
     let charts = data
         .error_rates
         .iter()
-        .map(|s| view! { <LaneErrorChart range=chrome.range series=s/> })
+        .map(|s| view! { <LaneErrorChart lang=l zone=zone range=chrome.range series=s/> })
         .collect_view();
     view! {
         <h1>{title}</h1>
-        {super::staleness(data.analysed_to_unix_nano)}
+        {super::staleness(chrome, data.analysed_to_unix_nano)}
         <p class="facts" id="lane-group-settings">{settings}</p>
-        <LaneMatrix lanes=&data.lanes apps=&data.apps/>
-        <LaneFindings findings=&data.findings counts=&data.counts/>
-        <Alerts alerts=&data.alerts/>
-        <h2>"Error rate per lane"</h2>
+        <LaneMatrix lang=l lanes=&data.lanes apps=&data.apps/>
+        <LaneFindings lang=l zone=zone findings=&data.findings counts=&data.counts/>
+        <Alerts lang=l zone=zone alerts=&data.alerts/>
+        <h2>{tr!(l, "lanes.error_rate_title")}</h2>
         <section class="charts" id="lane-error-charts">{charts}</section>
     }
     .into_any()

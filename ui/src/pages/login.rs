@@ -8,18 +8,19 @@ use super::Chrome;
 
 /// The sign-in page's body; `error` after a refused token.
 pub fn body(chrome: &Chrome, next: &str, error: Option<&str>) -> AnyView {
+    let l = chrome.lang;
     let error =
         error.map(|e| view! { <p class="error" role="alert" id="login-error">{e.to_owned()}</p> });
     view! {
-        <h1>"Sign in"</h1>
+        <h1>{tr!(l, "title.sign_in")}</h1>
         {error}
         <form method="post" action="/login" id="login-form">
             <input type="hidden" name="csrf" value=chrome.csrf.clone()/>
             <input type="hidden" name="next" value=next.to_owned()/>
-            <label>"API token " <input type="password" name="token" id="token" autocomplete="current-password" required=true/></label>
-            <button type="submit" id="login">"Sign in"</button>
+            <label>{tr!(l, "login.token")} " " <input type="password" name="token" id="token" autocomplete="current-password" required=true/></label>
+            <button type="submit" id="login">{tr!(l, "title.sign_in")}</button>
         </form>
-        <p class="hint">"The token is kept in an HttpOnly cookie for this site only; writes are recorded with its name."</p>
+        <p class="hint">{tr!(l, "login.hint")}</p>
     }
     .into_any()
 }

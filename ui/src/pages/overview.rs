@@ -12,10 +12,10 @@ use crate::source::Overview;
 pub fn body(chrome: &Chrome, data: &Overview) -> AnyView {
     let secs = chrome.range.rate_seconds(data.data_from_unix_nano);
     view! {
-        <h1>"Channels"</h1>
-        {super::staleness(data.analysed_to_unix_nano)}
+        <h1>{tr!(chrome.lang, "title.channels")}</h1>
+        {super::staleness(chrome, data.analysed_to_unix_nano)}
         <ChannelTable chrome=chrome channels=&data.channels seconds=secs/>
-        <UnknownInstances instances=&data.unknown_instances/>
+        <UnknownInstances lang=chrome.lang instances=&data.unknown_instances/>
     }
     .into_any()
 }

@@ -7,6 +7,7 @@
 use leptos::prelude::*;
 
 use super::{Chrome, chip, trace_link};
+use crate::locale::Lang;
 use crate::source::{TraceHit, TraceSearch, TraceView};
 use dyeline_model::time::rfc3339_secs;
 
@@ -29,7 +30,8 @@ fn thousands(n: usize) -> String {
 
 /// The trace page's body: one page of the trace's spans, with how many are left out and
 /// links to the previous and next pages.
-pub fn body(view_: &TraceView) -> AnyView {
+pub fn body(chrome: &Chrome, view_: &TraceView) -> AnyView {
+    let (l, zone) = (chrome.lang, chrome.zone);
     let t0 = view_.start_unix_nano;
     let total = (view_.end_unix_nano - t0).max(1) as f64;
     let rows = view_
@@ -54,22 +56,22 @@ pub fn body(view_: &TraceView) -> AnyView {
             let marks = s
                 .hops
                 .iter()
-                .map(|h| view! { <span class="mark m-hop">"HOP " {h.clone()}</span> })
+                .map(|h| view! { <span class="mark m-hop">{tr!(l, "trace.hop")} " " {h.clone()}</span> })
                 .collect_view();
             let missing_marks = s
                 .missing_decision_channels
                 .iter()
-                .map(|c| view! { <span class="mark m-missing">"MISSING DECISION for " {c.clone()}</span> })
+                .map(|c| view! { <span class="mark m-missing">{tr!(l, "trace.missing_for")} " " {c.clone()}</span> })
                 .collect_view();
             let lane_marks = s
                 .lane_marks
                 .iter()
                 .map(|m| {
                     let class = if is_lane_finding(&m.mark) { "mark m-lane" } else { "mark m-lane-counted" };
-                    view! { <span class=class data-mark=m.mark.clone() title=lane_mark_help(&m.mark)>{m.text.clone()}</span> }
+                    view! { <span class=class data-mark=m.mark.clone() title=lane_mark_help(l, &m.mark)>{m.text.clone()}</span> }
                 })
                 .collect_view();
-            let waiting = s.waiting_for_parent.then(|| view! { <span class="mark">"waiting for parent"</span> });
+            let waiting = s.waiting_for_parent.then(|| view! { <span class="mark">{tr!(l, "trace.waiting")}</span> });
             let kind = match &s.traffic_kind {
                 Some(k) => format!("{} {k}", s.span_kind),
                 None => s.span_kind.clone(),
@@ -86,15 +88,15 @@ pub fn body(view_: &TraceView) -> AnyView {
                     <td>{s.app.clone()}</td>
                     <td>{s.instance.clone()}</td>
                     <td>{s.host.clone().unwrap_or_else(|| "–".into())}</td>
-                    <td>{chip(&s.color)}</td>
+                    <td>{chip(l, &s.color)}</td>
                     <td class="decisions">{if s.decisions.is_empty() { "–".to_owned() } else { s.decisions.clone() }}</td>
-                    <td class="lane">{lane_cell(s, view_)}</td>
+                    <td class="lane">{lane_cell(l, s, view_)}</td>
                     <td class=if s.is_error { "status error" } else { "status" }>{s.status_code.clone()}{if s.is_error { " (error)" } else { "" }}{status_message}</td>
                     <td class="num">{format!("{:.2} ms", s.duration_ns as f64 / 1e6)}</td>
                     <td class="bar"><div class="track"><div class="fill" style=format!("margin-left:{left:.2}%;width:{width:.2}%")></div></div></td>
                     <td class="marks">{marks}{missing_marks}{lane_marks}{waiting}</td>
                 </tr>
-                {detail_row(s)}
+                {detail_row(l, s)}
             }
         })
         .collect_view();
@@ -102,44 +104,45 @@ pub fn body(view_: &TraceView) -> AnyView {
     let paging = (shown < view_.span_count).then(|| {
         let base = format!("/traces/{}", view_.trace_id);
         let first = (shown > 0).then(|| {
-            format!(
-                "spans {}–{} of {} shown; ",
-                thousands(view_.offset + 1),
-                thousands(view_.offset + shown),
-                thousands(view_.span_count)
+            tr!(
+                l,
+                "trace.page_shown",
+                first = thousands(view_.offset + 1),
+                last = thousands(view_.offset + shown),
+                total = thousands(view_.span_count)
             )
         });
         let prev = (view_.offset > 0).then(|| {
             let to = view_.offset.saturating_sub(view_.page_size);
-            view! { " " <a id="prev-page" href=format!("{base}?offset={to}")>"previous page"</a> }
+            view! { " " <a id="prev-page" href=format!("{base}?offset={to}")>{tr!(l, "trace.previous")}</a> }
         });
         let next_at = view_.offset + shown;
         let next = (shown > 0 && next_at < view_.span_count).then(|| {
-            view! { " " <a id="next-page" href=format!("{base}?offset={next_at}")>"next page"</a> }
+            view! { " " <a id="next-page" href=format!("{base}?offset={next_at}")>{tr!(l, "trace.next")}</a> }
         });
         view! {
             <p class="facts" id="trace-page">
-                {first.unwrap_or_else(|| format!("no span at offset {}; ", thousands(view_.offset)))}
-                <span id="left-out">{thousands(view_.span_count - shown)}</span> " left out"
-                " (a page shows at most " {thousands(view_.page_size)} ")."
+                {first.unwrap_or_else(|| tr!(l, "trace.no_span_at", offset = thousands(view_.offset)))}
+                <span id="left-out">{thousands(view_.span_count - shown)}</span> " " {tr!(l, "trace.left_out")}
+                " " {tr!(l, "trace.page_size", size = thousands(view_.page_size))}
                 {prev}{next}
             </p>
         }
     });
     view! {
-        <h1>"Trace " <code id="trace-id">{view_.trace_id.clone()}</code></h1>
+        <h1>{tr!(l, "trace.heading")} " " <code id="trace-id">{view_.trace_id.clone()}</code></h1>
         <p class="facts">
-            <span id="span-count">{view_.span_count}</span> " spans · " {format!("{:.2} ms", total / 1e6)}
-            " · started " {rfc3339_secs(t0)}
-            " · " <span id="hop-count">{view_.hop_spans}</span> " hop span(s) · " <span id="missing-count">{view_.missing_spans}</span> " missing-decision span(s)"
-            " · " <span id="lane-mark-count">{view_.lane_mark_spans}</span> " lane-marked span(s)"
+            <span id="span-count">{view_.span_count}</span> " " {tr!(l, "trace.spans")} " · " {format!("{:.2} ms", total / 1e6)}
+            " · " {tr!(l, "trace.started")} " " <span id="trace-start">{zone.stamp(t0)}</span>
+            " · " <span id="hop-count">{view_.hop_spans}</span> " " {tr!(l, "trace.hop_spans")} " · " <span id="missing-count">{view_.missing_spans}</span> " " {tr!(l, "trace.missing_spans")}
+            " · " <span id="lane-mark-count">{view_.lane_mark_spans}</span> " " {tr!(l, "trace.lane_marked_spans")}
         </p>
         {paging}
         <table class="data waterfall" id="waterfall">
-            <thead><tr><th>"span"</th><th>"kind"</th><th>"app"</th><th>"instance"</th><th>"host"</th><th>"colour"</th><th>"decisions"</th><th>"lane"</th><th>"status"</th><th>"duration"</th><th>"timeline"</th><th>"marks"</th></tr></thead>
+            <thead><tr><th>"span"</th><th>{tr!(l, "col.kind")}</th><th>{tr!(l, "col.app")}</th><th>{tr!(l, "col.instance")}</th><th>{tr!(l, "col.host")}</th><th>{tr!(l, "col.colour")}</th><th>{tr!(l, "col.decisions")}</th><th>{tr!(l, "col.lane")}</th><th>{tr!(l, "col.status")}</th><th>{tr!(l, "col.duration")}</th><th>{tr!(l, "col.timeline")}</th><th>{tr!(l, "col.marks")}</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
-        {lane_legend(view_)}
+        {lane_legend(l, view_)}
     }
     .into_any()
 }
@@ -147,7 +150,7 @@ pub fn body(view_: &TraceView) -> AnyView {
 /// Key–value pairs as a two-column table (none when there are none).
 fn pairs_table(
     class: &'static str,
-    caption: &'static str,
+    caption: String,
     pairs: &[(String, String)],
 ) -> Option<AnyView> {
     if pairs.is_empty() {
@@ -172,23 +175,23 @@ fn inline_pairs(pairs: &[(String, String)]) -> String {
 /// The row under a span with what the waterfall row leaves out, folded (a `<details>`, no
 /// script): its attributes, its resource and scope, its events (each at its offset from the
 /// span's start) and its links (to the linked span's trace page).
-fn detail_row(s: &crate::source::TraceSpan) -> AnyView {
+fn detail_row(l: Lang, s: &crate::source::TraceSpan) -> AnyView {
     let mut resource = s.resource_attributes.clone();
     if let Some(scope) = &s.scope {
         resource.push(("otel.scope".into(), scope.clone()));
     }
-    let mut summary = vec![format!("{} attribute(s)", s.attributes.len())];
+    let mut summary = vec![tr!(l, "detail.attributes_n", n = s.attributes.len())];
     if !resource.is_empty() {
-        summary.push("resource".into());
+        summary.push(tr!(l, "detail.resource"));
     }
     if !s.events.is_empty() {
-        summary.push(format!("{} event(s)", s.events.len()));
+        summary.push(tr!(l, "detail.events_n", n = s.events.len()));
     }
     if !s.links.is_empty() {
-        summary.push(format!("{} link(s)", s.links.len()));
+        summary.push(tr!(l, "detail.links_n", n = s.links.len()));
     }
     if s.trace_state.is_some() {
-        summary.push("trace state".into());
+        summary.push(tr!(l, "detail.trace_state"));
     }
     let events = (!s.events.is_empty()).then(|| {
         let rows = s
@@ -200,8 +203,8 @@ fn detail_row(s: &crate::source::TraceSpan) -> AnyView {
             })
             .collect_view();
         view! {
-            <table class="kv events"><caption>"events"</caption>
-                <thead><tr><th>"at"</th><th>"event"</th><th>"attributes"</th></tr></thead>
+            <table class="kv events"><caption>{tr!(l, "detail.events")}</caption>
+                <thead><tr><th>{tr!(l, "detail.at")}</th><th>{tr!(l, "detail.event")}</th><th>{tr!(l, "detail.attributes")}</th></tr></thead>
                 <tbody>{rows}</tbody>
             </table>
         }
@@ -216,19 +219,19 @@ fn detail_row(s: &crate::source::TraceSpan) -> AnyView {
                 view! { <li><a class="link" href=href>{format!("{} / {}", l.trace_id, l.span_id)}</a>{attrs}</li> }
             })
             .collect_view();
-        view! { <div class="links"><strong>"links"</strong><ul>{items}</ul></div> }
+        view! { <div class="links"><strong>{tr!(l, "detail.links")}</strong><ul>{items}</ul></div> }
     });
     let trace_state = s
         .trace_state
         .clone()
-        .map(|t| view! { <p class="trace-state">"trace state: " <code>{t}</code></p> });
+        .map(|t| view! { <p class="trace-state">{tr!(l, "detail.trace_state")} ": " <code>{t}</code></p> });
     view! {
         <tr class="detail" data-detail-for=s.span_id.clone()>
             <td colspan="12">
                 <details>
                     <summary>{summary.join(" · ")}</summary>
-                    {pairs_table("attributes", "attributes", &s.attributes)}
-                    {pairs_table("resource", "resource", &resource)}
+                    {pairs_table("attributes", tr!(l, "detail.attributes"), &s.attributes)}
+                    {pairs_table("resource", tr!(l, "detail.resource"), &resource)}
                     {events}
                     {links}
                     {trace_state}
@@ -239,50 +242,54 @@ fn detail_row(s: &crate::source::TraceSpan) -> AnyView {
     .into_any()
 }
 
-/// The lane mark types, each with its label and what it means (domain §7.3): the findings
-/// first, then the outcomes the analyzer only counts.
-const LANE_MARKS: [(&str, &str, &str); 8] = [
-    (
-        "lane_leak",
-        "LANE LEAK",
-        "the request was meant for a lane and its app had an instance of that lane present, yet it was served elsewhere (or a strict lane was served elsewhere, or another lane took it): the request left its lane here",
-    ),
-    (
-        "lane_tag_dropped",
-        "TAG DROPPED",
-        "the span carries no lane tag while its upstream carried one, and no span below carries it again: the mark was lost on the way here (in_process: inside the caller; on_wire: between caller and callee)",
-    ),
-    (
-        "lane_pollution",
-        "LANE POLLUTION",
-        "base traffic (untagged, or tagged base) served by a lane instance while its app had a base instance present",
-    ),
-    (
-        "lane_tag_changed",
-        "TAG CHANGED",
-        "the span carries a tag other than its upstream's intended lane, and neither app is an entry app of its lane group: the tag was set or changed mid-trace",
-    ),
-    (
-        "lane_fallback",
-        "FALLBACK",
-        "expected, not a finding: marked for a lane its app had no instance of, and served in base",
-    ),
-    (
-        "failover",
-        "FAILOVER",
-        "not a finding: a retry served outside the lane after an earlier try of the same call in the lane failed",
-    ),
-    (
-        "reverse_fallback",
-        "REVERSE FALLBACK",
-        "not a finding: base traffic served in a lane because its app had no base instance, which its lane group allows",
-    ),
-    (
-        "tag_not_recorded",
-        "TAG NOT RECORDED",
-        "not a finding: the span did not record its upstream's tag, but a span below it carries the tag again",
-    ),
+/// The lane mark types (domain §7.3): the findings first, then the outcomes the analyzer
+/// only counts.
+const LANE_MARKS: [&str; 8] = [
+    "lane_leak",
+    "lane_tag_dropped",
+    "lane_pollution",
+    "lane_tag_changed",
+    "lane_fallback",
+    "failover",
+    "reverse_fallback",
+    "tag_not_recorded",
 ];
+
+/// A lane mark type's label and what it means, in `l`.
+fn lane_mark(l: Lang, mark: &str) -> Option<(String, String)> {
+    Some(match mark {
+        "lane_leak" => (
+            tr!(l, "mark.lane_leak.label"),
+            tr!(l, "mark.lane_leak.help"),
+        ),
+        "lane_tag_dropped" => (
+            tr!(l, "mark.lane_tag_dropped.label"),
+            tr!(l, "mark.lane_tag_dropped.help"),
+        ),
+        "lane_pollution" => (
+            tr!(l, "mark.lane_pollution.label"),
+            tr!(l, "mark.lane_pollution.help"),
+        ),
+        "lane_tag_changed" => (
+            tr!(l, "mark.lane_tag_changed.label"),
+            tr!(l, "mark.lane_tag_changed.help"),
+        ),
+        "lane_fallback" => (
+            tr!(l, "mark.lane_fallback.label"),
+            tr!(l, "mark.lane_fallback.help"),
+        ),
+        "failover" => (tr!(l, "mark.failover.label"), tr!(l, "mark.failover.help")),
+        "reverse_fallback" => (
+            tr!(l, "mark.reverse_fallback.label"),
+            tr!(l, "mark.reverse_fallback.help"),
+        ),
+        "tag_not_recorded" => (
+            tr!(l, "mark.tag_not_recorded.label"),
+            tr!(l, "mark.tag_not_recorded.help"),
+        ),
+        _ => return None,
+    })
+}
 
 /// The lane finding types (the marks that are findings, not outcomes only counted): the
 /// model's per-span lane detections.
@@ -303,22 +310,22 @@ pub fn lane_finding_filter(text: &str) -> Option<String> {
 }
 
 /// What a lane mark type means (the mark's title text).
-fn lane_mark_help(mark: &str) -> String {
-    LANE_MARKS.iter().find(|(m, _, _)| *m == mark).map_or_else(
+fn lane_mark_help(l: Lang, mark: &str) -> String {
+    lane_mark(l, mark).map_or_else(
         || mark.to_owned(),
-        |(_, label, help)| format!("{label}: {help}"),
+        |(label, help)| format!("{label}: {help}"),
     )
 }
 
 /// The legend of the lane mark types shown on the page (none when the page has no lane mark).
-fn lane_legend(view_: &TraceView) -> Option<AnyView> {
-    let shown: Vec<&(&str, &str, &str)> = LANE_MARKS
-        .iter()
-        .filter(|(m, _, _)| {
+fn lane_legend(l: Lang, view_: &TraceView) -> Option<AnyView> {
+    let shown: Vec<&str> = LANE_MARKS
+        .into_iter()
+        .filter(|m| {
             view_
                 .spans
                 .iter()
-                .any(|s| s.lane_marks.iter().any(|x| x.mark == *m))
+                .any(|s| s.lane_marks.iter().any(|x| x.mark == **m))
         })
         .collect();
     if shown.is_empty() {
@@ -326,13 +333,14 @@ fn lane_legend(view_: &TraceView) -> Option<AnyView> {
     }
     let items = shown
         .into_iter()
-        .map(|(m, label, help)| {
-            view! { <dt data-mark=*m>{*label}</dt><dd>{*help}</dd> }
+        .filter_map(|m| lane_mark(l, m).map(|t| (m, t)))
+        .map(|(m, (label, help))| {
+            view! { <dt data-mark=m>{label}</dt><dd>{help}</dd> }
         })
         .collect_view();
     Some(
         view! {
-            <h2>"Lane marks"</h2>
+            <h2>{tr!(l, "trace.lane_marks")}</h2>
             <dl class="legend" id="lane-legend">{items}</dl>
         }
         .into_any(),
@@ -342,7 +350,7 @@ fn lane_legend(view_: &TraceView) -> Option<AnyView> {
 /// A span's lane cell: the lane that served it (a link to its app's lane group's page over
 /// the trace's time, or to the page of the apps in no group), the tag it carries and the lane
 /// its request was meant for (domain §7.2), each said in words.
-fn lane_cell(s: &crate::source::TraceSpan, view_: &TraceView) -> AnyView {
+fn lane_cell(l: Lang, s: &crate::source::TraceSpan, view_: &TraceView) -> AnyView {
     let Some(lane) = &s.lane else {
         return view! { "–" }.into_any();
     };
@@ -358,15 +366,15 @@ fn lane_cell(s: &crate::source::TraceSpan, view_: &TraceView) -> AnyView {
         rfc3339_secs(to)
     );
     let title = match &s.lane_group {
-        Some(g) => format!("lane group {g}"),
-        None => "in no lane group".to_owned(),
+        Some(g) => tr!(l, "trace.lane_group", group = g),
+        None => tr!(l, "trace.no_lane_group"),
     };
     let mut rest = String::new();
     if let Some(t) = &s.lane_tag {
-        rest.push_str(&format!(" · tag {t}"));
+        rest.push_str(&format!(" · {} {t}", tr!(l, "trace.tag")));
     }
     if let Some(i) = &s.intended_lane {
-        rest.push_str(&format!(" · for {i}"));
+        rest.push_str(&format!(" · {} {i}", tr!(l, "trace.for")));
     }
     view! { <a class="lane" href=href title=title>{lane.clone()}</a>{rest} }.into_any()
 }
@@ -382,15 +390,13 @@ pub fn search_body(
     hits: &[TraceHit],
     channels: &[String],
 ) -> AnyView {
+    let (l, zone) = (chrome.lang, chrome.zone);
+    let any = tr!(l, "search.any");
     let channel_options = std::iter::once(String::new())
         .chain(channels.iter().cloned())
         .map(|c| {
             let sel = q.channel.as_deref().unwrap_or("") == c;
-            let label = if c.is_empty() {
-                "any".to_owned()
-            } else {
-                c.clone()
-            };
+            let label = if c.is_empty() { any.clone() } else { c.clone() };
             view! { <option value=c selected=sel>{label}</option> }
         })
         .collect_view();
@@ -398,7 +404,12 @@ pub fn search_body(
         .into_iter()
         .map(|c| {
             let sel = q.color.as_deref().unwrap_or("") == c;
-            view! { <option value=c selected=sel>{if c.is_empty() { "any" } else { c }}</option> }
+            let label = if c.is_empty() {
+                any.clone()
+            } else {
+                c.to_owned()
+            };
+            view! { <option value=c selected=sel>{label}</option> }
         })
         .collect_view();
     let lane_finding_options = ["", "any"]
@@ -412,9 +423,9 @@ pub fn search_body(
     let tri = |name: &'static str, v: &Option<bool>| {
         view! {
             <select name=name>
-                <option value="" selected=selected(v, None)>"any"</option>
-                <option value="true" selected=selected(v, Some(true))>"yes"</option>
-                <option value="false" selected=selected(v, Some(false))>"no"</option>
+                <option value="" selected=selected(v, None)>{tr!(l, "search.any")}</option>
+                <option value="true" selected=selected(v, Some(true))>{tr!(l, "search.yes")}</option>
+                <option value="false" selected=selected(v, Some(false))>{tr!(l, "search.no")}</option>
             </select>
         }
     };
@@ -424,17 +435,17 @@ pub fn search_body(
             let colors = h
                 .colors
                 .iter()
-                .map(|c| view! { {chip(c)} " " })
+                .map(|c| view! { {chip(l, c)} " " })
                 .collect_view();
             view! {
                 <tr>
                     <td>{trace_link(&h.trace_id)}</td>
-                    <td>{rfc3339_secs(h.start_unix_nano)}</td>
+                    <td>{zone.stamp(h.start_unix_nano)}</td>
                     <td class="num">{format!("{:.2} ms", h.duration_ms)}</td>
                     <td class="num">{h.spans}</td>
                     <td>{h.apps.join(", ")}</td>
                     <td>{colors}</td>
-                    <td>{if h.error { "error" } else { "" }}</td>
+                    <td>{if h.error { tr!(l, "search.error") } else { String::new() }}</td>
                     <td class="num">{h.hops}</td>
                 </tr>
             }
@@ -447,26 +458,26 @@ pub fn search_body(
         }
     });
     view! {
-        <h1>"Traces"</h1>
+        <h1>{tr!(l, "title.traces")}</h1>
         <form method="get" action="/traces" class="filters" id="search-form">
             {keep_range}
-            <label>"channel " <select name="channel">{channel_options}</select></label>
-            <label>" app " <input name="app" value=q.app.clone().unwrap_or_default() size="12"/></label>
-            <label>" colour " <select name="color">{color_options}</select></label>
-            <label>" error " {tri("error", &q.error)}</label>
-            <label>" hop " {tri("hop", &q.hop)}</label>
-            <label>" lane " <input name="lane" value=q.lane.clone().unwrap_or_default() size="8" title="a span served by an instance of this lane (base included)"/></label>
-            <label>" lane tag " <input name="lane_tag" value=q.lane_tag.clone().unwrap_or_default() size="8" title="a span carrying this lane tag"/></label>
-            <label>" lane group " <input name="lane_group" value=q.lane_group.clone().unwrap_or_default() size="8" title="a span of an app in this lane group at the span's start"/></label>
-            <label>" lane finding " <select name="lane_finding">{lane_finding_options}</select></label>
-            <label>" attribute " <input name="attribute" value=q.attribute.clone().unwrap_or_default() size="18" placeholder="key=value" title="a span with this attribute: span, resource or promoted (http.response.status_code=503, k8s.pod.name=order-7f, retries=2)"/></label>
-            <label>" min duration (ms) " <input name="min_duration_ms" type="number" step="any" min="0" size="6" value=q.min_duration_ms.map(|v| v.to_string()).unwrap_or_default()/></label>
-            <label>" limit " <input name="limit" type="number" min="1" max="1000" size="4" value=q.limit.to_string()/></label>
-            <button type="submit">"Search"</button>
+            <label>{tr!(l, "col.channel")} " " <select name="channel">{channel_options}</select></label>
+            <label>" " {tr!(l, "col.app")} " " <input name="app" value=q.app.clone().unwrap_or_default() size="12"/></label>
+            <label>" " {tr!(l, "col.colour")} " " <select name="color">{color_options}</select></label>
+            <label>" " {tr!(l, "search.error")} " " {tri("error", &q.error)}</label>
+            <label>" " {tr!(l, "search.hop")} " " {tri("hop", &q.hop)}</label>
+            <label>" " {tr!(l, "col.lane")} " " <input name="lane" value=q.lane.clone().unwrap_or_default() size="8" title="a span served by an instance of this lane (base included)"/></label>
+            <label>" " {tr!(l, "search.lane_tag")} " " <input name="lane_tag" value=q.lane_tag.clone().unwrap_or_default() size="8" title="a span carrying this lane tag"/></label>
+            <label>" " {tr!(l, "search.lane_group")} " " <input name="lane_group" value=q.lane_group.clone().unwrap_or_default() size="8" title="a span of an app in this lane group at the span's start"/></label>
+            <label>" " {tr!(l, "search.lane_finding")} " " <select name="lane_finding">{lane_finding_options}</select></label>
+            <label>" " {tr!(l, "search.attribute")} " " <input name="attribute" value=q.attribute.clone().unwrap_or_default() size="18" placeholder="key=value" title=tr!(l, "search.attribute_help")/></label>
+            <label>" " {tr!(l, "search.min_duration")} " " <input name="min_duration_ms" type="number" step="any" min="0" size="6" value=q.min_duration_ms.map(|v| v.to_string()).unwrap_or_default()/></label>
+            <label>" " {tr!(l, "search.limit")} " " <input name="limit" type="number" min="1" max="1000" size="4" value=q.limit.to_string()/></label>
+            <button type="submit">{tr!(l, "search.search")}</button>
         </form>
-        <p id="hit-count">{hits.len()} " trace(s)"</p>
+        <p id="hit-count">{hits.len()} " " {tr!(l, "search.traces_found")}</p>
         <table class="data" id="traces">
-            <thead><tr><th>"trace"</th><th>"start"</th><th>"duration"</th><th>"spans"</th><th>"apps"</th><th>"colours"</th><th>"error"</th><th>"hops"</th></tr></thead>
+            <thead><tr><th>{tr!(l, "col.trace")}</th><th>{tr!(l, "col.start")}</th><th>{tr!(l, "col.duration")}</th><th>{tr!(l, "col.spans")}</th><th>{tr!(l, "col.apps")}</th><th>{tr!(l, "col.colours")}</th><th>{tr!(l, "search.error")}</th><th>{tr!(l, "col.hops")}</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }

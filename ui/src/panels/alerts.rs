@@ -4,15 +4,29 @@
 use leptos::prelude::*;
 
 use super::example_traces;
+use crate::locale::{Lang, Zone};
 use crate::source::AlertLine;
-use dyeline_model::time::rfc3339_secs;
+
+/// An alert's state (`firing`, `resolved`) as the reader's language says it.
+fn alert_state(l: Lang, state: &str) -> String {
+    match state {
+        "firing" => tr!(l, "alerts.firing"),
+        "resolved" => tr!(l, "alerts.resolved"),
+        other => other.to_owned(),
+    }
+}
 
 /// One row per alert of the channel, in the order given (firing first).
 #[component]
 pub fn Alerts<'a>(
+    /// The page's language.
+    lang: Lang,
+    /// The zone the page shows times in.
+    zone: Zone,
     /// The page's alerts, firing first.
     alerts: &'a [AlertLine],
 ) -> impl IntoView + use<> {
+    let l = lang;
     let rows = alerts
         .iter()
         .map(|a| {
@@ -20,20 +34,20 @@ pub fn Alerts<'a>(
             view! {
                 <tr class=format!("alert a-{}", a.state) data-alert=a.kind.clone()>
                     <td>{a.name.clone()}</td>
-                    <td><span class=format!("state s-{}", a.state)>{a.state.clone()}</span></td>
+                    <td><span class=format!("state s-{}", a.state) data-state=a.state.clone()>{alert_state(l, &a.state)}</span></td>
                     <td>{a.labels.clone()}</td>
                     <td class="detail">{a.summary.clone()}</td>
-                    <td>{rfc3339_secs(a.starts_at_unix_nano)}</td>
-                    <td>{a.ends_at_unix_nano.map(rfc3339_secs).unwrap_or_default()}</td>
+                    <td>{zone.stamp(a.starts_at_unix_nano)}</td>
+                    <td>{a.ends_at_unix_nano.map(|t| zone.stamp(t)).unwrap_or_default()}</td>
                     <td>{traces}</td>
                 </tr>
             }
         })
         .collect_view();
     view! {
-        <h2>"Alerts"</h2>
+        <h2>{tr!(l, "alerts.title")}</h2>
         <table class="data" id="alerts">
-            <thead><tr><th>"alert"</th><th>"state"</th><th>"labels"</th><th>"observed, comparator, threshold"</th><th>"since"</th><th>"resolved"</th><th>"example traces"</th></tr></thead>
+            <thead><tr><th>{tr!(l, "col.alert")}</th><th>{tr!(l, "col.state")}</th><th>{tr!(l, "col.labels")}</th><th>{tr!(l, "col.observed_comparator_threshold")}</th><th>{tr!(l, "col.since")}</th><th>{tr!(l, "col.resolved")}</th><th>{tr!(l, "col.example_traces")}</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }

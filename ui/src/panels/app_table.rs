@@ -21,6 +21,7 @@ pub fn AppTable<'a>(
     seconds: f64,
 ) -> impl IntoView + use<> {
     let secs = seconds;
+    let l = chrome.lang;
     let needle = filter.unwrap_or("").to_lowercase();
     let apps = rows
         .iter()
@@ -43,15 +44,15 @@ pub fn AppTable<'a>(
     let path = chrome.path.clone();
     let filter_value = filter.unwrap_or("").to_owned();
     view! {
-        <h2>"Apps"</h2>
-        <p class="hint">"Work per app: RPC requests served, MQ messages consumed and JOB runs."</p>
+        <h2>{tr!(l, "apps.title")}</h2>
+        <p class="hint">{tr!(l, "apps.hint")}</p>
         <form method="get" action=path class="inline">
             {range_fields(chrome)}
-            <label>"Filter apps " <input name="app" value=filter_value/></label>
-            <button type="submit">"Filter"</button>
+            <label>{tr!(l, "apps.filter_label")} " " <input name="app" value=filter_value/></label>
+            <button type="submit">{tr!(l, "apps.filter")}</button>
         </form>
         <table class="data" id="apps">
-            <thead><tr><th>"app"</th><th>"blue work/s"</th><th>"green work/s"</th><th>"blue errors"</th><th>"green errors"</th><th>"blue p99"</th><th>"green p99"</th><th>"unknown-colour requests"</th></tr></thead>
+            <thead><tr><th>{tr!(l, "col.app")}</th><th>{tr!(l, "col.blue_work")}</th><th>{tr!(l, "col.green_work")}</th><th>{tr!(l, "col.blue_errors")}</th><th>{tr!(l, "col.green_errors")}</th><th>{tr!(l, "col.blue_p99")}</th><th>{tr!(l, "col.green_p99")}</th><th>{tr!(l, "col.unknown_requests")}</th></tr></thead>
             <tbody>{apps}</tbody>
         </table>
     }

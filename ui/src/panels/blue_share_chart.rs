@@ -5,12 +5,17 @@ use leptos::prelude::*;
 
 use super::{annotations, step_points};
 use crate::chart::{Series, line_chart};
+use crate::locale::{Lang, Zone};
 use crate::source::{OpLine, Step, TimeRange};
 
 /// Observed blue share (solid, circles) against blue_percent in force (dashed steps) over
 /// `range`, one point per step, `ops` as annotations.
 #[component]
 pub fn BlueShareChart<'a>(
+    /// The page's language.
+    lang: Lang,
+    /// The zone of the time axis.
+    zone: Zone,
     /// The time axis.
     range: TimeRange,
     /// One point per step: the observed share and blue_percent in force.
@@ -18,20 +23,21 @@ pub fn BlueShareChart<'a>(
     /// The release operations drawn as annotations.
     ops: &'a [OpLine],
 ) -> impl IntoView + use<> {
+    let l = lang;
     let share = line_chart(
-        "Blue share observed vs blue_percent in force",
+        &tr!(l, "charts.share_title"),
         range.from_unix_nano,
         range.to_unix_nano,
         &[
             Series {
-                label: "blue_percent in force".into(),
+                label: tr!(l, "charts.blue_percent_in_force"),
                 class: "s-target",
                 marker: "none",
                 step: true,
                 points: step_points(steps, |s| s.blue_percent.map(f64::from)),
             },
             Series {
-                label: "observed blue share".into(),
+                label: tr!(l, "charts.observed_share"),
                 class: "s-blue",
                 marker: "circle",
                 step: false,
@@ -41,8 +47,9 @@ pub fn BlueShareChart<'a>(
         &annotations(ops),
         Some(100.0),
         "%",
+        &zone,
     );
     view! {
-        <figure><figcaption>"Blue share observed (solid, circles) vs blue_percent in force (dashed steps); lines mark start / ratio / finish"</figcaption><div inner_html=share></div></figure>
+        <figure><figcaption>{tr!(l, "charts.share_caption")}</figcaption><div inner_html=share></div></figure>
     }
 }

@@ -18,12 +18,13 @@ pub fn ChannelTable<'a>(
     seconds: f64,
 ) -> impl IntoView + use<> {
     let secs = seconds;
+    let l = chrome.lang;
     let rows = channels
         .iter()
         .map(|c| {
             let href = chrome.link(&format!("/channels/{}", c.id));
             let apps = if c.apps.is_empty() && c.id == "global" {
-                "(every app without a releasing local channel)".to_owned()
+                tr!(l, "channels.global_apps")
             } else {
                 c.apps.join(", ")
             };
@@ -44,7 +45,8 @@ pub fn ChannelTable<'a>(
                 && c.blue.requests == 0
                 && c.green.requests == 0
                 && c.unknown_requests == 0;
-            let idle_title = idle.then_some("not releasing in this range");
+            let idle_title = idle.then(|| tr!(l, "channels.idle"));
+            let state = crate::pages::state_label(l, &c.state);
             let rate = |n: u64| {
                 if idle {
                     "–".to_owned()
@@ -55,10 +57,10 @@ pub fn ChannelTable<'a>(
             view! {
                 <tr data-channel=c.id.clone()>
                     <td><a href=href>{c.id.clone()}</a></td>
-                    <td><span class=state_class>{c.state.clone()}</span></td>
+                    <td><span class=state_class data-state=c.state.clone()>{state}</span></td>
                     <td class="num bp">{c.blue_percent}"%"</td>
                     <td class="apps">{apps}</td>
-                    <td class="num" title=idle_title>{rate(c.blue.requests)}</td>
+                    <td class="num" title=idle_title.clone()>{rate(c.blue.requests)}</td>
                     <td class="num" title=idle_title>{rate(c.green.requests)}</td>
                     <td class="num">{error_rate(&c.blue)}</td>
                     <td class="num">{error_rate(&c.green)}</td>
@@ -73,10 +75,10 @@ pub fn ChannelTable<'a>(
         <table class="data" id="channels">
             <thead>
                 <tr>
-                    <th>"channel"</th><th>"state"</th><th>"blue_percent"</th><th>"apps"</th>
-                    <th>"blue req/s"</th><th>"green req/s"</th>
-                    <th>"blue errors"</th><th>"green errors"</th>
-                    <th>"unknown-colour requests"</th><th>"firing alerts"</th><th>"hops (5 min)"</th>
+                    <th>{tr!(l, "col.channel")}</th><th>{tr!(l, "col.state")}</th><th>"blue_percent"</th><th>{tr!(l, "col.apps")}</th>
+                    <th>{tr!(l, "col.blue_rps")}</th><th>{tr!(l, "col.green_rps")}</th>
+                    <th>{tr!(l, "col.blue_errors")}</th><th>{tr!(l, "col.green_errors")}</th>
+                    <th>{tr!(l, "col.unknown_requests")}</th><th>{tr!(l, "col.firing_alerts")}</th><th>{tr!(l, "col.hops_5m")}</th>
                 </tr>
             </thead>
             <tbody>{rows}</tbody>

@@ -5,6 +5,7 @@ use leptos::prelude::*;
 
 use super::{annotations, step_points};
 use crate::chart::{Series, line_chart};
+use crate::locale::{Lang, Zone};
 use crate::source::{ColorLoad, OpLine, Step, TimeRange};
 
 /// What a [`ColorLoadChart`] draws of each colour's load.
@@ -19,11 +20,11 @@ pub enum LoadMetric {
 }
 
 impl LoadMetric {
-    fn title(self) -> &'static str {
+    fn title(self, l: Lang) -> String {
         match self {
-            LoadMetric::RequestsPerSecond => "Requests per second by colour",
-            LoadMetric::ErrorRate => "Error rate by colour",
-            LoadMetric::P99 => "p99 latency by colour",
+            LoadMetric::RequestsPerSecond => tr!(l, "charts.rps_title"),
+            LoadMetric::ErrorRate => tr!(l, "charts.error_title"),
+            LoadMetric::P99 => tr!(l, "charts.p99_title"),
         }
     }
 
@@ -35,13 +36,11 @@ impl LoadMetric {
         }
     }
 
-    fn caption(self) -> &'static str {
+    fn caption(self, l: Lang) -> String {
         match self {
-            LoadMetric::RequestsPerSecond => {
-                "Requests/s: blue (solid, circles), green (dashed, squares)"
-            }
-            LoadMetric::ErrorRate => "Error rate: blue (solid, circles), green (dashed, squares)",
-            LoadMetric::P99 => "p99 latency: blue (solid, circles), green (dashed, squares)",
+            LoadMetric::RequestsPerSecond => tr!(l, "charts.rps_caption"),
+            LoadMetric::ErrorRate => tr!(l, "charts.error_caption"),
+            LoadMetric::P99 => tr!(l, "charts.p99_caption"),
         }
     }
 
@@ -59,6 +58,10 @@ impl LoadMetric {
 /// step of `step_seconds`, `ops` as annotations.
 #[component]
 pub fn ColorLoadChart<'a>(
+    /// The page's language.
+    lang: Lang,
+    /// The zone of the time axis.
+    zone: Zone,
     /// What is drawn of each colour's load.
     metric: LoadMetric,
     /// The time axis.
@@ -71,20 +74,21 @@ pub fn ColorLoadChart<'a>(
     ops: &'a [OpLine],
 ) -> impl IntoView + use<> {
     let step_s = step_seconds.max(1) as f64;
+    let l = lang;
     let chart = line_chart(
-        metric.title(),
+        &metric.title(l),
         range.from_unix_nano,
         range.to_unix_nano,
         &[
             Series {
-                label: "blue".into(),
+                label: tr!(l, "color.blue"),
                 class: "s-blue",
                 marker: "circle",
                 step: false,
                 points: step_points(steps, |s| metric.value(&s.blue, step_s)),
             },
             Series {
-                label: "green".into(),
+                label: tr!(l, "color.green"),
                 class: "s-green",
                 marker: "square",
                 step: false,
@@ -94,8 +98,9 @@ pub fn ColorLoadChart<'a>(
         &annotations(ops),
         None,
         metric.unit(),
+        &zone,
     );
     view! {
-        <figure><figcaption>{metric.caption()}</figcaption><div inner_html=chart></div></figure>
+        <figure><figcaption>{metric.caption(l)}</figcaption><div inner_html=chart></div></figure>
     }
 }

@@ -12,7 +12,7 @@ fn action_form(
     chrome: &Chrome,
     url: &str,
     action: &'static str,
-    label: &'static str,
+    label: String,
 ) -> impl IntoView + use<> {
     view! {
         <form method="get" action=url.to_owned() class="inline">
@@ -32,6 +32,7 @@ pub fn Controls<'a>(
     channel: &'a ChannelRow,
 ) -> impl IntoView + use<> {
     let c = channel;
+    let l = chrome.lang;
     let action = format!("/channels/{}/confirm", c.id);
     let body = if c.state == "releasing" {
         let presets = [0u8, 1, 10, 50, 100]
@@ -45,23 +46,21 @@ pub fn Controls<'a>(
             <form method="get" action=action.clone() class="inline" id="ratio-form">
                 <input type="hidden" name="action" value="ratio"/>
                 {range_fields(chrome)}
-                <span>"Set blue_percent: "</span>
+                <span>{tr!(l, "controls.set_blue_percent")} " "</span>
                 {presets}
-                <label>" or " <input type="number" name="blue_percent" min="0" max="100" step="1" size="4" id="blue-percent-field"/></label>
-                <button type="submit" id="ratio-submit">"Set…"</button>
+                <label>" " {tr!(l, "controls.or")} " " <input type="number" name="blue_percent" min="0" max="100" step="1" size="4" id="blue-percent-field"/></label>
+                <button type="submit" id="ratio-submit">{tr!(l, "controls.set")}</button>
             </form>
-            {action_form(chrome, &action, "finish", "Finish…")}
+            {action_form(chrome, &action, "finish", tr!(l, "controls.finish"))}
         }
         .into_any()
     } else {
-        action_form(chrome, &action, "start", "Start release…").into_any()
+        action_form(chrome, &action, "start", tr!(l, "controls.start")).into_any()
     };
     let hint = if chrome.identity.is_none() {
-        Some(
-            view! { <p class="hint">"Sign in with an API token to change the channel; each change shows the weights that will apply and asks to confirm."</p> },
-        )
+        Some(view! { <p class="hint">{tr!(l, "controls.sign_in_hint")}</p> })
     } else {
         None
     };
-    view! { <h2>"Controls"</h2>{body}{hint} }
+    view! { <h2>{tr!(l, "controls.title")}</h2>{body}{hint} }
 }

@@ -3,6 +3,7 @@
 use leptos::prelude::*;
 
 use super::example_traces;
+use crate::locale::Lang;
 use crate::pages::chip;
 use crate::source::HopEdge;
 
@@ -10,9 +11,12 @@ use crate::source::HopEdge;
 /// through, the count and example traces.
 #[component]
 pub fn HopEdges<'a>(
+    /// The page's language.
+    lang: Lang,
     /// The cross-colour hop edges.
     hops: &'a [HopEdge],
 ) -> impl IntoView + use<> {
+    let l = lang;
     let rows = hops
         .iter()
         .map(|h| {
@@ -20,8 +24,8 @@ pub fn HopEdges<'a>(
             let via = if h.via.is_empty() { "–".to_owned() } else { h.via.join(" → ") };
             view! {
                 <tr class="finding f-cross_color_hop" data-finding="cross_color_hop">
-                    <td>{h.from_app.clone()} " " {chip(h.from_color.as_deref().unwrap_or("unknown"))}</td>
-                    <td>{h.to_app.clone()} " " {chip(&h.to_color)}</td>
+                    <td>{h.from_app.clone()} " " {chip(l, h.from_color.as_deref().unwrap_or("unknown"))}</td>
+                    <td>{h.to_app.clone()} " " {chip(l, &h.to_color)}</td>
                     <td>{h.kind.clone()}</td>
                     <td>{h.reason.clone()}</td>
                     <td>{via}</td>
@@ -32,9 +36,9 @@ pub fn HopEdges<'a>(
         })
         .collect_view();
     view! {
-        <h2>"Cross-colour hops"</h2>
+        <h2>{tr!(l, "hops.title")}</h2>
         <table class="data" id="hops">
-            <thead><tr><th>"from"</th><th>"to"</th><th>"kind"</th><th>"reason"</th><th>"via"</th><th>"count"</th><th>"example traces"</th></tr></thead>
+            <thead><tr><th>{tr!(l, "col.from")}</th><th>{tr!(l, "col.to")}</th><th>{tr!(l, "col.kind")}</th><th>{tr!(l, "col.reason")}</th><th>{tr!(l, "col.via")}</th><th>{tr!(l, "col.count")}</th><th>{tr!(l, "col.example_traces")}</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }

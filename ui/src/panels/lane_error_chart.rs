@@ -5,6 +5,7 @@
 use leptos::prelude::*;
 
 use crate::chart::{Series, line_chart};
+use crate::locale::{Lang, Zone};
 use crate::source::{LaneErrorSeries, TimeRange};
 
 /// The CSS class and marker of the `i`-th lane (0: base).
@@ -21,6 +22,10 @@ fn style(i: usize) -> (&'static str, &'static str) {
 /// `series.app`'s error rate per lane over `range`.
 #[component]
 pub fn LaneErrorChart<'a>(
+    /// The page's language.
+    lang: Lang,
+    /// The zone of the time axis.
+    zone: Zone,
     /// The time axis.
     range: TimeRange,
     /// The app's points per lane.
@@ -44,7 +49,8 @@ pub fn LaneErrorChart<'a>(
             }
         })
         .collect();
-    let title = format!("Error rate of {} by lane", series.app);
+    let l = lang;
+    let title = tr!(l, "lane_chart.title", app = series.app);
     let chart = line_chart(
         &title,
         range.from_unix_nano,
@@ -53,11 +59,12 @@ pub fn LaneErrorChart<'a>(
         &[],
         None,
         "%",
+        &zone,
     );
     let names: Vec<&str> = series.lanes.iter().map(|(l, _)| l.as_str()).collect();
     view! {
         <figure class="lane-errors" data-app=series.app.clone()>
-            <figcaption>{format!("{}: error rate per lane ({})", series.app, names.join(", "))}</figcaption>
+            <figcaption>{tr!(l, "lane_chart.caption", app = series.app, lanes = names.join(", "))}</figcaption>
             <div inner_html=chart></div>
         </figure>
     }

@@ -6,16 +6,20 @@
 
 use leptos::prelude::*;
 
+use crate::locale::Lang;
 use crate::source::{LaneAppRow, LaneCell};
 
 /// One row per app, one column per lane (base first).
 #[component]
 pub fn LaneMatrix<'a>(
+    /// The page's language.
+    lang: Lang,
     /// The lanes, base first.
     lanes: &'a [String],
     /// One row per app, a cell per lane.
     apps: &'a [LaneAppRow],
 ) -> impl IntoView + use<> {
+    let l = lang;
     let head = lanes
         .iter()
         .map(|l| view! { <th>{l.clone()}</th> })
@@ -27,54 +31,51 @@ pub fn LaneMatrix<'a>(
                 .cells
                 .iter()
                 .zip(lanes)
-                .map(|(c, lane)| cell(&row.app, lane, c))
+                .map(|(c, lane)| cell(l, &row.app, lane, c))
                 .collect_view();
             view! { <tr><th scope="row">{row.app.clone()}</th>{cells}</tr> }
         })
         .collect_view();
     view! {
-        <h2>"Apps and lanes"</h2>
-        <p class="hint">"Per app and lane: its instances (the signals that showed them; "
-            "“absent” when not present at the range's end), the requests marked for the lane "
-            "and what served them, base requests served in the lane, and what the lane's "
-            "instances served."</p>
+        <h2>{tr!(l, "matrix.title")}</h2>
+        <p class="hint">{tr!(l, "matrix.hint")}</p>
         <table class="data lanes" id="lane-matrix">
-            <thead><tr><th>"app"</th>{head}</tr></thead>
+            <thead><tr><th>{tr!(l, "col.app")}</th>{head}</tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }
 }
 
-fn cell(app: &str, lane: &str, c: &LaneCell) -> impl IntoView + use<> {
+fn cell(l: Lang, app: &str, lane: &str, c: &LaneCell) -> impl IntoView + use<> {
     let base = lane == "base";
     let instances = if c.instances.is_empty() {
-        view! { <div class="hint">"no instance"</div> }.into_any()
+        view! { <div class="hint">{tr!(l, "matrix.no_instance")}</div> }.into_any()
     } else {
         c.instances
             .iter()
             .map(|i| {
-                let absent = (!i.present_at_end).then(|| view! { " " <span class="warn">"absent"</span> });
+                let absent = (!i.present_at_end).then(|| view! { " " <span class="warn">{tr!(l, "matrix.absent")}</span> });
                 view! { <div class="instance">{i.instance.clone()} " (" {i.signals.clone()} ")" {absent}</div> }
             })
             .collect_view()
             .into_any()
     };
     let marked = (!base).then(|| {
-        let leaked = (c.leaked > 0).then(|| view! { " · " <span class="warn">{format!("leaked {}", c.leaked)}</span> });
+        let leaked = (c.leaked > 0).then(|| view! { " · " <span class="warn">{tr!(l, "matrix.leaked", n = c.leaked)}</span> });
         view! {
             <div class="marked">
-                {format!("in lane {} · fallback {} · failover {}", c.served_in_lane, c.lane_fallback, c.failover)}
+                {tr!(l, "matrix.marked", served = c.served_in_lane, fallback = c.lane_fallback, failover = c.failover)}
                 {leaked}
             </div>
         }
     });
     let pollution = (c.pollution > 0).then(|| {
-        view! { <div class="warn">{format!("base traffic {}", c.pollution)}</div> }
+        view! { <div class="warn">{tr!(l, "matrix.base_traffic", n = c.pollution)}</div> }
     });
     let served = (c.requests > 0).then(|| {
         let rate = c.error_rate().map(|r| format!(" ({:.1}%)", r * 100.0)).unwrap_or_default();
         let p99 = c.p99_ms.map(|p| format!(" · p99 {p:.1} ms")).unwrap_or_default();
-        view! { <div class="served">{format!("{} req · {} err{rate}{p99}", c.requests, c.errors)}</div> }
+        view! { <div class="served">{tr!(l, "matrix.served", requests = c.requests, errors = c.errors)}{rate}{p99}</div> }
     });
     view! {
         <td class="cell" data-app=app.to_owned() data-lane=lane.to_owned()>

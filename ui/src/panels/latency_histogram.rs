@@ -4,6 +4,8 @@
 
 use leptos::prelude::*;
 
+use crate::locale::Lang;
+use crate::pages::chip;
 use crate::source::{ColorLatency, LatencyComparison};
 
 /// A bucket's label: `≤ 5 ms`, `≤ 1 s`, and `> 10 s` for the last.
@@ -39,14 +41,16 @@ fn share(c: &ColorLatency, i: usize) -> f64 {
 /// Blue's and green's request durations side by side.
 #[component]
 pub fn LatencyHistogram<'a>(
+    /// The page's language.
+    lang: Lang,
     /// The comparison over the page's range.
     latency: &'a LatencyComparison,
 ) -> impl IntoView + use<> {
-    let l = latency;
+    let (lang, l) = (lang, latency);
     let summary = |name: &'static str, c: &ColorLatency| {
         view! {
             <tr data-color=name>
-                <td><span class=format!("chip c-{name}")>{name}</span></td>
+                <td>{chip(lang, name)}</td>
                 <td class="num">{c.requests}</td>
                 <td class="num">{ms_text(c.p50_ms)}</td>
                 <td class="num">{ms_text(c.p90_ms)}</td>
@@ -86,19 +90,19 @@ pub fn LatencyHistogram<'a>(
     let body = match rows {
         Some(rows) => view! {
             <table class="data" id="latency-summary">
-                <thead><tr><th>"colour"</th><th>"requests"</th><th>"p50"</th><th>"p90"</th><th>"p99"</th></tr></thead>
+                <thead><tr><th>{tr!(lang, "col.colour")}</th><th>{tr!(lang, "latency.requests")}</th><th>"p50"</th><th>"p90"</th><th>"p99"</th></tr></thead>
                 <tbody>{summary("blue", &l.blue)}{summary("green", &l.green)}</tbody>
             </table>
             <table class="data histogram" id="latency-histogram">
-                <thead><tr><th>"duration"</th><th colspan="2">"blue: share of its requests"</th><th colspan="2">"green: share of its requests"</th></tr></thead>
+                <thead><tr><th>{tr!(lang, "latency.duration")}</th><th colspan="2">{tr!(lang, "latency.share_blue")}</th><th colspan="2">{tr!(lang, "latency.share_green")}</th></tr></thead>
                 <tbody>{rows}</tbody>
             </table>
         }
         .into_any(),
-        None => view! { <p class="empty" id="latency-histogram">"No request of a known colour in this range."</p> }.into_any(),
+        None => view! { <p class="empty" id="latency-histogram">{tr!(lang, "latency.empty")}</p> }.into_any(),
     };
     view! {
-        <h2>"Latency, blue against green"</h2>
+        <h2>{tr!(lang, "latency.heading")}</h2>
         {body}
     }
 }

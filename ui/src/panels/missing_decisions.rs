@@ -3,15 +3,19 @@
 use leptos::prelude::*;
 
 use super::example_traces;
+use crate::locale::Lang;
 use crate::source::MissingRow;
 
 /// One row per (caller app, app, kind): spans that arrived without the channel's decision,
 /// with example traces.
 #[component]
 pub fn MissingDecisions<'a>(
+    /// The page's language.
+    lang: Lang,
     /// The (caller app, app, kind) rows without the channel's decision.
     missing: &'a [MissingRow],
 ) -> impl IntoView + use<> {
+    let l = lang;
     let rows = missing
         .iter()
         .map(|m| {
@@ -25,9 +29,9 @@ pub fn MissingDecisions<'a>(
         })
         .collect_view();
     view! {
-        <h2>"Missing decisions by caller"</h2>
+        <h2>{tr!(l, "missing.title")}</h2>
         <table class="data" id="missing">
-            <thead><tr><th>"caller app"</th><th>"app"</th><th>"kind"</th><th>"spans"</th><th>"example traces"</th></tr></thead>
+            <thead><tr><th>{tr!(l, "col.caller_app")}</th><th>{tr!(l, "col.app")}</th><th>{tr!(l, "col.kind")}</th><th>{tr!(l, "col.spans")}</th><th>{tr!(l, "col.example_traces")}</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }

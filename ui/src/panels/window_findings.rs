@@ -4,8 +4,8 @@
 use leptos::prelude::*;
 
 use super::example_traces;
+use crate::locale::{Lang, Zone};
 use crate::pages::chip;
-use crate::range::clock;
 use crate::source::{Detection, WindowFinding};
 
 /// The windowed detections, in the order the table lists their findings.
@@ -19,9 +19,12 @@ const WINDOWED: [Detection; 4] = [
 /// Windows with drained-side traffic, per kind (RPC, MQ, JOB).
 #[component]
 pub fn DrainedByKind<'a>(
+    /// The page's language.
+    lang: Lang,
     /// The channel's window findings.
     findings: &'a [WindowFinding],
 ) -> impl IntoView + use<> {
+    let l = lang;
     let drained_total = |k: &str| -> u64 {
         findings
             .iter()
@@ -30,10 +33,10 @@ pub fn DrainedByKind<'a>(
     };
     let drained_by_kind = ["RPC", "MQ", "JOB"]
         .into_iter()
-        .map(|k| view! { <li>{k} ": " <span class="num">{drained_total(k)}</span> " window(s)"</li> })
+        .map(|k| view! { <li>{k} ": " <span class="num">{drained_total(k)}</span> " " {tr!(l, "findings.windows")}</li> })
         .collect_view();
     view! {
-        <h2>"Drained-side traffic by kind"</h2>
+        <h2>{tr!(l, "findings.drained_title")}</h2>
         <ul class="drained" id="drained-by-kind">{drained_by_kind}</ul>
     }
 }
@@ -42,9 +45,14 @@ pub fn DrainedByKind<'a>(
 /// in the order of `findings` within a group.
 #[component]
 pub fn WindowFindings<'a>(
+    /// The page's language.
+    lang: Lang,
+    /// The zone the page shows times in.
+    zone: Zone,
     /// The channel's window findings.
     findings: &'a [WindowFinding],
 ) -> impl IntoView + use<> {
+    let l = lang;
     let rows = WINDOWED
         .into_iter()
         .flat_map(|d| findings.iter().filter(move |f| f.finding == d))
@@ -52,22 +60,22 @@ pub fn WindowFindings<'a>(
             let traces = example_traces(&f.trace_ids);
             view! {
                 <tr class=format!("finding f-{}", f.finding) data-finding=f.finding.as_str()>
-                    <td>{f.finding.as_str().replace('_', " ")}</td>
-                    <td>{f.app.clone().unwrap_or_else(|| "(all)".into())}</td>
-                    <td>{chip(&f.color)}</td>
+                    <td>{crate::pages::finding_label(l, f.finding.as_str())}</td>
+                    <td>{f.app.clone().unwrap_or_else(|| tr!(l, "findings.all_apps"))}</td>
+                    <td>{chip(l, &f.color)}</td>
                     <td>{f.kind.clone()}</td>
                     <td>{f.instance.clone().unwrap_or_default()}</td>
                     <td class="detail">{f.detail.clone()}</td>
-                    <td>{clock(f.window_start_unix_nano)}</td>
+                    <td>{zone.clock(f.window_start_unix_nano)}</td>
                     <td>{traces}</td>
                 </tr>
             }
         })
         .collect_view();
     view! {
-        <h2>"Window findings"</h2>
+        <h2>{tr!(l, "findings.title")}</h2>
         <table class="data" id="findings">
-            <thead><tr><th>"finding"</th><th>"app"</th><th>"colour"</th><th>"kind"</th><th>"instance"</th><th>"observed vs threshold"</th><th>"window"</th><th>"example traces"</th></tr></thead>
+            <thead><tr><th>{tr!(l, "col.finding")}</th><th>{tr!(l, "col.app")}</th><th>{tr!(l, "col.colour")}</th><th>{tr!(l, "col.kind")}</th><th>{tr!(l, "col.instance")}</th><th>{tr!(l, "col.observed_vs_threshold")}</th><th>{tr!(l, "col.window")}</th><th>{tr!(l, "col.example_traces")}</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }
