@@ -123,7 +123,7 @@ pub fn body(chrome: &Chrome, view_: &TraceView) -> AnyView {
         view! {
             <p class="facts" id="trace-page">
                 {first.unwrap_or_else(|| tr!(l, "trace.no_span_at", offset = thousands(view_.offset)))}
-                <span id="left-out">{thousands(view_.span_count - shown)}</span> " " {tr!(l, "trace.left_out")}
+                <span id="left-out">{thousands(view_.span_count - shown)}</span>{format!(" {}", tr!(l, "trace.left_out"))}
                 " " {tr!(l, "trace.page_size", size = thousands(view_.page_size))}
                 {prev}{next}
             </p>
@@ -132,10 +132,10 @@ pub fn body(chrome: &Chrome, view_: &TraceView) -> AnyView {
     view! {
         <h1>{tr!(l, "trace.heading")} " " <code id="trace-id">{view_.trace_id.clone()}</code></h1>
         <p class="facts">
-            <span id="span-count">{view_.span_count}</span> " " {tr!(l, "trace.spans")} " · " {format!("{:.2} ms", total / 1e6)}
+            <span id="span-count">{view_.span_count}</span>{format!(" {}", tr!(l, "trace.spans"))} " · " {format!("{:.2} ms", total / 1e6)}
             " · " {tr!(l, "trace.started")} " " <span id="trace-start">{zone.stamp(t0)}</span>
-            " · " <span id="hop-count">{view_.hop_spans}</span> " " {tr!(l, "trace.hop_spans")} " · " <span id="missing-count">{view_.missing_spans}</span> " " {tr!(l, "trace.missing_spans")}
-            " · " <span id="lane-mark-count">{view_.lane_mark_spans}</span> " " {tr!(l, "trace.lane_marked_spans")}
+            " · " <span id="hop-count">{view_.hop_spans}</span>{format!(" {}", tr!(l, "trace.hop_spans"))} " · " <span id="missing-count">{view_.missing_spans}</span>{format!(" {}", tr!(l, "trace.missing_spans"))}
+            " · " <span id="lane-mark-count">{view_.lane_mark_spans}</span>{format!(" {}", tr!(l, "trace.lane_marked_spans"))}
         </p>
         {paging}
         <table class="data waterfall" id="waterfall">
@@ -174,8 +174,19 @@ fn inline_pairs(pairs: &[(String, String)]) -> String {
 
 /// The row under a span with what the waterfall row leaves out, folded (a `<details>`, no
 /// script): its attributes, its resource and scope, its events (each at its offset from the
-/// span's start) and its links (to the linked span's trace page).
-fn detail_row(l: Lang, s: &crate::source::TraceSpan) -> AnyView {
+/// span's start) and its links (to the linked span's trace page); none for a span with none
+/// of them.
+fn detail_row(l: Lang, s: &crate::source::TraceSpan) -> Option<AnyView> {
+    // A span with nothing more to show has no row (a page of 10,000 bare spans stays small).
+    if s.attributes.is_empty()
+        && s.resource_attributes.is_empty()
+        && s.scope.is_none()
+        && s.events.is_empty()
+        && s.links.is_empty()
+        && s.trace_state.is_none()
+    {
+        return None;
+    }
     let mut resource = s.resource_attributes.clone();
     if let Some(scope) = &s.scope {
         resource.push(("otel.scope".into(), scope.clone()));
@@ -240,6 +251,7 @@ fn detail_row(l: Lang, s: &crate::source::TraceSpan) -> AnyView {
         </tr>
     }
     .into_any()
+    .into()
 }
 
 /// The lane mark types (domain §7.3): the findings first, then the outcomes the analyzer
