@@ -89,6 +89,17 @@ pub const PROMOTED_RESOURCE: [Promoted; 4] = [
     },
 ];
 
+/// The promoted span attributes one per column, under the current key (a legacy key shares
+/// the column of the current one listed before it), in [`PROMOTED_SPAN`]'s order: what a
+/// stored row holds of them.
+pub fn promoted_span_columns() -> impl Iterator<Item = Promoted> {
+    PROMOTED_SPAN
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| !PROMOTED_SPAN[..*i].iter().any(|q| q.column == p.column))
+        .map(|(_, p)| *p)
+}
+
 /// The column of a promoted span or resource attribute key.
 pub fn promoted(key: &str) -> Option<Promoted> {
     PROMOTED_SPAN
@@ -329,6 +340,21 @@ mod tests {
         assert_eq!(l[0].attributes[0].text(), "true");
         assert!(events(Some("not json")).is_empty() && links(None).is_empty());
         assert!(attributes(Some("[1]")).is_empty());
+    }
+
+    #[test]
+    fn each_promoted_column_is_read_once_under_its_current_key() {
+        let keys: Vec<&str> = promoted_span_columns().map(|p| p.key).collect();
+        assert_eq!(
+            keys,
+            [
+                "http.response.status_code",
+                "rpc.grpc.status_code",
+                "messaging.system",
+                "messaging.consumer.group.name",
+                "job.name"
+            ]
+        );
     }
 
     #[test]

@@ -393,16 +393,16 @@ pub(crate) fn html_rows(html: &str, id: &str) -> Vec<Vec<String>> {
     let table = &html[start..];
     let table = &table[..table.find("</table>").expect("table closes")];
     let body = &table[table.find("<tbody").expect("tbody")..];
-    body.split("<tr")
+    body.split("<tr").skip(1).map(row_cells).collect()
+}
+
+/// The cells' texts of one row, from the text after its `<tr`.
+fn row_cells(tr: &str) -> Vec<String> {
+    tr.split("<td")
         .skip(1)
-        .map(|tr| {
-            tr.split("<td")
-                .skip(1)
-                .map(|td| {
-                    let td = &td[td.find('>').unwrap() + 1..];
-                    html_text(&td[..td.find("</td>").unwrap_or(td.len())])
-                })
-                .collect()
+        .map(|td| {
+            let td = &td[td.find('>').unwrap() + 1..];
+            html_text(&td[..td.find("</td>").unwrap_or(td.len())])
         })
         .collect()
 }
@@ -418,16 +418,7 @@ pub(crate) fn html_span_rows(html: &str) -> Vec<Vec<String>> {
     page.split("<tr")
         .skip(1)
         .filter(|tr| tr[..tr.find('>').unwrap_or(0)].contains("data-span-id="))
-        .map(|tr| {
-            let tr = &tr[..tr.find("</tr>").unwrap_or(tr.len())];
-            tr.split("<td")
-                .skip(1)
-                .map(|td| {
-                    let td = &td[td.find('>').unwrap() + 1..];
-                    html_text(&td[..td.find("</td>").unwrap_or(td.len())])
-                })
-                .collect()
-        })
+        .map(|tr| row_cells(&tr[..tr.find("</tr>").unwrap_or(tr.len())]))
         .collect()
 }
 

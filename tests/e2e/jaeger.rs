@@ -124,17 +124,6 @@ fn ok(s: &Server, path: &str) -> Value {
     v
 }
 
-fn enc(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 /// The trace ids of a search answer, in order.
 fn ids(v: &Value) -> Vec<String> {
     v["data"]

@@ -47,17 +47,6 @@ fn get_json(s: &Server, path: &str) -> (u16, Value) {
     (status, v)
 }
 
-fn enc(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[test]
 fn trace_view_shows_attributes_events_links_and_search_finds_by_attribute() {
     let dir = temp_dir();

@@ -16,6 +16,18 @@ regex = '^[a-z.]+-(?P<color>[bg])\d+$'
 map = { b = "blue", g = "green" }
 "#;
 
+/// `text` percent-encoded for a URL query value (every byte but RFC 3986's unreserved ones).
+pub fn enc(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// A fresh temporary data directory.
 pub fn temp_dir() -> tempfile::TempDir {
     tempfile::Builder::new()

@@ -394,9 +394,8 @@ fn a_server_half_of_a_shared_span_id_has_its_own_key() {
 }
 
 /// The status columns of one span whose attributes are `attrs`: (http, grpc, is_error).
-fn statuses(attrs: Vec<(&str, Value)>) -> (Option<i32>, Option<i32>, bool) {
-    use arrow::array::{Array, AsArray};
-    use dyeline_model::schema::col;
+/// The row of one span carrying `attrs`.
+fn row_with(attrs: Vec<(&str, Value)>) -> RecordBatch {
     let mut span = timed(1, 1_700_000_000_000_000_000, 1_700_000_000_000_000_001);
     span.attributes = attrs
         .into_iter()
@@ -406,10 +405,16 @@ fn statuses(attrs: Vec<(&str, Value)>) -> (Option<i32>, Option<i32>, bool) {
             ..Default::default()
         })
         .collect();
-    let batch = convert_request(&request_of(vec![span]), &ConvertOptions::default())
+    convert_request(&request_of(vec![span]), &ConvertOptions::default())
         .unwrap()
         .batch
-        .unwrap();
+        .unwrap()
+}
+
+fn statuses(attrs: Vec<(&str, Value)>) -> (Option<i32>, Option<i32>, bool) {
+    use arrow::array::{Array, AsArray};
+    use dyeline_model::schema::col;
+    let batch = row_with(attrs);
     let int = |name: &str| {
         let c = batch
             .column_by_name(name)
@@ -520,21 +525,12 @@ fn the_consumer_group_falls_back_to_the_older_kafka_key() {
     use arrow::array::AsArray;
     use dyeline_model::schema::col;
     let group = |attrs: Vec<(&str, &str)>| {
-        let mut span = timed(1, 1_700_000_000_000_000_000, 1_700_000_000_000_000_001);
-        span.attributes = attrs
-            .into_iter()
-            .map(|(k, v)| KeyValue {
-                key: k.into(),
-                value: Some(AnyValue {
-                    value: Some(Value::StringValue(v.into())),
-                }),
-                ..Default::default()
-            })
-            .collect();
-        let batch = convert_request(&request_of(vec![span]), &ConvertOptions::default())
-            .unwrap()
-            .batch
-            .unwrap();
+        let batch = row_with(
+            attrs
+                .into_iter()
+                .map(|(k, v)| (k, Value::StringValue(v.into())))
+                .collect(),
+        );
         let text = |name: &str| {
             let c = batch.column_by_name(name).unwrap().as_string::<i32>();
             arrow::array::Array::is_valid(c, 0).then(|| c.value(0).to_owned())

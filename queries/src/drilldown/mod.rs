@@ -719,12 +719,7 @@ struct Promoted {
 impl Promoted {
     fn of(b: &RecordBatch) -> Result<Self, SqlError> {
         let (mut ints, mut texts) = (Vec::new(), Vec::new());
-        let mut columns_seen = HashSet::new();
-        for p in span_detail::PROMOTED_SPAN {
-            // A legacy key shares the column of the current key listed before it.
-            if !columns_seen.insert(p.column) {
-                continue;
-            }
+        for p in span_detail::promoted_span_columns() {
             if p.integer {
                 let c = b
                     .column_by_name(p.column)
@@ -741,8 +736,8 @@ impl Promoted {
         Ok(Self { ints, texts })
     }
 
-    /// Row `r`'s promoted attributes that have a value, in [`span_detail::PROMOTED_SPAN`]'s
-    /// order.
+    /// Row `r`'s promoted attributes that have a value, in
+    /// [`span_detail::promoted_span_columns`]'s order.
     fn attributes(&self, r: usize) -> Vec<span_detail::Attribute> {
         let ints = self
             .ints

@@ -305,13 +305,9 @@ fn tags(r: &Row) -> Vec<Tag> {
     if let Some(s) = r.grpc_status {
         t.push(Tag::int("rpc.grpc.status_code", s));
     }
-    for (key, col) in [
-        ("messaging.system", "messaging_system"),
-        ("messaging.consumer.group.name", "consumer_group"),
-        ("job.name", "job_name"),
-    ] {
-        if let Some(v) = r.get(col) {
-            t.push(Tag::string(key, v));
+    for p in span_detail::promoted_span_columns().filter(|p| !p.integer) {
+        if let Some(v) = r.get(p.column) {
+            t.push(Tag::string(p.key, v));
         }
     }
     for a in span_detail::attributes(r.get("attributes")) {
