@@ -133,11 +133,30 @@ pub enum SelfTest {
     OverwritesAllowed,
 }
 
+/// How many probes the self-test writes before it calls a store unsafe: every one of them
+/// must have been overwritten. SeaweedFS 4.48 (the test suite's store) now and then accepts
+/// a second conditional create of a fresh key while refusing it every other time; a store
+/// without conditional creates overwrites every time.
+const PROBES: usize = 3;
+
+/// What one probe found.
+enum Probe {
+    /// The second conditional create was refused with "already exists".
+    Refused,
+    /// The second conditional create succeeded.
+    Overwrote,
+    /// The store does not implement conditional creates.
+    NotImplemented,
+}
+
 /// Writes a probe object under a fresh key with a conditional create (must succeed), writes
-/// it again the same way (must fail with "already exists"), then deletes it.
+/// it again the same way (must fail with "already exists"), then deletes it; up to
+/// [`PROBES`] times while the second create succeeds. One refusal makes the store safe (a
+/// warning says how many probes it overwrote first); overwriting every probe, or not
+/// implementing conditional creates, makes it unsafe.
 ///
 /// # Errors
-/// [`ObjectsError::Overwrites`] when the second create succeeded or conditional creates are
+/// [`ObjectsError::Overwrites`] when every probe was overwritten or conditional creates are
 /// not implemented (unless `allow_unsafe_overwrite`); [`ObjectsError::Unreachable`] for any
 /// other failure (a timeout, a refused connection, a missing bucket, bad credentials).
 pub async fn self_test(
@@ -145,6 +164,40 @@ pub async fn self_test(
     url: &ObjectStoreUrl,
     allow_unsafe_overwrite: bool,
 ) -> Result<SelfTest, ObjectsError> {
+    for overwritten in 0..PROBES {
+        match probe(store, url).await? {
+            Probe::Refused => {
+                if overwritten > 0 {
+                    tracing::warn!(
+                        object_store = %url,
+                        overwritten,
+                        "the object store accepted a second conditional create of a probe \
+                         before refusing one: its conditional creates are not reliable"
+                    );
+                }
+                return Ok(SelfTest::RefusesOverwrite);
+            }
+            Probe::NotImplemented => {
+                return overwrites(
+                    url,
+                    allow_unsafe_overwrite,
+                    "it does not support conditional creates",
+                );
+            }
+            Probe::Overwrote => {}
+        }
+    }
+    overwrites(
+        url,
+        allow_unsafe_overwrite,
+        &format!(
+            "a second conditional create of the same key succeeded, {PROBES} times of {PROBES}"
+        ),
+    )
+}
+
+/// One probe under a fresh key, deleted afterwards.
+async fn probe(store: &dyn ObjectStore, url: &ObjectStoreUrl) -> Result<Probe, ObjectsError> {
     let unreachable = |reason: String| ObjectsError::Unreachable {
         url: url.to_string(),
         reason,
@@ -166,24 +219,14 @@ pub async fn self_test(
     };
     match create().await {
         Err(_) => return Err(unreachable(format!("no answer within {STEP_TIMEOUT:?}"))),
-        Ok(Err(object_store::Error::NotImplemented { .. })) => {
-            return overwrites(
-                url,
-                allow_unsafe_overwrite,
-                "it does not support conditional creates",
-            );
-        }
+        Ok(Err(object_store::Error::NotImplemented { .. })) => return Ok(Probe::NotImplemented),
         Ok(Err(e)) => return Err(unreachable(e.to_string())),
         Ok(Ok(_)) => {}
     }
     let second = match create().await {
         Err(_) => Err(unreachable(format!("no answer within {STEP_TIMEOUT:?}"))),
-        Ok(Err(object_store::Error::AlreadyExists { .. })) => Ok(SelfTest::RefusesOverwrite),
-        Ok(Ok(_)) => overwrites(
-            url,
-            allow_unsafe_overwrite,
-            "a second conditional create of the same key succeeded",
-        ),
+        Ok(Err(object_store::Error::AlreadyExists { .. })) => Ok(Probe::Refused),
+        Ok(Ok(_)) => Ok(Probe::Overwrote),
         Ok(Err(e)) => Err(unreachable(e.to_string())),
     };
     match tokio::time::timeout(STEP_TIMEOUT, store.delete(&key)).await {
@@ -220,8 +263,19 @@ mod tests {
     /// A test-only store that drops the condition of every write: the real local store
     /// underneath, each `PutMode::Create` turned into an overwrite. It is what a store that
     /// ignores `If-None-Match` looks like to the self-test.
+    /// `overwrites` limits how many creates it turns into overwrites (then it keeps
+    /// conditions, as a store whose conditional creates fail now and then).
     #[derive(Debug)]
-    struct OverwritingStoreForTests(LocalFileSystem);
+    struct OverwritingStoreForTests(LocalFileSystem, std::sync::atomic::AtomicUsize);
+
+    impl OverwritingStoreForTests {
+        fn new(dir: &std::path::Path, overwrites: usize) -> Self {
+            Self(
+                LocalFileSystem::new_with_prefix(dir).unwrap(),
+                std::sync::atomic::AtomicUsize::new(overwrites),
+            )
+        }
+    }
 
     impl std::fmt::Display for OverwritingStoreForTests {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -237,9 +291,15 @@ mod tests {
             payload: PutPayload,
             opts: PutOptions,
         ) -> object_store::Result<PutResult> {
-            let opts = PutOptions {
-                mode: PutMode::Overwrite,
-                ..opts
+            let left = self.1.load(std::sync::atomic::Ordering::SeqCst);
+            let opts = if left > 0 {
+                self.1.store(left - 1, std::sync::atomic::Ordering::SeqCst);
+                PutOptions {
+                    mode: PutMode::Overwrite,
+                    ..opts
+                }
+            } else {
+                opts
             };
             self.0.put_opts(location, payload, opts).await
         }
@@ -306,7 +366,7 @@ mod tests {
     async fn a_store_that_overwrites_is_refused_naming_the_setting() {
         let dir = tempfile::tempdir().unwrap();
         let url = file_url(dir.path());
-        let store = OverwritingStoreForTests(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+        let store = OverwritingStoreForTests::new(dir.path(), usize::MAX);
         let e = self_test(&store, &url, false)
             .await
             .unwrap_err()
@@ -322,6 +382,25 @@ mod tests {
             self_test(&store, &url, true).await.unwrap(),
             SelfTest::OverwritesAllowed
         );
+    }
+
+    /// A store that overwrote one probe (two creates) and refused the next passes: only a
+    /// store that overwrites every probe is refused.
+    #[tokio::test]
+    async fn a_store_that_overwrites_once_then_refuses_passes() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = file_url(dir.path());
+        let store = OverwritingStoreForTests::new(dir.path(), 2);
+        assert_eq!(
+            self_test(&store, &url, false).await.unwrap(),
+            SelfTest::RefusesOverwrite
+        );
+        let store = OverwritingStoreForTests::new(dir.path(), 2 * PROBES);
+        let e = self_test(&store, &url, false).await.unwrap_err();
+        assert!(matches!(e, ObjectsError::Overwrites { .. }), "{e}");
+        assert!(e.to_string().contains("3 times of 3"), "{e}");
+        let left: Vec<_> = futures::StreamExt::collect::<Vec<_>>(store.list(None)).await;
+        assert!(left.is_empty(), "probe objects left: {left:?}");
     }
 
     #[test]
