@@ -84,11 +84,22 @@ impl Seaweed {
         )
     }
 
-    /// Kills the server (the bucket becomes unreachable; its data stays).
+    /// Kills the server (the bucket becomes unreachable; its data stays) and removes the
+    /// Unix sockets `weed` made beside its ports in the temporary directory
+    /// (`seaweedfs-filer-grpc-PORT.sock` and the like), which a killed `weed` leaves behind.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+            let ports: Vec<String> = self.ports.iter().map(|p| format!("-{p}.sock")).collect();
+            if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+                for e in entries.flatten() {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if name.starts_with("seaweedfs-") && ports.iter().any(|p| name.ends_with(p)) {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                }
+            }
         }
     }
 
