@@ -358,6 +358,8 @@ pub fn convert_view(
                 b.service_name.append_value(&res.service_name);
                 b.service_version
                     .append_option(res.service_version.as_deref());
+                b.deployment_environment
+                    .append_option(res.environment.as_deref());
                 b.instance_id.append_value(&res.instance_id);
                 b.host_name.append_option(res.host_name.as_deref());
                 b.color.append_value(res.color);

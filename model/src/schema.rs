@@ -18,8 +18,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 ///
 /// Versions: 1, the first; 2 adds the nullable `links` column and the lane columns (`lane`,
 /// `lane_rule`, `lane_invalid_values`, `lane_tag`, `lane_tag_source`, `malformed_lane_tags`),
-/// all null in the files of version 1.
-pub const SCHEMA_VERSION: u32 = 2;
+/// all null in the files of version 1; 3 adds the nullable `deployment_environment` column,
+/// null in the files of versions 1 and 2.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The Parquet key-value metadata key holding [`SCHEMA_VERSION`].
 pub const SCHEMA_VERSION_KEY: &str = "dyeline.spans.schema_version";
@@ -57,6 +58,10 @@ pub mod col {
     pub const SERVICE_NAME: &str = "service_name";
     /// Resource `service.version`.
     pub const SERVICE_VERSION: &str = "service_version";
+    /// Resource `deployment.environment.name`, else the older `deployment.environment` (e.g.
+    /// `production`, `staging`): a dimension every detection and view keeps apart. Null when
+    /// the resource names none (and in files written before schema version 3).
+    pub const DEPLOYMENT_ENVIRONMENT: &str = "deployment_environment";
     /// First present of `service.instance.id`, `host.name`, `k8s.pod.name` (domain §1).
     pub const INSTANCE_ID: &str = "instance_id";
     /// Resource `host.name`.
@@ -125,6 +130,9 @@ pub const LANE_COLUMNS: [&str; 6] = [
     col::MALFORMED_LANE_TAGS,
 ];
 
+/// The column schema version 3 added, nullable: null in files of versions 1 and 2.
+pub const ENVIRONMENT_COLUMNS: [&str; 1] = [col::DEPLOYMENT_ENVIRONMENT];
+
 /// The `spans` schema (see [`col`] for each column's meaning).
 pub fn spans_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
@@ -148,6 +156,7 @@ pub fn spans_schema() -> SchemaRef {
                 Field::new(col::IS_ERROR, Boolean, false),
                 s(col::SERVICE_NAME, false),
                 s(col::SERVICE_VERSION, true),
+                s(col::DEPLOYMENT_ENVIRONMENT, true),
                 s(col::INSTANCE_ID, false),
                 s(col::HOST_NAME, true),
             ]
@@ -253,18 +262,22 @@ mod tests {
             "lane_tag",
             "lane_tag_source",
             "malformed_lane_tags",
+            "deployment_environment",
         ] {
             assert!(
                 schema.field_with_name(name).is_ok(),
                 "missing column {name}"
             );
         }
-        assert_eq!(schema.fields().len(), 41);
-        for lane_column in std::iter::once(col::LINKS).chain(LANE_COLUMNS) {
+        assert_eq!(schema.fields().len(), 42);
+        for lane_column in std::iter::once(col::LINKS)
+            .chain(LANE_COLUMNS)
+            .chain(ENVIRONMENT_COLUMNS)
+        {
             let field = schema.field_with_name(lane_column).unwrap();
             assert!(
                 field.is_nullable(),
-                "{lane_column}: files of version 1 lack it"
+                "{lane_column}: files of earlier versions lack it"
             );
         }
     }

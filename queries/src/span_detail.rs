@@ -66,7 +66,7 @@ pub const PROMOTED_SPAN: [Promoted; 7] = [
 ];
 
 /// The resource attributes stored as columns, left out of `resource_attributes`.
-pub const PROMOTED_RESOURCE: [Promoted; 4] = [
+pub const PROMOTED_RESOURCE: [Promoted; 6] = [
     Promoted {
         key: "service.name",
         column: "service_name",
@@ -75,6 +75,16 @@ pub const PROMOTED_RESOURCE: [Promoted; 4] = [
     Promoted {
         key: "service.version",
         column: "service_version",
+        integer: false,
+    },
+    Promoted {
+        key: "deployment.environment.name",
+        column: "deployment_environment",
+        integer: false,
+    },
+    Promoted {
+        key: "deployment.environment",
+        column: "deployment_environment",
         integer: false,
     },
     Promoted {

@@ -10,7 +10,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Schema};
 use datafusion::prelude::SessionContext;
-use dyeline_model::schema::{LANE_COLUMNS, col, spans_schema};
+use dyeline_model::schema::{ENVIRONMENT_COLUMNS, LANE_COLUMNS, col, spans_schema};
 
 use crate::file_read::DICTIONARY_COLUMNS;
 use crate::test_support::{close, open_unsynced, rows};
@@ -18,8 +18,9 @@ use crate::wal::Wal;
 use crate::{Store, StoreConfig, segment};
 
 /// `n` whole `spans` rows from row `first` on (keys as [`rows`]), `service_name` `svc`,
-/// `lane` / `lane_tag` `gray` and `malformed_lane_tags` 1; with `version_1`, in the layout of
-/// schema version 1 (without the lane columns).
+/// `lane` / `lane_tag` `gray`, `malformed_lane_tags` 1 and `deployment_environment` `prod`;
+/// with `version_1`, in the layout of schema version 1 (without the lane columns, and without
+/// the environment column version 3 added).
 fn spans_rows(first: u64, n: u64, version_1: bool) -> (RecordBatch, Vec<dyeline_model::SpanKey>) {
     let (keys_batch, keys) = rows(first, n);
     let n = n as usize;
@@ -28,17 +29,24 @@ fn spans_rows(first: u64, n: u64, version_1: bool) -> (RecordBatch, Vec<dyeline_
     let mut columns: Vec<ArrayRef> = Vec::new();
     for f in schema.fields() {
         let name = f.name().as_str();
-        if version_1 && LANE_COLUMNS.contains(&name) {
+        if version_1 && (LANE_COLUMNS.contains(&name) || ENVIRONMENT_COLUMNS.contains(&name)) {
             continue;
         }
         let column: ArrayRef = if let Some(c) = keys_batch.column_by_name(name) {
             Arc::clone(c)
-        } else if [col::SERVICE_NAME, col::LANE, col::LANE_TAG].contains(&name) {
+        } else if [
+            col::SERVICE_NAME,
+            col::LANE,
+            col::LANE_TAG,
+            col::DEPLOYMENT_ENVIRONMENT,
+        ]
+        .contains(&name)
+        {
             Arc::new(StringArray::from(vec![
-                if name == col::SERVICE_NAME {
-                    "svc"
-                } else {
-                    "gray"
+                match name {
+                    col::SERVICE_NAME => "svc",
+                    col::DEPLOYMENT_ENVIRONMENT => "prod",
+                    _ => "gray",
                 };
                 n
             ]))
@@ -141,6 +149,26 @@ async fn files_written_before_the_lane_columns_read_them_as_nulls_in_sql_and_per
             assert_eq!((lane, tag, malformed), (&gray, &gray, &Some(1)), "row {i}");
         }
     }
+    // The environment column (version 3) of the old file's rows is null too.
+    let ctx = SessionContext::new();
+    ctx.register_table("spans", store.table()).unwrap();
+    let envs: Vec<Option<String>> = ctx
+        .sql("SELECT deployment_environment FROM spans ORDER BY span_id")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|b| {
+            let c = b.column(0).as_string::<i32>();
+            (0..b.num_rows())
+                .map(|r| c.is_valid(r).then(|| c.value(r).to_owned()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let prod = Some("prod".to_owned());
+    assert_eq!(envs, [None, None, None, prod.clone(), prod]);
 
     // The per-file reader: the old file's lane columns are nulls, after the file's columns,
     // the dictionary ones typed as dictionaries.

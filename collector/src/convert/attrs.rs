@@ -19,6 +19,11 @@ use crate::wire::{Kv, Val};
 pub(super) const KEY_SERVICE_NAME: &str = semconv::SERVICE_NAME;
 /// Resource `service.version` (column `service_version`).
 pub(super) const KEY_SERVICE_VERSION: &str = semconv::SERVICE_VERSION;
+/// Resource `deployment.environment.name` (column `deployment_environment`).
+pub(super) const KEY_DEPLOYMENT_ENVIRONMENT_NAME: &str = semconv::DEPLOYMENT_ENVIRONMENT_NAME;
+/// Resource `deployment.environment`, the older key of `deployment_environment`.
+#[allow(deprecated)] // replaced by deployment.environment.name; older SDKs and configs send it
+pub(super) const KEY_DEPLOYMENT_ENVIRONMENT: &str = semconv::DEPLOYMENT_ENVIRONMENT;
 /// Resource `service.instance.id`, the first choice for column `instance_id`.
 pub(super) const KEY_SERVICE_INSTANCE_ID: &str = semconv::SERVICE_INSTANCE_ID;
 /// Resource `host.name` (column `host_name`, and the second choice for `instance_id`).
@@ -65,9 +70,11 @@ const KEY_LANE_TAG: &str = TAG_KEY;
 const KEY_LANE_BAGGAGE_TAG: &str = BAGGAGE_TAG_KEY;
 
 /// Resource attribute keys promoted to columns (left out of `resource_attributes`).
-const PROMOTED_RESOURCE: [&str; 4] = [
+const PROMOTED_RESOURCE: [&str; 6] = [
     KEY_SERVICE_NAME,
     KEY_SERVICE_VERSION,
+    KEY_DEPLOYMENT_ENVIRONMENT_NAME,
+    KEY_DEPLOYMENT_ENVIRONMENT,
     KEY_SERVICE_INSTANCE_ID,
     KEY_HOST_NAME,
 ];
@@ -224,6 +231,8 @@ impl<'v, 'a> SpanAttrs<'v, 'a> {
 pub(super) struct ResourceInfo {
     pub(super) service_name: String,
     pub(super) service_version: Option<String>,
+    /// `deployment.environment.name`, else `deployment.environment`; empty is none.
+    pub(super) environment: Option<String>,
     pub(super) instance_id: String,
     pub(super) host_name: Option<String>,
     pub(super) color: &'static str,
@@ -271,6 +280,10 @@ pub(super) fn resource_info(
             .unwrap_or(UNKNOWN_SERVICE)
             .to_owned(),
         service_version: find_str(attrs, KEY_SERVICE_VERSION).map(str::to_owned),
+        environment: [KEY_DEPLOYMENT_ENVIRONMENT_NAME, KEY_DEPLOYMENT_ENVIRONMENT]
+            .iter()
+            .find_map(|k| find_str(attrs, k).filter(|s| !s.is_empty()))
+            .map(str::to_owned),
         instance_id,
         host_name,
         color: resolved.color.as_str(),

@@ -629,3 +629,67 @@ fn links_are_kept_as_a_json_array() {
     assert_eq!(parsed[1]["span_id"], "0303030303030303");
     assert!(links.is_null(1));
 }
+
+/// The environment column takes `deployment.environment.name`, else the older
+/// `deployment.environment` (an empty value counts as none), and both leave the resource's
+/// JSON; a resource naming neither has a null environment.
+#[test]
+fn the_environment_is_read_from_the_current_key_then_the_older_one() {
+    use arrow::array::{Array, AsArray};
+    use dyeline_model::schema::col;
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+    let env = |attrs: Vec<(&str, &str)>| {
+        let mut request = request_of(vec![timed(
+            1,
+            1_700_000_000_000_000_000,
+            1_700_000_000_000_000_001,
+        )]);
+        request.resource_spans[0].resource = Some(Resource {
+            attributes: attrs
+                .into_iter()
+                .map(|(k, v)| KeyValue {
+                    key: k.into(),
+                    value: Some(AnyValue {
+                        value: Some(Value::StringValue(v.into())),
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        });
+        let batch = convert_request(&request, &ConvertOptions::default())
+            .unwrap()
+            .batch
+            .unwrap();
+        let text = |name: &str| {
+            let c = batch.column_by_name(name).unwrap().as_string::<i32>();
+            c.is_valid(0).then(|| c.value(0).to_owned())
+        };
+        (
+            text(col::DEPLOYMENT_ENVIRONMENT),
+            text(col::RESOURCE_ATTRIBUTES).unwrap(),
+        )
+    };
+    assert_eq!(
+        env(vec![("deployment.environment.name", "production")]),
+        (Some("production".into()), "{}".into())
+    );
+    assert_eq!(
+        env(vec![
+            ("deployment.environment", "old"),
+            ("deployment.environment.name", "staging")
+        ]),
+        (Some("staging".into()), "{}".into())
+    );
+    assert_eq!(
+        env(vec![
+            ("deployment.environment.name", ""),
+            ("deployment.environment", "qa")
+        ]),
+        (Some("qa".into()), "{}".into())
+    );
+    assert_eq!(
+        env(vec![("region", "cn")]),
+        (None, r#"{"region":"cn"}"#.into())
+    );
+}

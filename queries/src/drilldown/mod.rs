@@ -191,16 +191,16 @@ pub fn normalize_trace_id(text: &str) -> Result<String, SqlError> {
 
 /// The columns a span row shows, read after the analyzer's (`links` is one of those).
 const SHOWN_COLUMNS: &str = "name, host_name, duration_ns, status_code, status_message, \
-     trace_state, scope_name, scope_version, service_version, http_status_code, \
-     rpc_grpc_status_code, messaging_system, consumer_group, job_name, attributes, \
-     resource_attributes, events";
+     trace_state, scope_name, scope_version, service_version, deployment_environment, \
+     http_status_code, rpc_grpc_status_code, messaging_system, consumer_group, job_name, \
+     attributes, resource_attributes, events";
 
 /// Every column a page's rows are filled from (the second scan of a large trace).
 const ROW_COLUMNS: &str = "span_id, parent_span_id, service_name, instance_id, color, span_kind, \
      traffic_kind, start_time_unix_nano, is_error, decisions, links, name, host_name, \
      duration_ns, status_code, status_message, trace_state, scope_name, scope_version, \
-     service_version, http_status_code, rpc_grpc_status_code, messaging_system, \
-     consumer_group, job_name, attributes, resource_attributes, events";
+     service_version, deployment_environment, http_status_code, rpc_grpc_status_code, \
+     messaging_system, consumer_group, job_name, attributes, resource_attributes, events";
 
 fn internal(e: impl std::fmt::Display) -> SqlError {
     SqlError::Internal(e.to_string())
@@ -594,6 +594,7 @@ fn fill_rows(
         "scope_name",
         "scope_version",
         "service_version",
+        "deployment_environment",
         "attributes",
         "resource_attributes",
         "events",
@@ -618,13 +619,14 @@ fn fill_rows(
         scope_name,
         scope_version,
         service_version,
+        environment,
         attributes,
         resource_attributes,
         events,
         links,
     ] = s[..]
     else {
-        unreachable!("eighteen columns")
+        unreachable!("nineteen columns")
     };
     let promoted = Promoted::of(b)?;
     let opt = |a: &StringArray, r: usize| (!a.is_null(r)).then(|| a.value(r).to_owned());
@@ -690,18 +692,23 @@ fn fill_rows(
                     attributes.is_valid(r).then(|| attributes.value(r)),
                 ))
                 .collect(),
-            resource_attributes: opt(service_version, r)
-                .map(|v| span_detail::Attribute {
-                    key: "service.version".into(),
+            resource_attributes: [
+                ("service.version", opt(service_version, r)),
+                ("deployment.environment.name", opt(environment, r)),
+            ]
+            .into_iter()
+            .filter_map(|(key, v)| {
+                v.map(|v| span_detail::Attribute {
+                    key: key.into(),
                     value: v.into(),
                 })
-                .into_iter()
-                .chain(span_detail::attributes(
-                    resource_attributes
-                        .is_valid(r)
-                        .then(|| resource_attributes.value(r)),
-                ))
-                .collect(),
+            })
+            .chain(span_detail::attributes(
+                resource_attributes
+                    .is_valid(r)
+                    .then(|| resource_attributes.value(r)),
+            ))
+            .collect(),
             events: span_detail::events(events.is_valid(r).then(|| events.value(r))),
             links: span_detail::links(links.is_valid(r).then(|| links.value(r))),
         });

@@ -63,6 +63,7 @@ fn session_of_kinds(
         "scope_name",
         "scope_version",
         "service_version",
+        "deployment_environment",
         "http_status_code",
         "rpc_grpc_status_code",
         "messaging_system",
@@ -142,8 +143,9 @@ fn session_of_kinds(
                 text(&|_, _| Some("io.test".into())),
                 text(&|_, _| None),
                 text(&|_, _| Some("1.4.2".into())),
+                text(&|_, _| Some("production".into())),
                 Arc::new(arrow::array::Int32Array::from(vec![Some(200); n])),
-                arrow::array::new_null_array(schema.field(33).data_type(), n),
+                arrow::array::new_null_array(schema.field(34).data_type(), n),
                 text(&|_, _| None),
                 text(&|_, _| None),
                 text(&|_, _| None),
@@ -289,7 +291,14 @@ async fn pages_read_either_way_make_up_the_whole_trace() {
             .iter()
             .map(|a| a.key.as_str())
             .collect();
-        assert_eq!(resource, vec!["service.version", "k8s.pod.name"]);
+        assert_eq!(
+            resource,
+            vec![
+                "service.version",
+                "deployment.environment.name",
+                "k8s.pod.name"
+            ]
+        );
         let start: i64 = s.start_time_unix_nano.parse().unwrap();
         assert_eq!(s.events.len(), 1);
         assert_eq!(s.events[0].time_unix_nano, (start + 1).to_string());

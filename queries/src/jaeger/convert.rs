@@ -20,7 +20,8 @@ use crate::sql::SqlError;
 /// The columns [`traces`] reads, for the SELECT.
 pub const COLUMNS: &str = "trace_id, span_id, parent_span_id, name, span_kind, traffic_kind, \
      start_time_unix_nano, duration_ns, status_code, status_message, is_error, service_name, \
-     service_version, instance_id, host_name, color, lane, lane_tag, decisions, \
+     service_version, deployment_environment, instance_id, host_name, color, lane, lane_tag, \
+     decisions, \
      messaging_system, consumer_group, job_name, http_status_code, rpc_grpc_status_code, \
      resource_attributes, attributes, events, links";
 
@@ -41,7 +42,7 @@ fn column(b: &RecordBatch, name: &str, to: &DataType) -> Result<ArrayRef, SqlErr
 }
 
 /// The string columns of [`COLUMNS`], in this order.
-const TEXT: [&str; 21] = [
+const TEXT: [&str; 22] = [
     "trace_id",
     "span_id",
     "parent_span_id",
@@ -52,6 +53,7 @@ const TEXT: [&str; 21] = [
     "status_message",
     "service_name",
     "service_version",
+    "deployment_environment",
     "instance_id",
     "host_name",
     "color",
@@ -67,7 +69,7 @@ const TEXT: [&str; 21] = [
 
 /// One stored span, as read.
 struct Row {
-    text: [Option<String>; 21],
+    text: [Option<String>; 22],
     links: Option<String>,
     start: i64,
     duration: i64,
@@ -204,6 +206,7 @@ fn process_of(r: &Row) -> Process {
         ("service.instance.id", "instance_id"),
         ("host.name", "host_name"),
         ("service.version", "service_version"),
+        ("deployment.environment.name", "deployment_environment"),
     ] {
         if let Some(v) = r.get(col) {
             tags.push(Tag::string(key, v));
