@@ -49,6 +49,7 @@
 
 pub mod config;
 pub mod detect;
+pub mod environments;
 pub mod error;
 pub mod findings;
 pub mod intern;
@@ -64,6 +65,7 @@ use dyeline_model::release::Timeline;
 use dyeline_store::table::SpansTable;
 
 pub use config::{AnalyzerConfig, Thresholds};
+pub use environments::EnvironmentFilter;
 pub use error::AnalyzeError;
 pub use findings::{
     CrossColorHop, Detection, DrainedSide, ErrorSpike, FindingRef, InstanceSkew, MissingDecision,
@@ -99,6 +101,7 @@ pub async fn run(
     range: (Option<i64>, Option<i64>),
     detections: &[Detection],
     with_decisions: bool,
+    environment: &EnvironmentFilter,
 ) -> Result<Report, AnalyzeError> {
     let (from, to) = range;
     let detections = if detections.is_empty() {
@@ -108,14 +111,19 @@ pub async fn run(
     };
     let started = std::time::Instant::now();
     if !with_decisions && detections.iter().all(|d| d.is_counted()) {
-        let counts = count_windows_once(table, timeline, config, from, to).await?;
-        let report = report_windows(counts, config, detections);
-        tracing::debug!(
-            spans = report.spans,
-            took_ms = started.elapsed().as_secs_f64() * 1e3,
-            "window analysis"
-        );
-        return Ok(report);
+        let counts = count_windows_once(table, timeline, config, from, to, environment).await?;
+        // Counts of several environments mix them: those are judged from the spans below.
+        if counts.environments.len() <= 1 {
+            let env = counts.environments.first().cloned().flatten();
+            let mut report = report_windows(counts, config, detections);
+            environments::tag(&mut report, env.as_deref());
+            tracing::debug!(
+                spans = report.spans,
+                took_ms = started.elapsed().as_secs_f64() * 1e3,
+                "window analysis"
+            );
+            return Ok(report);
+        }
     }
     let mut spans = load_once(table, timeline, from, to).await?;
     // The presence signals are read for the lane rules only.
@@ -124,9 +132,11 @@ pub async fn run(
         read::presence::attach(&mut spans, table, from, to, w)?;
     }
     let loaded = started.elapsed();
-    let report = report_of(&spans, config, with_decisions, detections);
+    let count = spans.len();
+    let report =
+        environments::report_by_environment(spans, config, with_decisions, detections, environment);
     tracing::debug!(
-        spans = spans.len(),
+        spans = count,
         load_ms = loaded.as_secs_f64() * 1e3,
         report_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
         "analysis"

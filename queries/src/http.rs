@@ -268,6 +268,9 @@ struct FindingsQuery {
     /// lane_tag_changed, lane_error_spike.
     #[serde(rename = "type")]
     kind: Option<String>,
+    /// Only the spans of this deployment environment (`deployment.environment.name`).
+    /// Without it every environment is judged apart and each finding carries its own.
+    environment: Option<String>,
     /// Spans starting at or after (RFC 3339 or Unix ns). Default: one hour before `to`.
     from: Option<String>,
     /// Spans starting before. Default: now.
@@ -278,7 +281,8 @@ struct FindingsQuery {
 /// the `dyeline analyze` JSON item plus its `type` (a lane finding's `group` is its app's lane
 /// group at the time judged, `null` for none), and when a lane detection ran
 /// `"lane_counts"`: the counted exceptions (`lane_fallback`, `failover`, ...), which are no
-/// findings. With `type` one of the windowed detections of §6.3–6, only that one runs, counted
+/// findings. Each deployment environment is judged apart; a finding of spans that name one
+/// carries it as `environment`. With `type` one of the windowed detections of §6.3–6, only that one runs, counted
 /// as the files are read (as `dyeline analyze --detections`); with a lane type only the lane
 /// rules run.
 #[utoipa::path(get, path = "/api/v1/findings", tag = "analysis", params(FindingsQuery),
@@ -311,6 +315,7 @@ async fn findings(
         (Some(from), Some(to)),
         &detections,
         false,
+        &crate::analyze::EnvironmentFilter::of(q.environment.as_deref()),
     )
     .await?;
     let mut out = Vec::new();

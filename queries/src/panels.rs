@@ -177,7 +177,7 @@ pub fn overview_parts(spans: &Spans, rep: &Report, range: TimeRange) -> Overview
             let mut out: Fold = Fold::default();
             for s in half.iter().copied().flatten() {
                 if s.is_request() {
-                    out.0.entry(s.channel).or_default().add(s);
+                    out.0.entry(s.channel.get()).or_default().add(s);
                 }
                 if s.color == Color::Unknown {
                     *out.1.entry((s.app, s.instance)).or_default() += 1;
@@ -354,7 +354,10 @@ pub struct ChannelFold {
 /// Folds channel `cid`'s spans into a [`ChannelFold`].
 pub fn channel_fold(spans: &Spans, cid: Option<u32>) -> ChannelFold {
     let mut out = ChannelFold::default();
-    for s in spans.iter().filter(|s| cid.is_some() && s.channel == cid) {
+    for s in spans
+        .iter()
+        .filter(|s| cid.is_some() && s.channel.get() == cid)
+    {
         if is_work(s) {
             out.by_app.entry(s.app).or_default().add(s);
         }
@@ -589,7 +592,7 @@ pub fn instances_seen(
     for s in spans.iter().filter(|s| {
         s.start >= since
             && (apps.iter().any(|a| spans.apps.get(a) == Some(s.app))
-                || (apps.is_empty() && cid.is_some() && s.channel == cid))
+                || (apps.is_empty() && cid.is_some() && s.channel.get() == cid))
     }) {
         let e = seen.entry(spans.apps.name(s.app).to_owned()).or_default();
         match s.color {

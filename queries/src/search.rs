@@ -226,7 +226,7 @@ pub fn search_in(
     type Hit<'a> = (i64, i64, usize, &'a [crate::analyze::spans::SpanRec]);
     let mut hits: Vec<Hit> = Vec::new();
     for t in spans.traces() {
-        if channel_id.is_some() && !t.iter().any(|s| s.channel == channel_id) {
+        if channel_id.is_some() && !t.iter().any(|s| s.channel.get() == channel_id) {
             continue;
         }
         if app_id.is_some() && !t.iter().any(|s| Some(s.app) == app_id) {
@@ -282,7 +282,7 @@ pub fn search_in(
             let colors: BTreeSet<String> = t.iter().map(|s| s.color.as_str().to_owned()).collect();
             let channels: BTreeSet<String> = t
                 .iter()
-                .filter_map(|s| s.channel)
+                .filter_map(|s| s.channel.get())
                 .collect::<HashSet<u32>>()
                 .into_iter()
                 .map(|c| spans.channels.name(c).to_owned())

@@ -167,7 +167,7 @@ pub fn summarize(
     let channel_id = spans.channels.get(channel);
     for s in spans
         .iter()
-        .filter(|s| s.is_request() && s.channel.is_some() && s.channel == channel_id)
+        .filter(|s| s.is_request() && s.channel.get().is_some() && s.channel.get() == channel_id)
     {
         let Some(slot) = per.get_mut(((s.start - first) / step_ns) as usize) else {
             continue;

@@ -310,8 +310,9 @@ pub fn key_batch(
 /// The columns an analyzer reads as dictionaries from the store's files: few distinct values
 /// each, and stored dictionary-encoded, so a reader materialises no string per row and can
 /// intern each distinct value once.
-pub const DICTIONARY_COLUMNS: [&str; 11] = [
+pub const DICTIONARY_COLUMNS: [&str; 12] = [
     col::SERVICE_NAME,
+    col::DEPLOYMENT_ENVIRONMENT,
     col::INSTANCE_ID,
     col::COLOR,
     col::COLOR_RULE,

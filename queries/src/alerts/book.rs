@@ -241,6 +241,7 @@ mod tests {
     fn spike(window_start: i64) -> Report {
         Report {
             error_spike: vec![ErrorSpike {
+                environment: None,
                 channel: "trade".into(),
                 app: Some("order".into()),
                 color: Color::Blue,
@@ -273,6 +274,7 @@ mod tests {
         let report = Report {
             lane: Some(LaneReport {
                 leaks: vec![LaneLeak {
+                    environment: None,
                     trace_id: "ef".repeat(16),
                     span_id: "01".repeat(8),
                     t_unix_nano: t,

@@ -23,7 +23,7 @@ use super::share;
 use crate::analyze::detect::lanes::{LaneReport, LeakReason, PollutionReason};
 use crate::analyze::detect::windows::window_start;
 use crate::analyze::read::presence::signals;
-use crate::analyze::{AnalyzerConfig, Detection, run, run_share};
+use crate::analyze::{AnalyzerConfig, Detection, EnvironmentFilter, run, run_share};
 use crate::ports::{AlertCluster, Releases};
 use crate::rollup::SharedRollup;
 
@@ -200,9 +200,17 @@ pub fn spawn(
                         .await
                         .map(|(r, c)| (r, Some(c)))
                 }
-                _ => run(&spans, &timeline, &analyzer, range, &Detection::ALL, false)
-                    .await
-                    .map(|r| (r, None)),
+                _ => run(
+                    &spans,
+                    &timeline,
+                    &analyzer,
+                    range,
+                    &Detection::ALL,
+                    false,
+                    &EnvironmentFilter::All,
+                )
+                .await
+                .map(|r| (r, None)),
             };
             let (mut report, counts) = match evaluated {
                 Ok(r) => r,
@@ -350,6 +358,7 @@ mod tests {
 
     fn leak(t: i64, reason: LeakReason) -> LaneLeak {
         LaneLeak {
+            environment: None,
             trace_id: format!("{t:032x}"),
             span_id: "01".repeat(8),
             t_unix_nano: t,
@@ -367,6 +376,7 @@ mod tests {
 
     fn pollution(t: i64, reason: PollutionReason) -> LanePollution {
         LanePollution {
+            environment: None,
             trace_id: format!("{t:032x}"),
             span_id: "02".repeat(8),
             t_unix_nano: t,

@@ -35,6 +35,10 @@ pub(crate) fn nanos<S: Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
 /// channel (or a root-most span whose decision is not its colour).
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct CrossColorHop {
+    /// The deployment environment of the spans it was judged on (`deployment_environment`);
+    /// left out of JSON when they had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Trace id, lower-case hex.
     pub trace_id: String,
     /// The offending span.
@@ -68,6 +72,10 @@ pub struct CrossColorHop {
 /// for it.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct MissingDecision {
+    /// The deployment environment of the spans it was judged on (`deployment_environment`);
+    /// left out of JSON when they had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Trace id.
     pub trace_id: String,
     /// The span.
@@ -90,6 +98,10 @@ pub struct MissingDecision {
 /// Domain §6.3: traffic on the drained side, per window, app, colour and kind.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DrainedSide {
+    /// The deployment environment of the spans it was judged on (`deployment_environment`);
+    /// left out of JSON when they had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Channel.
     pub channel: String,
     /// App.
@@ -117,6 +129,10 @@ pub struct DrainedSide {
 /// Domain §6.4: the observed blue share of requests is off blue_percent.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RatioDeviation {
+    /// The deployment environment of the spans it was judged on (`deployment_environment`);
+    /// left out of JSON when they had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Channel.
     pub channel: String,
     /// App.
@@ -155,6 +171,10 @@ pub struct RatioDeviation {
 /// Domain §6.5: one instance takes over 2× its colour's mean.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct InstanceSkew {
+    /// The deployment environment of the spans it was judged on (`deployment_environment`);
+    /// left out of JSON when they had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Channel.
     pub channel: String,
     /// App.
@@ -186,6 +206,10 @@ pub struct InstanceSkew {
 /// Domain §6.6: one colour's error rate is significantly above the other's.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ErrorSpike {
+    /// The deployment environment of the spans it was judged on (`deployment_environment`);
+    /// left out of JSON when they had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Channel.
     pub channel: String,
     /// App, or null for the channel level.
@@ -263,6 +287,23 @@ impl<'a> FindingRef<'a> {
             FindingRef::Pollution(_) => Detection::LanePollution,
             FindingRef::TagChanged(_) => Detection::LaneTagChanged,
             FindingRef::LaneSpike(_) => Detection::LaneErrorSpike,
+        }
+    }
+
+    /// Its deployment environment, when the spans it was judged on name one.
+    pub fn environment(self) -> Option<&'a str> {
+        match self {
+            FindingRef::Hop(f) => f.environment.as_deref(),
+            FindingRef::Missing(f) => f.environment.as_deref(),
+            FindingRef::Drained(f) => f.environment.as_deref(),
+            FindingRef::Ratio(f) => f.environment.as_deref(),
+            FindingRef::Skew(f) => f.environment.as_deref(),
+            FindingRef::Spike(f) => f.environment.as_deref(),
+            FindingRef::Leak(f) => f.environment.as_deref(),
+            FindingRef::TagDropped(f) => f.environment.as_deref(),
+            FindingRef::Pollution(f) => f.environment.as_deref(),
+            FindingRef::TagChanged(f) => f.environment.as_deref(),
+            FindingRef::LaneSpike(f) => f.environment.as_deref(),
         }
     }
 
@@ -348,10 +389,11 @@ impl<'a> FindingRef<'a> {
     /// What it tells the alerts, with `config`'s thresholds of its channel (or its lane
     /// window). `seen` counts the findings of each alert key so far in one evaluation (a
     /// hop's summary says how many hops of its key there were).
+    /// An environment's finding raises its own alert: its labels carry `environment`.
     pub fn alert(self, config: &AnalyzerConfig, seen: &mut AlertCounts) -> Observation {
         let lane_window = config.lanes.window.as_nanos().max(1) as i64;
         let t = config.for_channel(self.channel().unwrap_or_default());
-        match self {
+        let mut observation = match self {
             FindingRef::Hop(f) => f.alert(t, seen),
             FindingRef::Missing(f) => f.alert(t),
             FindingRef::Drained(f) => f.alert(t),
@@ -363,7 +405,13 @@ impl<'a> FindingRef<'a> {
             FindingRef::Pollution(f) => f.alert(lane_window, seen),
             FindingRef::TagChanged(f) => f.alert(lane_window, seen),
             FindingRef::LaneSpike(f) => f.alert(),
+        };
+        if let Some(env) = self.environment() {
+            observation
+                .labels
+                .insert("environment".into(), env.to_owned());
         }
+        observation
     }
 
     /// Its row among the dashboard's window findings, with `t` the thresholds of its
@@ -406,8 +454,8 @@ impl Serialize for FindingRef<'_> {
 }
 
 /// Labels of an alert: `alertname`, `type`, `channel` (or `lane_group` and `lane` for a lane
-/// finding), and where they apply `app`, `color`, `kind`, `instance`, `from_app`, `to_app`,
-/// `reason`, .... An alert is keyed by them.
+/// finding), and where they apply `environment`, `app`, `color`, `kind`, `instance`,
+/// `from_app`, `to_app`, `reason`, .... An alert is keyed by them.
 pub type AlertLabels = BTreeMap<String, String>;
 
 /// Findings per alert key seen so far in one evaluation ([`FindingRef::alert`]).

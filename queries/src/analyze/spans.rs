@@ -66,7 +66,7 @@ pub struct SpanRec {
     /// release's spans share a handful of sets, and an id keeps the record at 80 bytes.
     pub decision_set: u32,
     /// Effective channel of the app at `start` (interned), if any.
-    pub channel: Option<u32>,
+    pub channel: ChannelRef,
     /// Effective blue_percent at `start`.
     pub blue_percent: u8,
     /// The app's configuration interval holding `start`, in the load's intervals (0: the
@@ -80,6 +80,15 @@ pub struct SpanRec {
     /// tag), interned in [`Spans::lanes`] ([`LaneTable::fact`]); 0 is base by default with no
     /// tag. It fits in the record's padding.
     pub lane: u16,
+    /// The span's deployment environment ([`env_id`] of its id in [`Spans::environments`]);
+    /// 0 is none. It fits in the record's padding.
+    pub env: u8,
+}
+
+/// [`SpanRec::env`] of the environment interned as `id`: `id + 1`, or 0 (none) past 254
+/// distinct environments in one load (a handful in practice).
+pub fn env_id(id: u32) -> u8 {
+    u8::try_from(id + 1).unwrap_or(0)
 }
 
 impl SpanRec {
@@ -88,6 +97,26 @@ impl SpanRec {
     /// detections a request arrives over RPC; every other span they judge is an MQ message.
     pub fn is_request(&self) -> bool {
         self.kind == Kind::Server
+    }
+}
+
+/// A span's effective channel id ([`Spans::channels`]) or none, in 4 bytes where
+/// `Option<u32>` takes 8 (the record's 80 bytes hold its environment with it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ChannelRef(u32);
+
+impl ChannelRef {
+    /// No channel.
+    pub const NONE: Self = Self(u32::MAX);
+
+    /// `id`, or none. Channel id `u32::MAX` (never given: ids count up from 0) is none.
+    pub fn of(id: Option<u32>) -> Self {
+        id.map_or(Self::NONE, Self)
+    }
+
+    /// The channel id, if any.
+    pub fn get(self) -> Option<u32> {
+        (self != Self::NONE).then_some(self.0)
     }
 }
 
@@ -203,6 +232,8 @@ pub struct Spans {
     pub instances: Interner,
     /// Channel ids (from decisions and the timeline).
     pub channels: Interner,
+    /// Deployment environments of [`SpanRec::env`] (`deployment_environment`).
+    pub environments: Interner,
     /// Decision sources (attribute names) of [`SpanRec::source`].
     pub sources: Interner,
     /// Decision sets of [`SpanRec::decision_set`].
@@ -327,6 +358,12 @@ impl LaneTable {
 }
 
 impl Spans {
+    /// The name of environment `env` (a [`SpanRec::env`]); `None` for 0, no environment.
+    pub fn environment(&self, env: u8) -> Option<&str> {
+        env.checked_sub(1)
+            .map(|id| self.environments.name(u32::from(id)))
+    }
+
     /// `s`'s decisions: (channel, colour) pairs, first-wins already.
     pub fn decisions(&self, s: &SpanRec) -> &[(u32, Color)] {
         self.decision_sets.get(s.decision_set)
@@ -451,6 +488,82 @@ impl Spans {
             at += c.len();
         }
         self.len = at;
+    }
+
+    /// The environments of the spans ([`SpanRec::env`] ids, 0 for none), in id order.
+    pub fn environment_ids(&self) -> Vec<u8> {
+        let mut seen = [false; 256];
+        for s in self.iter() {
+            seen[usize::from(s.env)] = true;
+        }
+        (0..=u8::MAX).filter(|&e| seen[usize::from(e)]).collect()
+    }
+
+    /// The spans split by deployment environment (domain: a dimension no detection mixes),
+    /// one [`Spans`] per environment in id order (none first), each with the names, decision
+    /// sets, intervals, lanes, lane groups and presence signals of the whole and its own
+    /// spans in the same order (a trace's spans of one environment stay together). All in
+    /// one environment (or none): the spans as they are, not copied.
+    pub fn by_environment(self) -> Vec<(Option<String>, Spans)> {
+        let ids = self.environment_ids();
+        if ids.len() <= 1 {
+            let name = ids
+                .first()
+                .and_then(|&e| self.environment(e))
+                .map(str::to_owned);
+            return vec![(name, self)];
+        }
+        let mut parts: Vec<(Vec<Vec<SpanRec>>, Vec<DecisionRec>)> =
+            ids.iter().map(|_| (Vec::new(), Vec::new())).collect();
+        let slot = |env: u8| ids.binary_search(&env).unwrap_or(0);
+        let mut recs = self.decision_recs.clone();
+        recs.sort_by_key(|r| r.index);
+        let mut next_rec = recs.iter().peekable();
+        let mut counts = vec![0usize; ids.len()];
+        let mut index = 0usize;
+        for chunk in &self.chunks {
+            for (chunk_part, _) in &mut parts {
+                chunk_part.push(Vec::new());
+            }
+            for s in chunk {
+                let k = slot(s.env);
+                while let Some(r) = next_rec.next_if(|r| r.index <= index) {
+                    if r.index == index {
+                        parts[k].1.push(r.at(counts[k]));
+                    }
+                }
+                if let Some(last) = parts[k].0.last_mut() {
+                    last.push(s.clone());
+                }
+                counts[k] += 1;
+                index += 1;
+            }
+        }
+        ids.iter()
+            .zip(parts)
+            .map(|(&env, (chunks, decision_recs))| {
+                let mut part = Spans {
+                    chunks: Vec::new(),
+                    offsets: Vec::new(),
+                    len: 0,
+                    decision_recs,
+                    consumer_links: self.consumer_links.clone(),
+                    apps: self.apps.clone(),
+                    instances: self.instances.clone(),
+                    channels: self.channels.clone(),
+                    environments: self.environments.clone(),
+                    sources: self.sources.clone(),
+                    decision_sets: self.decision_sets.clone(),
+                    intervals: self.intervals.clone(),
+                    instance_rules: self.instance_rules.clone(),
+                    lanes: self.lanes.clone(),
+                    lane_groups: self.lane_groups.clone(),
+                    signals: self.signals.clone(),
+                };
+                part.set_chunks(chunks);
+                (self.environment(env).map(str::to_owned), part)
+            })
+            .collect()
     }
 
     /// The spans as one vector, the chunks emptied.

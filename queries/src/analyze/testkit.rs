@@ -8,7 +8,7 @@ use dyeline_model::{ChannelId, Color, TrafficKind};
 use super::config::AnalyzerConfig;
 use super::read::resolve::resolve;
 use super::report::{Report, report};
-use super::spans::{Kind, LaneFact, NO_SOURCE, SpanRec, Spans};
+use super::spans::{Kind, LaneFact, NO_SOURCE, SpanRec, Spans, env_id};
 
 /// A minute-aligned base time (Unix ns).
 /// A minute-aligned base time (Unix ns).
@@ -43,6 +43,8 @@ pub(crate) struct Sp<'a> {
     pub lane: &'a str,
     /// The lane tag it carries.
     pub tag: Option<&'a str>,
+    /// Its deployment environment.
+    pub env: Option<&'a str>,
 }
 
 impl Default for Sp<'_> {
@@ -60,6 +62,7 @@ impl Default for Sp<'_> {
             error: false,
             lane: "base",
             tag: None,
+            env: None,
         }
     }
 }
@@ -106,6 +109,9 @@ impl B {
             tag: sp.tag.map(|t| lanes.names.intern(t)),
         };
         let lane = lanes.intern(fact);
+        let env = sp
+            .env
+            .map_or(0, |e| env_id(self.spans.environments.intern(e)));
         let traffic = match sp.kind {
             Kind::Server => Some(TrafficKind::Rpc),
             Kind::Consumer => Some(TrafficKind::Mq),
@@ -125,11 +131,12 @@ impl B {
             end: T0 + (sp.t * S as f64) as i64 + S / 100,
             is_error: sp.error,
             decision_set,
-            channel: None,
+            channel: crate::analyze::spans::ChannelRef::NONE,
             blue_percent: 50,
             interval: 0,
             source: NO_SOURCE,
             lane,
+            env,
         });
         self
     }

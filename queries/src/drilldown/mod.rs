@@ -189,11 +189,12 @@ pub fn normalize_trace_id(text: &str) -> Result<String, SqlError> {
     }
 }
 
-/// The columns a span row shows, read after the analyzer's (`links` is one of those).
+/// The columns a span row shows, read after the analyzer's (`links` and
+/// `deployment_environment` are among those).
 const SHOWN_COLUMNS: &str = "name, host_name, duration_ns, status_code, status_message, \
-     trace_state, scope_name, scope_version, service_version, deployment_environment, \
-     http_status_code, rpc_grpc_status_code, messaging_system, consumer_group, job_name, \
-     attributes, resource_attributes, events";
+     trace_state, scope_name, scope_version, service_version, http_status_code, \
+     rpc_grpc_status_code, messaging_system, consumer_group, job_name, attributes, \
+     resource_attributes, events";
 
 /// Every column a page's rows are filled from (the second scan of a large trace).
 const ROW_COLUMNS: &str = "span_id, parent_span_id, service_name, instance_id, color, span_kind, \

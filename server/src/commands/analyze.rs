@@ -40,6 +40,11 @@ pub struct AnalyzeArgs {
     /// Also list every span's parsed decisions.
     #[arg(long)]
     pub with_decisions: bool,
+    /// Only the spans of this deployment environment (resource
+    /// `deployment.environment.name`). Default: every environment, each judged apart, each
+    /// finding naming its own.
+    #[arg(long)]
+    pub environment: Option<String>,
     /// Run only these detections (comma-separated finding types: cross_color_hop,
     /// missing_decision, drained_side, ratio_deviation, instance_skew, error_spike, and the
     /// lane ones lane_leak, lane_tag_dropped, lane_pollution, lane_tag_changed,
@@ -124,7 +129,15 @@ pub fn check_fail_on(args: &AnalyzeArgs) -> Result<(), String> {
 pub async fn run(config: Config, args: &AnalyzeArgs) -> Result<u8, BoxError> {
     let from = args.from.as_deref().map(parse_time).transpose()?;
     let to = args.to.as_deref().map(parse_time).transpose()?;
-    let report = analyze_dir(&config, from, to, args.with_decisions, &args.detections).await?;
+    let report = analyze_dir(
+        &config,
+        from,
+        to,
+        args.with_decisions,
+        &args.detections,
+        &analyze::EnvironmentFilter::of(args.environment.as_deref()),
+    )
+    .await?;
     match args.format {
         DataFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         DataFormat::Csv => print!("{}", csv_table(&report)?),
@@ -243,6 +256,7 @@ pub async fn analyze_dir(
     to: Option<i64>,
     with_decisions: bool,
     detections: &[Detection],
+    environment: &analyze::EnvironmentFilter,
 ) -> Result<Report, BoxError> {
     if !config.data_dir.exists() {
         return Err(format!(
@@ -268,6 +282,7 @@ pub async fn analyze_dir(
         (from, to),
         detections,
         with_decisions,
+        environment,
     )
     .await?)
 }
@@ -313,7 +328,7 @@ mod tests {
                     r.end,
                     r.is_error,
                     d,
-                    r.channel.map(|c| s.channels.name(c).to_owned()),
+                    r.channel.get().map(|c| s.channels.name(c).to_owned()),
                     r.blue_percent,
                     s.interval(r),
                     (r.source != NO_SOURCE).then(|| s.sources.name(u32::from(r.source)))
@@ -613,9 +628,16 @@ mod tests {
         ] {
             let spans = load(engine.context(), &timeline, from, to).await.unwrap();
             let mut full = json(&report_of(&spans, &config.analyzer, false, &windowed));
-            let counts = count_windows_once(&table, &timeline, &config.analyzer, from, to)
-                .await
-                .unwrap();
+            let counts = count_windows_once(
+                &table,
+                &timeline,
+                &config.analyzer,
+                from,
+                to,
+                &Default::default(),
+            )
+            .await
+            .unwrap();
             let counted = json(&report_windows(counts, &config.analyzer, &windowed));
             // The counts do not read the decisions: no baggage faults, rather than none.
             for key in ["malformed_pairs", "conflicting_decisions"] {

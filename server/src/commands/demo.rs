@@ -229,6 +229,7 @@ pub async fn run(mut config: Config, opts: DemoOptions) -> Result<(), BoxError> 
             None,
             false,
             &dyeline_queries::analyze::Detection::ALL,
+            &dyeline_queries::analyze::EnvironmentFilter::All,
         )
         .await
         {

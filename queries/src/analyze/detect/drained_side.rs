@@ -24,6 +24,7 @@ pub(super) fn judge(
     for ((c, app, color_blue, kind, ws), (count, instances, traces, bp)) in drain {
         let w = window_of(c);
         drained.push(DrainedSide {
+            environment: None,
             channel: names.channels.name(c).to_owned(),
             app: names.apps.name(app).to_owned(),
             color: if color_blue {

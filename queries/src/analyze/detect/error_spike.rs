@@ -41,6 +41,7 @@ pub(super) fn judge(g: &Group, t: &Thresholds, at: &GroupAt<'_>, spikes: &mut Ve
         let p = two_proportion_p(x.errors, x.requests, y.errors, y.requests);
         if rx >= t.spike_min_error_rate && rx >= t.spike_factor * ry && p < t.spike_p_value {
             spikes.push(ErrorSpike {
+                environment: None,
                 channel: at.channel.to_owned(),
                 app: at.app.map(str::to_owned),
                 color,

@@ -33,6 +33,7 @@ pub(super) fn judge(
         over.sort_by_key(|(inst, _)| **inst);
         for (inst, (n, exemplars)) in over {
             skew.push(InstanceSkew {
+                environment: None,
                 channel: at.channel.to_owned(),
                 app: app.to_owned(),
                 color,

@@ -300,6 +300,7 @@ mod tests {
 
     fn leak(t: i64, group: Option<&str>) -> LaneLeak {
         LaneLeak {
+            environment: None,
             trace_id: "ab".repeat(16),
             span_id: "cd".repeat(8),
             t_unix_nano: t,
@@ -367,6 +368,7 @@ mod tests {
             )
         );
         let dropped = LaneTagDropped {
+            environment: None,
             trace_id: "01".repeat(16),
             span_id: "02".repeat(8),
             t_unix_nano: t,

@@ -38,6 +38,7 @@ pub(super) fn judge(g: &Group, t: &Thresholds, at: &GroupAt<'_>, ratio: &mut Vec
         (nb != ng && (implied - observed).abs() <= tolerance).then_some("unequal_cluster_sizes");
     let over = if observed > r { &g.blue } else { &g.green };
     ratio.push(RatioDeviation {
+        environment: None,
         exemplar_trace_ids: hexes(&over.exemplars),
         channel: at.channel.to_owned(),
         app: app.to_owned(),

@@ -130,7 +130,7 @@ fn find_into(spans: &Spans, sink: &mut Sink<'_>) {
     for trace in spans.traces() {
         if trace
             .iter()
-            .any(|s| s.channel.is_some() && s.kind.is_judged())
+            .any(|s| s.channel.get().is_some() && s.kind.is_judged())
         {
             one_trace(spans, trace, &mut index, &linked, sink);
         }
@@ -208,13 +208,13 @@ fn one_trace(
     let mut channels: Vec<u32> = ss
         .iter()
         .filter(|s| s.kind.is_judged())
-        .filter_map(|s| s.channel)
+        .filter_map(|s| s.channel.get())
         .collect();
     channels.sort_unstable();
     channels.dedup();
     for c in channels {
         let cands: Vec<usize> = (0..ss.len())
-            .filter(|&k| ss[k].kind.is_judged() && ss[k].channel == Some(c))
+            .filter(|&k| ss[k].kind.is_judged() && ss[k].channel.get() == Some(c))
             .collect();
         let Some(&root) = cands
             .iter()
@@ -249,6 +249,7 @@ fn one_trace(
                     (Some(_), None) => UNKNOWN_APP.to_owned(),
                 };
                 sink.missing.push(MissingDecision {
+                    environment: None,
                     trace_id: hex128(s.trace),
                     span_id: hex64(s.span),
                     channel: channel.to_owned(),
@@ -295,9 +296,10 @@ fn one_trace(
             if near.is_empty() {
                 near.resize(ss.len(), Near::Unknown);
             }
-            let from = nearest_in(&parent, &mut near, k, |q| ss[q].channel == Some(c));
+            let from = nearest_in(&parent, &mut near, k, |q| ss[q].channel.get() == Some(c));
             let via = via_apps(spans, ss, &parent, k, from);
             sink.hops.push(CrossColorHop {
+                environment: None,
                 trace_id: hex128(s.trace),
                 span_id: hex64(s.span),
                 channel: channel.to_owned(),
@@ -583,11 +585,12 @@ mod tests {
                 end: 2_000 + k as i64,
                 is_error: false,
                 decision_set: 0,
-                channel: None,
+                channel: crate::analyze::spans::ChannelRef::NONE,
                 blue_percent: 50,
                 interval: 0,
                 source: NO_SOURCE,
                 lane: 0,
+                env: 0,
             });
         }
         let id = ChannelId::new("trade").unwrap();

@@ -45,7 +45,7 @@ impl Acc {
     ) {
         for s in spans {
             let s: &SpanRec = s.borrow();
-            let Some(c) = s.channel else { continue };
+            let Some(c) = s.channel.get() else { continue };
             let (since, until) = all.interval(s);
             let (t, w) = per_channel[c as usize];
             let ws = window_start(s.start, w);
@@ -220,6 +220,10 @@ pub struct WindowCounts {
     pub spans: u64,
     /// (instance, app, colour, rule) of the spans counted, sorted.
     pub instance_rules: Vec<(String, String, Color, String)>,
+    /// The deployment environments of the spans counted (`None`: none); the counts of more
+    /// than one mix them, and are judged per environment from the spans instead
+    /// ([`crate::analyze::run`]). Not sent between cluster nodes.
+    pub environments: std::collections::BTreeSet<Option<String>>,
 }
 
 impl WindowCounts {
@@ -235,6 +239,7 @@ impl WindowCounts {
             names,
             spans,
             instance_rules,
+            environments: Default::default(),
         }
     }
 
@@ -256,6 +261,7 @@ impl WindowCounts {
             out.acc.absorb(p.acc.remap(&apps, &instances, &channels));
             out.spans += p.spans;
             out.instance_rules.extend(p.instance_rules);
+            out.environments.extend(p.environments);
         }
         sort_instance_rules(&mut out.instance_rules);
         out.instance_rules.dedup();

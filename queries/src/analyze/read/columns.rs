@@ -95,7 +95,7 @@ pub(super) fn sql_err(e: impl std::fmt::Display) -> SqlError {
 /// for parentless CONSUMER spans.
 ///
 /// [`Loader::push`]: super::loader::Loader::push
-pub const LOAD_COLUMN_NAMES: [&str; 23] = [
+pub const LOAD_COLUMN_NAMES: [&str; 24] = [
     col::TRACE_ID,
     col::SPAN_ID,
     col::PARENT_SPAN_ID,
@@ -119,12 +119,13 @@ pub const LOAD_COLUMN_NAMES: [&str; 23] = [
     col::LANE_TAG,
     col::LANE_TAG_SOURCE,
     col::MALFORMED_LANE_TAGS,
+    col::DEPLOYMENT_ENVIRONMENT,
 ];
 
 /// The columns the windowed detections read (domain §6.3–6): the spans' apps, instances,
-/// colours, kinds, starts and errors, and the trace ids their findings name. A subset of
-/// [`LOAD_COLUMN_NAMES`].
-pub const WINDOW_COLUMN_NAMES: [&str; 9] = [
+/// colours, kinds, starts, errors and environments, and the trace ids their findings name. A
+/// subset of [`LOAD_COLUMN_NAMES`].
+pub const WINDOW_COLUMN_NAMES: [&str; 10] = [
     col::TRACE_ID,
     col::SERVICE_NAME,
     col::INSTANCE_ID,
@@ -134,6 +135,7 @@ pub const WINDOW_COLUMN_NAMES: [&str; 9] = [
     col::TRAFFIC_KIND,
     col::START_TIME_UNIX_NANO,
     col::IS_ERROR,
+    col::DEPLOYMENT_ENVIRONMENT,
 ];
 
 /// Which of the analyzer's columns a load reads from Parquet files.

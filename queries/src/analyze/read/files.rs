@@ -34,6 +34,7 @@ use super::loader::Loader;
 use crate::analyze::config::AnalyzerConfig;
 use crate::analyze::detect::windows::WindowCounts;
 use crate::analyze::detect::windows::counter::WindowCounter;
+use crate::analyze::environments::EnvironmentFilter;
 use crate::analyze::error::AnalyzeError;
 #[cfg(doc)]
 use crate::analyze::spans::SpanRec;
@@ -167,9 +168,10 @@ fn count_file(
     config: &AnalyzerConfig,
     lo: i64,
     hi: i64,
+    filter: &EnvironmentFilter,
 ) -> Result<WindowCounts, AnalyzeError> {
     let FileBatches { reader, .. } = open_file(file, LoadColumns::Windows)?;
-    let mut counter = WindowCounter::new(timeline, config, lo, hi);
+    let mut counter = WindowCounter::new(timeline, config, lo, hi, filter.clone());
     for batch in reader {
         let batch = batch.map_err(|e| AnalyzeError::read(file.path(), e))?;
         counter.push(&batch)?;
@@ -194,6 +196,7 @@ pub async fn count_windows_once(
     config: &AnalyzerConfig,
     from: Option<i64>,
     to: Option<i64>,
+    filter: &EnvironmentFilter,
 ) -> Result<WindowCounts, AnalyzeError> {
     let (lo, hi) = inclusive(from, to);
     let started = std::time::Instant::now();
@@ -202,10 +205,10 @@ pub async fn count_windows_once(
     let files = overlapping.len();
     // One copy of the timeline and thresholds, shared by the blocking reads. (A task per row
     // group instead of per file measured slower: each opens the file and parses its footer.)
-    let shared = Arc::new((timeline.clone(), config.clone()));
+    let shared = Arc::new((timeline.clone(), config.clone(), filter.clone()));
     let reading = Arc::clone(&shared);
     let mut parts: Vec<WindowCounts> = read_on_cores(overlapping, move |file| {
-        count_file(file, &reading.0, &reading.1, lo, hi)
+        count_file(file, &reading.0, &reading.1, lo, hi, &reading.2)
     })
     .await?
     .into_iter()
@@ -213,7 +216,7 @@ pub async fn count_windows_once(
     .collect();
     let segments = snap.segments_in(lo, hi);
     let memory = tokio::task::spawn_blocking(move || -> Result<WindowCounts, AnalyzeError> {
-        let mut counter = WindowCounter::new(&shared.0, &shared.1, lo, hi);
+        let mut counter = WindowCounter::new(&shared.0, &shared.1, lo, hi, shared.2.clone());
         for s in &segments {
             let batch = s
                 .decode()

@@ -15,8 +15,8 @@ use super::columns::{hex_u64, hex_u128, link_ids, parse_color, per_row, sql_err}
 use super::resolve::{apply_order, reindex, resolve, trace_order};
 use crate::analyze::intern::Interner;
 use crate::analyze::spans::{
-    DecisionRec, Decisions, Kind, LaneFact, NO_SOURCE, RuleSet, SpanRec, Spans, named_rules,
-    source_id,
+    DecisionRec, Decisions, Kind, LaneFact, NO_SOURCE, RuleSet, SpanRec, Spans, env_id,
+    named_rules, source_id,
 };
 use crate::sql::SqlError;
 
@@ -124,6 +124,12 @@ impl Loader {
             Some("JOB") => Some(TrafficKind::Job),
             _ => None,
         })?;
+        let envs = match column(col::DEPLOYMENT_ENVIRONMENT) {
+            Some(c) => per_row(c, |v| {
+                v.map_or(0, |name| env_id(self.out.environments.intern(name)))
+            })?,
+            None => vec![0; rows],
+        };
         let sources = match column(col::DECISION_SOURCE) {
             Some(c) => per_row(c, |v| v.map(|name| self.out.sources.intern(name)))?,
             None => vec![None; rows],
@@ -300,11 +306,12 @@ impl Loader {
                 end: end.map_or(start, |e| e.value(i)),
                 is_error: is_error.value(i),
                 decision_set,
-                channel: None,
+                channel: crate::analyze::spans::ChannelRef::NONE,
                 blue_percent: 50,
                 interval: 0,
                 source: sources[i].map_or(NO_SOURCE, source_id),
                 lane: 0,
+                env: envs[i],
             });
             if let Some(l) = &lanes {
                 self.lane_row(l, i);

@@ -12,7 +12,8 @@ use super::loader::Loader;
 use super::resolve::Changes;
 use crate::analyze::intern::Interner;
 use crate::analyze::spans::{
-    DecisionRec, LaneFact, LaneTable, NO_SOURCE, RuleSet, SpanRec, Spans, named_rules, source_id,
+    DecisionRec, LaneFact, LaneTable, NO_SOURCE, RuleSet, SpanRec, Spans, env_id, named_rules,
+    source_id,
 };
 
 /// Merges of at least this many spans copy on two threads ([`Loader::merge_finish`]).
@@ -25,6 +26,7 @@ struct IdMaps {
     /// Decision sets, their channels mapped.
     decision_sets: Vec<u32>,
     sources: Vec<u32>,
+    environments: Vec<u32>,
     rules: Vec<u32>,
     /// Lane facts ([`crate::analyze::spans::LaneTable`]).
     lanes: Vec<u16>,
@@ -47,6 +49,9 @@ impl IdMaps {
             s.source = source_id(self.sources[s.source as usize]);
         }
         s.lane = self.lanes[usize::from(s.lane)];
+        if let Some(id) = s.env.checked_sub(1) {
+            s.env = env_id(self.environments[usize::from(id)]);
+        }
         changes.apply(s);
     }
 }
@@ -188,6 +193,7 @@ impl MergePlan {
                         })
                         .collect(),
                     sources: map(&p.out.sources, &mut all.out.sources),
+                    environments: map(&p.out.environments, &mut all.out.environments),
                     rules: map(&p.rule_names, &mut all.rule_names),
                     lanes: map_lanes(&p.out.lanes, &mut all.out.lanes),
                 }
@@ -594,11 +600,12 @@ mod tests {
             end: start + 1,
             is_error: false,
             decision_set: l.out.decision_sets.intern(decisions),
-            channel: None,
+            channel: crate::analyze::spans::ChannelRef::NONE,
             blue_percent: 50,
             interval: 0,
             source,
             lane: 0,
+            env: 0,
         });
     }
 
@@ -638,7 +645,7 @@ mod tests {
                     r.span,
                     s.apps.name(r.app),
                     s.instances.name(r.instance),
-                    r.channel.map(|c| s.channels.name(c)),
+                    r.channel.get().map(|c| s.channels.name(c)),
                     r.blue_percent,
                     s.interval(r),
                     (r.source != NO_SOURCE).then(|| s.sources.name(u32::from(r.source)))

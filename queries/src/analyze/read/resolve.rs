@@ -57,7 +57,7 @@ impl Changes {
         let c = &self.0[s.app as usize];
         let n = c.partition_point(|ch| ch.t <= s.start);
         let ch = c[n.saturating_sub(1)];
-        s.channel = ch.channel;
+        s.channel = crate::analyze::spans::ChannelRef::of(ch.channel);
         s.blue_percent = ch.blue_percent;
         s.interval = ch.interval;
     }

@@ -104,6 +104,10 @@ impl TagChangeReason {
 /// §7.3.1: an entry span marked for a lane and served outside it.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct LaneLeak {
+    /// The deployment environment of the spans it was judged on (`deployment_environment`);
+    /// left out of JSON when they had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Trace id.
     pub trace_id: String,
     /// The judged span.
@@ -136,6 +140,10 @@ pub struct LaneLeak {
 /// §7.3.2: an entry span that lost its upstream's tag.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct LaneTagDropped {
+    /// The deployment environment of the spans it was judged on (`deployment_environment`);
+    /// left out of JSON when they had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Trace id.
     pub trace_id: String,
     /// The judged span.
@@ -163,6 +171,10 @@ pub struct LaneTagDropped {
 /// §7.3.3: base traffic served in a lane.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct LanePollution {
+    /// The deployment environment of the spans it was judged on (`deployment_environment`);
+    /// left out of JSON when they had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Trace id.
     pub trace_id: String,
     /// The judged span.
@@ -189,6 +201,10 @@ pub struct LanePollution {
 /// §7.3.4: a tag set or changed mid-trace.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct LaneTagChanged {
+    /// The deployment environment of the spans it was judged on (`deployment_environment`);
+    /// left out of JSON when they had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Trace id.
     pub trace_id: String,
     /// The judged span.
@@ -217,6 +233,10 @@ pub struct LaneTagChanged {
 /// §7.4: one side's error rate spikes against the other's, per app and window.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct LaneErrorSpike {
+    /// The deployment environment of the spans it was judged on (`deployment_environment`);
+    /// left out of JSON when they had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Lane group of the app at the window's start.
     pub group: Option<String>,
     /// App.
@@ -257,6 +277,10 @@ pub struct LaneErrorSpike {
 /// §7.4: lane coverage of one window, lane (not base) and app.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct LaneCoverage {
+    /// The deployment environment of the spans it was judged on (`deployment_environment`);
+    /// left out of JSON when they had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
     /// Window start, Unix ns.
     #[serde(serialize_with = "nanos")]
     #[schema(value_type = String)]

@@ -216,6 +216,7 @@ impl<'a, G: LaneGroups> LaneJudge<'a, G> {
                     _ => NONE_APP.to_owned(),
                 };
                 self.report.pollution.push(LanePollution {
+                    environment: None,
                     trace_id: hex128(s.trace()),
                     span_id: hex64(s.span()),
                     t_unix_nano: t,
@@ -297,6 +298,7 @@ impl<'a, G: LaneGroups> LaneJudge<'a, G> {
             }
         }
         self.report.leaks.push(LaneLeak {
+            environment: None,
             trace_id: hex128(s.trace()),
             span_id: hex64(s.span()),
             t_unix_nano: s.start(),
@@ -334,6 +336,7 @@ impl<'a, G: LaneGroups> LaneJudge<'a, G> {
             None => DropWhere::Unknown,
         };
         self.report.tags_dropped.push(LaneTagDropped {
+            environment: None,
             trace_id: hex128(s.trace()),
             span_id: hex64(s.span()),
             t_unix_nano: s.start(),
@@ -368,6 +371,7 @@ impl<'a, G: LaneGroups> LaneJudge<'a, G> {
             return;
         }
         self.report.tags_changed.push(LaneTagChanged {
+            environment: None,
             trace_id: hex128(s.trace()),
             span_id: hex64(s.span()),
             t_unix_nano: s.start(),

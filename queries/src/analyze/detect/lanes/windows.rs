@@ -142,6 +142,7 @@ impl Cells {
                 continue;
             };
             coverage.push(LaneCoverage {
+                environment: None,
                 window_start_unix_nano: w,
                 window_end_unix_nano: w + window_ns,
                 lane: lanes.name(lane).to_owned(),
@@ -286,6 +287,7 @@ fn judge_pair(
     for (x, y) in [(lane, base), (base, lane)] {
         if let Some(p) = spike(x.requests, x.errors, y.requests, y.errors, t) {
             out.push(LaneErrorSpike {
+                environment: None,
                 group: place.group.map(str::to_owned),
                 app: place.app.to_owned(),
                 lane: x.lane.to_owned(),

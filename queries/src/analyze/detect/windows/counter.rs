@@ -7,6 +7,7 @@ use dyeline_model::release::Timeline;
 
 use super::{Acc, WindowCounts, per_channel};
 use crate::analyze::config::{AnalyzerConfig, Thresholds};
+use crate::analyze::environments::EnvironmentFilter;
 use crate::analyze::read::loader::{Drained, Loader};
 use crate::analyze::read::resolve::Changes;
 use crate::analyze::spans::{DecisionSets, RuleSet};
@@ -31,12 +32,22 @@ pub struct WindowCounter<'a> {
     spans: u64,
     rules: RuleSet,
     last_rule: Vec<Option<(u32, Color, u32)>>,
+    /// The environments read ([`EnvironmentFilter`]).
+    filter: EnvironmentFilter,
+    /// The environments of the spans counted, by [`SpanRec::env`](crate::analyze::spans::SpanRec::env).
+    environments: [bool; 256],
 }
 
 impl<'a> WindowCounter<'a> {
-    /// A counter of the spans starting in `lo..=hi` (Unix ns) against `timeline`, with
-    /// `config`'s thresholds and windows.
-    pub fn new(timeline: &'a Timeline, config: &'a AnalyzerConfig, lo: i64, hi: i64) -> Self {
+    /// A counter of the spans starting in `lo..=hi` (Unix ns) of the environments `filter`
+    /// admits against `timeline`, with `config`'s thresholds and windows.
+    pub fn new(
+        timeline: &'a Timeline,
+        config: &'a AnalyzerConfig,
+        lo: i64,
+        hi: i64,
+        filter: EnvironmentFilter,
+    ) -> Self {
         Self {
             loader: Loader::default(),
             timeline,
@@ -49,6 +60,8 @@ impl<'a> WindowCounter<'a> {
             spans: 0,
             rules: RuleSet::default(),
             last_rule: Vec::new(),
+            filter,
+            environments: [false; 256],
         }
     }
 
@@ -74,13 +87,15 @@ impl<'a> WindowCounter<'a> {
         self.last_rule.resize(names.instances.len(), None);
         let (lo, hi) = (self.lo, self.hi);
         let (rules, last_rule) = (&mut self.rules, &mut self.last_rule);
+        let (filter, environments) = (&self.filter, &mut self.environments);
         let mut counted = 0u64;
         // The spans in range, resolved as they are counted; the loader's vectors keep their
         // room for the next batch.
         let in_range = spans.filter_map(|(mut s, r)| {
-            if !(lo..=hi).contains(&s.start) {
+            if !(lo..=hi).contains(&s.start) || !filter.admits(names.environment(s.env)) {
                 return None;
             }
+            environments[usize::from(s.env)] = true;
             changes.apply(&mut s);
             let last = &mut last_rule[s.instance as usize];
             if *last != Some((s.app, s.color, r)) {
@@ -100,6 +115,12 @@ impl<'a> WindowCounter<'a> {
         let rules = self.loader.name_rules(self.rules);
         let mut names = self.loader.into_names();
         names.decision_sets = DecisionSets::default();
-        WindowCounts::new(self.acc, names, self.spans, rules)
+        let environments = (0..=u8::MAX)
+            .filter(|&e| self.environments[usize::from(e)])
+            .map(|e| names.environment(e).map(str::to_owned))
+            .collect();
+        let mut counts = WindowCounts::new(self.acc, names, self.spans, rules);
+        counts.environments = environments;
+        counts
     }
 }
