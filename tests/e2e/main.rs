@@ -26,6 +26,7 @@ mod dashboard_lanes;
 mod demo;
 mod deploy;
 mod durability;
+mod environments;
 mod fixtures;
 mod hardening;
 mod ingest_rules;
