@@ -17,6 +17,7 @@
 //! analyze.rs (this face: run(), the re-exports)
 //!   text.rs                           the text table and the demo's summary
 //!   read/files.rs, read/scan.rs       the per-file path (with its cache) and the DataFusion scan
+//!   environments.rs                   each deployment environment judged apart, reports merged
 //!   report.rs                         Report, report_of, report_windows
 //!   detect/traces.rs                  §6.1-2, judged per trace
 //!   detect/windows.rs                 §6.3-6: counts per window, then the judges:
