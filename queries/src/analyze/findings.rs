@@ -290,23 +290,6 @@ impl<'a> FindingRef<'a> {
         }
     }
 
-    /// Its deployment environment, when the spans it was judged on name one.
-    pub fn environment(self) -> Option<&'a str> {
-        match self {
-            FindingRef::Hop(f) => f.environment.as_deref(),
-            FindingRef::Missing(f) => f.environment.as_deref(),
-            FindingRef::Drained(f) => f.environment.as_deref(),
-            FindingRef::Ratio(f) => f.environment.as_deref(),
-            FindingRef::Skew(f) => f.environment.as_deref(),
-            FindingRef::Spike(f) => f.environment.as_deref(),
-            FindingRef::Leak(f) => f.environment.as_deref(),
-            FindingRef::TagDropped(f) => f.environment.as_deref(),
-            FindingRef::Pollution(f) => f.environment.as_deref(),
-            FindingRef::TagChanged(f) => f.environment.as_deref(),
-            FindingRef::LaneSpike(f) => f.environment.as_deref(),
-        }
-    }
-
     /// Its channel (§6); `None` for a lane finding (§7 judges by lane groups).
     pub fn channel(self) -> Option<&'a str> {
         match self {
@@ -389,11 +372,12 @@ impl<'a> FindingRef<'a> {
     /// What it tells the alerts, with `config`'s thresholds of its channel (or its lane
     /// window). `seen` counts the findings of each alert key so far in one evaluation (a
     /// hop's summary says how many hops of its key there were).
-    /// An environment's finding raises its own alert: its labels carry `environment`.
+    /// An environment's finding raises its own alert: its labels carry `environment`, and a
+    /// count of findings (hops, lane findings) counts those of its environment.
     pub fn alert(self, config: &AnalyzerConfig, seen: &mut AlertCounts) -> Observation {
         let lane_window = config.lanes.window.as_nanos().max(1) as i64;
         let t = config.for_channel(self.channel().unwrap_or_default());
-        let mut observation = match self {
+        match self {
             FindingRef::Hop(f) => f.alert(t, seen),
             FindingRef::Missing(f) => f.alert(t),
             FindingRef::Drained(f) => f.alert(t),
@@ -405,13 +389,7 @@ impl<'a> FindingRef<'a> {
             FindingRef::Pollution(f) => f.alert(lane_window, seen),
             FindingRef::TagChanged(f) => f.alert(lane_window, seen),
             FindingRef::LaneSpike(f) => f.alert(),
-        };
-        if let Some(env) = self.environment() {
-            observation
-                .labels
-                .insert("environment".into(), env.to_owned());
         }
-        observation
     }
 
     /// Its row among the dashboard's window findings, with `t` the thresholds of its

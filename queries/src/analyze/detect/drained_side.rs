@@ -72,6 +72,7 @@ impl DrainedSide {
             labels: alert_labels(
                 Detection::DrainedSide,
                 &[
+                    ("environment", self.environment.as_deref()),
                     ("channel", Some(&self.channel)),
                     ("app", Some(&self.app)),
                     ("color", Some(self.color.as_str())),

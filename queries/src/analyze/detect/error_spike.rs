@@ -84,6 +84,7 @@ impl ErrorSpike {
             labels: alert_labels(
                 Detection::ErrorSpike,
                 &[
+                    ("environment", self.environment.as_deref()),
                     ("channel", Some(&self.channel)),
                     ("app", self.app.as_deref()),
                     ("color", Some(self.color.as_str())),

@@ -73,6 +73,7 @@ impl InstanceSkew {
             labels: alert_labels(
                 Detection::InstanceSkew,
                 &[
+                    ("environment", self.environment.as_deref()),
                     ("channel", Some(&self.channel)),
                     ("app", Some(&self.app)),
                     ("color", Some(self.color.as_str())),

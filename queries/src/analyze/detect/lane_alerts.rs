@@ -94,6 +94,7 @@ impl LaneLeak {
             Detection::LaneLeak,
             self.group.as_deref(),
             &[
+                ("environment", self.environment.as_deref()),
                 ("lane", Some(&self.lane)),
                 ("app", Some(&self.to_app)),
                 ("to_lane", Some(&self.to_lane)),
@@ -135,6 +136,7 @@ impl LaneTagDropped {
             Detection::LaneTagDropped,
             self.group.as_deref(),
             &[
+                ("environment", self.environment.as_deref()),
                 ("lane", Some(&self.lane)),
                 ("app", Some(&self.app)),
                 ("dropped_by", Some(&self.dropped_by)),
@@ -175,6 +177,7 @@ impl LanePollution {
             Detection::LanePollution,
             self.group.as_deref(),
             &[
+                ("environment", self.environment.as_deref()),
                 ("lane", Some(&self.lane)),
                 ("app", Some(&self.app)),
                 ("from_app", Some(&self.from_app)),
@@ -217,6 +220,7 @@ impl LaneTagChanged {
             Detection::LaneTagChanged,
             self.group.as_deref(),
             &[
+                ("environment", self.environment.as_deref()),
                 ("lane", Some(&self.to_lane)),
                 ("app", Some(&self.to_app)),
                 ("from_app", Some(&self.from_app)),
@@ -263,6 +267,7 @@ impl LaneErrorSpike {
                 Detection::LaneErrorSpike,
                 self.group.as_deref(),
                 &[
+                    ("environment", self.environment.as_deref()),
                     ("lane", Some(&self.lane)),
                     ("app", Some(&self.app)),
                     ("other_lane", Some(&self.other_lane)),

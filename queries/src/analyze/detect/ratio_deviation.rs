@@ -104,6 +104,7 @@ impl RatioDeviation {
             labels: alert_labels(
                 Detection::RatioDeviation,
                 &[
+                    ("environment", self.environment.as_deref()),
                     ("channel", Some(&self.channel)),
                     ("app", Some(&self.app)),
                     ("color", Some(self.color.as_str())),

@@ -483,6 +483,7 @@ impl CrossColorHop {
         let l = alert_labels(
             Detection::CrossColorHop,
             &[
+                ("environment", self.environment.as_deref()),
                 ("channel", Some(&self.channel)),
                 ("app", Some(&self.to_app)),
                 ("color", Some(self.to_color.as_str())),
@@ -532,6 +533,7 @@ impl MissingDecision {
             labels: alert_labels(
                 Detection::MissingDecision,
                 &[
+                    ("environment", self.environment.as_deref()),
                     ("channel", Some(&self.channel)),
                     ("app", Some(&self.app)),
                     ("kind", Some(self.kind.as_str())),
