@@ -6,41 +6,14 @@
 //! the others that have none (environment null).
 //!
 //! Owns the split's use and the merge of the reports; [`Spans::by_environment`] splits the
-//! records, [`crate::analyze::read::files`] leaves a windowed count of several environments
-//! to this path.
+//! records and [`EnvironmentFilter`] (beside them) says which are read; `analyze::run` leaves
+//! a windowed count of several environments to this path.
 
 use super::config::AnalyzerConfig;
 use super::findings::Detection;
 use super::report::{Report, report_of};
+pub use super::spans::EnvironmentFilter;
 use super::spans::Spans;
-
-/// Which environments an analysis reads.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum EnvironmentFilter {
-    /// Every environment, each judged apart.
-    #[default]
-    All,
-    /// Only the spans of this environment.
-    Only(String),
-}
-
-impl EnvironmentFilter {
-    /// The filter of an optional `environment` parameter (absent or empty: all).
-    pub fn of(environment: Option<&str>) -> Self {
-        match environment.map(str::trim).filter(|e| !e.is_empty()) {
-            Some(e) => Self::Only(e.to_owned()),
-            None => Self::All,
-        }
-    }
-
-    /// True when spans of environment `env` (`None`: none) are read.
-    pub fn admits(&self, env: Option<&str>) -> bool {
-        match self {
-            Self::All => true,
-            Self::Only(e) => env == Some(e.as_str()),
-        }
-    }
-}
 
 /// [`report_of`] for each environment of `spans` that `filter` admits, each report's findings
 /// tagged with its environment, the reports merged ([`absorb`]); an empty report of the
@@ -93,13 +66,15 @@ pub fn tag(r: &mut Report, env: Option<&str>) {
     }
 }
 
-/// Adds the report of another environment's spans to `into`: spans and counts add up, the
-/// lists follow one another, the instances (and their lanes), which every environment's
-/// report lists alike, are kept once.
-pub fn absorb(into: &mut Report, other: Report) {
+/// Adds the report of another environment's spans of the same load to `into`: spans and
+/// counts add up, the lists follow one another. The instances (with their colour rules) and
+/// the count of instances with an invalid lane value come from the load's tables, which every
+/// part of [`Spans::by_environment`] shares: `into`'s stand. The instances' lanes are those of
+/// each part's spans (and presence signals): kept once each, by instance.
+fn absorb(into: &mut Report, other: Report) {
     let Report {
         spans,
-        instances,
+        instances: _,
         decisions,
         malformed_pairs,
         conflicting_decisions,
@@ -117,16 +92,6 @@ pub fn absorb(into: &mut Report, other: Report) {
         orphan_starts,
     } = other;
     into.spans += spans;
-    into.instances.extend(instances);
-    into.instances.sort_by(|a, b| {
-        (&a.instance, &a.app, a.color.as_str(), &a.rule).cmp(&(
-            &b.instance,
-            &b.app,
-            b.color.as_str(),
-            &b.rule,
-        ))
-    });
-    into.instances.dedup();
     if let (Some(a), Some(b)) = (&mut into.decisions, decisions) {
         a.extend(b);
     }
@@ -149,11 +114,7 @@ pub fn absorb(into: &mut Report, other: Report) {
         a.extend(b);
     }
     if let (Some(a), Some(b)) = (&mut into.lane, lane) {
-        // Instances are not split by environment: each report counts the same ones.
-        let invalid = a
-            .counts
-            .invalid_instance_lanes
-            .max(b.counts.invalid_instance_lanes);
+        let invalid = a.counts.invalid_instance_lanes;
         a.absorb(b);
         a.counts.invalid_instance_lanes = invalid;
     }
@@ -167,8 +128,8 @@ mod tests {
     use super::*;
     use crate::analyze::testkit::{B, Sp, releasing};
 
-    /// A release of `trade` at 50 % in two environments: production's green side errs, and
-    /// staging's blue side errs and carries a cross-colour hop. Judged apart there are two
+    /// A release of `trade` at 50 % in two environments: production's green side errs,
+    /// staging's blue side errs, and each carries the same cross-colour hop. Judged apart there are two
     /// one-sided spikes, production's green and staging's blue; mixed, both colours would err
     /// at the same rate and neither would spike. The filter keeps one environment only.
     #[test]
@@ -202,27 +163,29 @@ mod tests {
                 });
             }
         }
-        // Staging: blue order calls green pay under a blue decision.
-        for (span, parent, app, color, t) in [
-            (1, None, "order", Color::Blue, 5.0),
-            (2, Some(1), "pay", Color::Green, 5.1),
-        ] {
-            b.span(Sp {
-                trace: 1,
-                span,
-                parent,
-                app,
-                instance: if color == Color::Blue {
-                    "x-blue-1"
-                } else {
-                    "x-green-1"
-                },
-                color,
-                t,
-                decisions: &[("trade", Color::Blue)],
-                env: Some("staging"),
-                ..Sp::default()
-            });
+        // In each environment, blue order calls green pay under a blue decision.
+        for (trace, env) in [(1, "staging"), (2, "production")] {
+            for (span, parent, app, color, t) in [
+                (1, None, "order", Color::Blue, 5.0),
+                (2, Some(1), "pay", Color::Green, 5.1),
+            ] {
+                b.span(Sp {
+                    trace,
+                    span,
+                    parent,
+                    app,
+                    instance: if color == Color::Blue {
+                        "x-blue-1"
+                    } else {
+                        "x-green-1"
+                    },
+                    color,
+                    t,
+                    decisions: &[("trade", Color::Blue)],
+                    env: Some(env),
+                    ..Sp::default()
+                });
+            }
         }
         let spans = b.resolved();
         let config = AnalyzerConfig::default();
@@ -236,13 +199,25 @@ mod tests {
             )
         };
         let all = run(EnvironmentFilter::All);
-        assert_eq!(all.spans, 482);
+        assert_eq!(all.spans, 484);
         let hop_envs: Vec<_> = all
             .cross_color_hops
             .iter()
             .map(|h| h.environment.as_deref())
             .collect();
-        assert_eq!(hop_envs, [Some("staging")]);
+        assert_eq!(hop_envs, [Some("production"), Some("staging")]);
+        // The same hop in two environments is two alerts, each counting its own one hop.
+        let mut seen = Default::default();
+        let alerts: Vec<_> = all
+            .findings_of(Detection::CrossColorHop)
+            .map(|f| f.alert(&config, &mut seen))
+            .collect();
+        assert_eq!(alerts.len(), 2);
+        assert_ne!(alerts[0].labels, alerts[1].labels);
+        for (a, env) in alerts.iter().zip(["production", "staging"]) {
+            assert_eq!(a.labels["environment"], env);
+            assert_eq!(a.counted.as_ref().map(|c| c.0), Some(1));
+        }
         // Each side's spike is found for the channel and for its app.
         let mut spikes: Vec<_> = all
             .error_spike
@@ -259,8 +234,8 @@ mod tests {
             ]
         );
         let prod = run(EnvironmentFilter::of(Some("production")));
-        assert_eq!(prod.spans, 240);
-        assert!(prod.cross_color_hops.is_empty());
+        assert_eq!(prod.spans, 242);
+        assert_eq!(prod.cross_color_hops.len(), 1);
         assert_eq!(prod.error_spike.len(), 2);
         let staging = run(EnvironmentFilter::of(Some("staging")));
         assert_eq!(staging.spans, 242);
@@ -268,6 +243,33 @@ mod tests {
         let json = serde_json::to_value(&staging).unwrap();
         assert_eq!(json["cross_color_hops"][0]["environment"], "staging");
         assert_eq!(run(EnvironmentFilter::of(Some("qa"))).spans, 0);
+    }
+
+    /// A lane carrier that gave no lane id is counted once, in its own span's environment,
+    /// whatever the number of environments.
+    #[test]
+    fn a_malformed_lane_tag_is_counted_once_in_its_environment() {
+        let mut b = B::new();
+        for (trace, env) in [(1, "production"), (2, "staging"), (3, "qa")] {
+            b.span(Sp {
+                trace,
+                env: Some(env),
+                ..Sp::default()
+            });
+        }
+        let mut spans = b.resolved();
+        spans.lanes.carriers.insert((2, 1, true), (None, 1));
+        let config = AnalyzerConfig::default();
+        let lanes = |filter: EnvironmentFilter| {
+            report_by_environment(spans.clone(), &config, false, &Detection::LANE, &filter)
+                .lane
+                .unwrap()
+                .counts
+                .malformed_lane_tags
+        };
+        assert_eq!(lanes(EnvironmentFilter::All), 1);
+        assert_eq!(lanes(EnvironmentFilter::of(Some("staging"))), 1);
+        assert_eq!(lanes(EnvironmentFilter::of(Some("qa"))), 0);
     }
 
     /// Spans without an environment are judged as before: one part, findings without the key.

@@ -85,6 +85,34 @@ pub struct SpanRec {
     pub env: u8,
 }
 
+/// Which environments an analysis reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum EnvironmentFilter {
+    /// Every environment, each judged apart.
+    #[default]
+    All,
+    /// Only the spans of this environment.
+    Only(String),
+}
+
+impl EnvironmentFilter {
+    /// The filter of an optional `environment` parameter (absent or empty: all).
+    pub fn of(environment: Option<&str>) -> Self {
+        match environment.map(str::trim).filter(|e| !e.is_empty()) {
+            Some(e) => Self::Only(e.to_owned()),
+            None => Self::All,
+        }
+    }
+
+    /// True when spans of environment `env` (`None`: none) are read.
+    pub fn admits(&self, env: Option<&str>) -> bool {
+        match self {
+            Self::All => true,
+            Self::Only(e) => env == Some(e.as_str()),
+        }
+    }
+}
+
 /// [`SpanRec::env`] of the environment interned as `id`: `id + 1`, or 0 (none) past 254
 /// distinct environments in one load (a handful in practice).
 pub fn env_id(id: u32) -> u8 {
@@ -502,9 +530,10 @@ impl Spans {
     /// The spans split by deployment environment (domain: a dimension no detection mixes),
     /// one [`Spans`] per environment in id order (none first), each with the names, decision
     /// sets, intervals, lanes, lane groups and presence signals of the whole and its own
-    /// spans in the same order (a trace's spans of one environment stay together). All in
-    /// one environment (or none): the spans as they are, not copied.
-    pub fn by_environment(self) -> Vec<(Option<String>, Spans)> {
+    /// spans in the same order (a trace's spans of one environment stay together), and of
+    /// the lane carriers ([`LaneTable::carriers`]) those on its spans. All in one environment
+    /// (or none): the spans as they are, not copied.
+    pub fn by_environment(mut self) -> Vec<(Option<String>, Spans)> {
         let ids = self.environment_ids();
         if ids.len() <= 1 {
             let name = ids
@@ -513,8 +542,11 @@ impl Spans {
                 .map(str::to_owned);
             return vec![(name, self)];
         }
-        let mut parts: Vec<(Vec<Vec<SpanRec>>, Vec<DecisionRec>)> =
-            ids.iter().map(|_| (Vec::new(), Vec::new())).collect();
+        let all_carriers = std::mem::take(&mut self.lanes.carriers);
+        let mut parts: Vec<(Vec<Vec<SpanRec>>, Vec<DecisionRec>, Carriers)> = ids
+            .iter()
+            .map(|_| (Vec::new(), Vec::new(), Carriers::default()))
+            .collect();
         let slot = |env: u8| ids.binary_search(&env).unwrap_or(0);
         let mut recs = self.decision_recs.clone();
         recs.sort_by_key(|r| r.index);
@@ -522,7 +554,7 @@ impl Spans {
         let mut counts = vec![0usize; ids.len()];
         let mut index = 0usize;
         for chunk in &self.chunks {
-            for (chunk_part, _) in &mut parts {
+            for (chunk_part, _, _) in &mut parts {
                 chunk_part.push(Vec::new());
             }
             for s in chunk {
@@ -531,6 +563,10 @@ impl Spans {
                     if r.index == index {
                         parts[k].1.push(r.at(counts[k]));
                     }
+                }
+                let key = (s.trace, s.span, s.kind == Kind::Server);
+                if let Some(&c) = all_carriers.get(&key) {
+                    parts[k].2.insert(key, c);
                 }
                 if let Some(last) = parts[k].0.last_mut() {
                     last.push(s.clone());
@@ -541,7 +577,7 @@ impl Spans {
         }
         ids.iter()
             .zip(parts)
-            .map(|(&env, (chunks, decision_recs))| {
+            .map(|(&env, (chunks, decision_recs, carriers))| {
                 let mut part = Spans {
                     chunks: Vec::new(),
                     offsets: Vec::new(),
@@ -556,7 +592,10 @@ impl Spans {
                     decision_sets: self.decision_sets.clone(),
                     intervals: self.intervals.clone(),
                     instance_rules: self.instance_rules.clone(),
-                    lanes: self.lanes.clone(),
+                    lanes: LaneTable {
+                        carriers,
+                        ..self.lanes.clone()
+                    },
                     lane_groups: self.lane_groups.clone(),
                     signals: self.signals.clone(),
                 };

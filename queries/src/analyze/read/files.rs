@@ -34,8 +34,8 @@ use super::loader::Loader;
 use crate::analyze::config::AnalyzerConfig;
 use crate::analyze::detect::windows::WindowCounts;
 use crate::analyze::detect::windows::counter::WindowCounter;
-use crate::analyze::environments::EnvironmentFilter;
 use crate::analyze::error::AnalyzeError;
+use crate::analyze::spans::EnvironmentFilter;
 #[cfg(doc)]
 use crate::analyze::spans::SpanRec;
 use crate::analyze::spans::Spans;

@@ -7,9 +7,9 @@ use dyeline_model::release::Timeline;
 
 use super::{Acc, WindowCounts, per_channel};
 use crate::analyze::config::{AnalyzerConfig, Thresholds};
-use crate::analyze::environments::EnvironmentFilter;
 use crate::analyze::read::loader::{Drained, Loader};
 use crate::analyze::read::resolve::Changes;
+use crate::analyze::spans::EnvironmentFilter;
 use crate::analyze::spans::{DecisionSets, RuleSet};
 use crate::sql::SqlError;
 
