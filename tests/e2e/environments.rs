@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use crate::control::TOKEN;
+use crate::fixtures::analyze_json;
 use crate::support::{Server, run_cli, shared_dir};
 use crate::util::temp_dir;
 
@@ -63,15 +64,7 @@ fn each_environment_is_judged_apart_and_filtered_by_name() {
     assert!(ok, "{err}");
 
     // The post-mortem: release-small's six hops and three missing decisions in each.
-    let (ok, out, err) = run_cli(&[
-        "analyze",
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    assert!(ok, "{err}");
-    let report: Value = serde_json::from_str(&out).unwrap();
+    let report: Value = serde_json::from_str(&analyze_json(None, &data, &[])).unwrap();
     let envs = |list: &Value| -> Vec<String> {
         let mut e: Vec<String> = list
             .as_array()
@@ -86,17 +79,8 @@ fn each_environment_is_judged_apart_and_filtered_by_name() {
     assert_eq!(report["cross_color_hops"].as_array().unwrap().len(), 12);
     assert_eq!(report["missing_decisions"].as_array().unwrap().len(), 6);
     assert_eq!(envs(&report["cross_color_hops"]), ["production", "staging"]);
-    let (ok, out, err) = run_cli(&[
-        "analyze",
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--format",
-        "json",
-        "--environment",
-        "staging",
-    ]);
-    assert!(ok, "{err}");
-    let staging_report: Value = serde_json::from_str(&out).unwrap();
+    let staging_report: Value =
+        serde_json::from_str(&analyze_json(None, &data, &["--environment", "staging"])).unwrap();
     assert_eq!(
         staging_report["cross_color_hops"].as_array().unwrap().len(),
         6

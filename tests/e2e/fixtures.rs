@@ -430,23 +430,29 @@ pub(crate) fn capture_range(fixture: &str) -> (Value, String) {
 fn lanes_fixture(fixture: &str, spans: &str) -> (tempfile::TempDir, std::path::PathBuf, Value) {
     let (dir, data, config) = lanes_import(fixture, spans);
     let root = shared_dir().join("fixtures/analysis").join(fixture);
-    let out = analyze_json(&config, &data, &["--with-decisions"]);
+    let out = analyze_json(Some(&config), &data, &["--with-decisions"]);
     check_findings(&out, &dir.path().join("findings.json"), &root);
     let v = serde_json::from_str(&out).unwrap();
     (dir, data, v)
 }
 
-/// `dyeline --config CONFIG analyze --data-dir DATA --format json EXTRA...`'s output.
-fn analyze_json(config: &std::path::Path, data: &std::path::Path, extra: &[&str]) -> String {
-    let mut args = vec![
-        "--config",
-        config.to_str().unwrap(),
+/// `dyeline [--config CONFIG] analyze --data-dir DATA --format json EXTRA...`'s output.
+pub(crate) fn analyze_json(
+    config: Option<&std::path::Path>,
+    data: &std::path::Path,
+    extra: &[&str],
+) -> String {
+    let mut args = match config {
+        Some(c) => vec!["--config", c.to_str().unwrap()],
+        None => Vec::new(),
+    };
+    args.extend([
         "analyze",
         "--data-dir",
         data.to_str().unwrap(),
         "--format",
         "json",
-    ];
+    ]);
     args.extend_from_slice(extra);
     let (ok, out, err) = run_cli(&args);
     assert!(ok, "analyze {extra:?} failed: {err}");
@@ -526,7 +532,12 @@ fn lanes_walk_finds_every_planted_lane_fault_and_nothing_else() {
     // alone none of the six, and each finds what the full run finds.
     let config = shared_dir().join("fixtures/analysis/lanes-walk/dyeline.toml");
     let json = |types: &str| -> Value {
-        serde_json::from_str(&analyze_json(&config, &data, &["--detections", types])).unwrap()
+        serde_json::from_str(&analyze_json(
+            Some(&config),
+            &data,
+            &["--detections", types],
+        ))
+        .unwrap()
     };
     let six = json(
         "cross_color_hop,missing_decision,drained_side,ratio_deviation,instance_skew,error_spike",
