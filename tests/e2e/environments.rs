@@ -90,6 +90,16 @@ fn each_environment_is_judged_apart_and_filtered_by_name() {
         staging_report["spans"].as_u64().unwrap() * 2,
         report["spans"].as_u64().unwrap()
     );
+    // A name no span carries is warned about; an empty one is refused as a usage error.
+    let d = data.to_str().unwrap();
+    let (ok, _, err) = run_cli(&["analyze", "--data-dir", d, "--environment", "qa"]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("no span in the range names the deployment environment \"qa\""),
+        "{err}"
+    );
+    let (ok, _, err) = run_cli(&["analyze", "--data-dir", d, "--environment", ""]);
+    assert!(!ok && err.contains("--environment"), "{err}");
 
     // The findings API, the same way.
     let s = Server::start(&data, &[("DYELINE_API_TOKEN", TOKEN)]);

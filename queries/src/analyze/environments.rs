@@ -240,6 +240,15 @@ mod tests {
         let staging = run(EnvironmentFilter::of(Some("staging")));
         assert_eq!(staging.spans, 242);
         assert_eq!(staging.cross_color_hops.len(), 1);
+        let hop = staging
+            .findings_of(Detection::CrossColorHop)
+            .next()
+            .unwrap();
+        assert!(
+            hop.line().ends_with(" (environment staging)"),
+            "{}",
+            hop.line()
+        );
         let json = serde_json::to_value(&staging).unwrap();
         assert_eq!(json["cross_color_hops"][0]["environment"], "staging");
         assert_eq!(run(EnvironmentFilter::of(Some("qa"))).spans, 0);

@@ -352,9 +352,27 @@ impl<'a> FindingRef<'a> {
         }
     }
 
-    /// Its line in the text table of `dyeline analyze` (indented, no newline).
-    pub fn line(self) -> String {
+    /// Its deployment environment, when the spans it was judged on name one.
+    pub fn environment(self) -> Option<&'a str> {
         match self {
+            FindingRef::Hop(f) => f.environment.as_deref(),
+            FindingRef::Missing(f) => f.environment.as_deref(),
+            FindingRef::Drained(f) => f.environment.as_deref(),
+            FindingRef::Ratio(f) => f.environment.as_deref(),
+            FindingRef::Skew(f) => f.environment.as_deref(),
+            FindingRef::Spike(f) => f.environment.as_deref(),
+            FindingRef::Leak(f) => f.environment.as_deref(),
+            FindingRef::TagDropped(f) => f.environment.as_deref(),
+            FindingRef::Pollution(f) => f.environment.as_deref(),
+            FindingRef::TagChanged(f) => f.environment.as_deref(),
+            FindingRef::LaneSpike(f) => f.environment.as_deref(),
+        }
+    }
+
+    /// Its line in the text table of `dyeline analyze` (indented, no newline), ending in
+    /// `(environment E)` when its spans name one.
+    pub fn line(self) -> String {
+        let line = match self {
             FindingRef::Hop(f) => f.line(),
             FindingRef::Missing(f) => f.line(),
             FindingRef::Drained(f) => f.line(),
@@ -366,12 +384,17 @@ impl<'a> FindingRef<'a> {
             FindingRef::Pollution(f) => f.line(),
             FindingRef::TagChanged(f) => f.line(),
             FindingRef::LaneSpike(f) => f.line(),
+        };
+        match self.environment() {
+            Some(env) => format!("{line} (environment {env})"),
+            None => line,
         }
     }
 
     /// What it tells the alerts, with `config`'s thresholds of its channel (or its lane
     /// window). `seen` counts the findings of each alert key so far in one evaluation (a
     /// hop's summary says how many hops of its key there were).
+    ///
     /// An environment's finding raises its own alert: its labels carry `environment`, and a
     /// count of findings (hops, lane findings) counts those of its environment.
     pub fn alert(self, config: &AnalyzerConfig, seen: &mut AlertCounts) -> Observation {

@@ -42,8 +42,8 @@ pub struct AnalyzeArgs {
     pub with_decisions: bool,
     /// Only the spans of this deployment environment (resource
     /// `deployment.environment.name`). Default: every environment, each judged apart, each
-    /// finding naming its own.
-    #[arg(long)]
+    /// finding naming its own. A name no span in the range carries is warned about.
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub environment: Option<String>,
     /// Run only these detections (comma-separated finding types: cross_color_hop,
     /// missing_decision, drained_side, ratio_deviation, instance_skew, error_spike, and the
@@ -138,6 +138,14 @@ pub async fn run(config: Config, args: &AnalyzeArgs) -> Result<u8, BoxError> {
         &analyze::EnvironmentFilter::of(args.environment.as_deref()),
     )
     .await?;
+    if let Some(env) = &args.environment
+        && report.spans == 0
+    {
+        eprintln!(
+            "dyeline: warning: no span in the range names the deployment environment {env:?} \
+             (resource deployment.environment.name)"
+        );
+    }
     match args.format {
         DataFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         DataFormat::Csv => print!("{}", csv_table(&report)?),
